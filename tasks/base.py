@@ -1,0 +1,297 @@
+"""The task plugin API: problems, messages, scores and the two kinds of task.
+
+A *task* knows the problems, the rules and the verifier of one benchmark. It knows nothing of agents,
+models or torch: the team environment (``teamtr_env.TeamEnv``) turns any task into a turn-taking,
+shared-context multi-agent game.
+
+Two kinds of task share one protocol (:class:`Task`):
+
+* single-answer tasks (arithmetic, math, zebra puzzles, planning) implement ``sample``, ``prompt`` and
+  ``grade``: the team talks, the final agent's message is graded. Subclass :class:`SingleAnswerTask`.
+* interactive tasks (guessing games, tool use) also answer each message with environment feedback and
+  decide when the episode is over. Subclass :class:`InteractiveTask`.
+
+Everything that crosses the API (``Problem``, ``Message``, ``Score``) is a frozen dataclass of
+JSON-serialisable fields so rollouts can be saved and sent to other processes.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+Role = Literal["agent", "env", "system"]
+Split = Literal["train", "validation", "test"]
+SPLITS: tuple[Split, ...] = ("train", "validation", "test")
+
+
+class TaskConfigError(ValueError):
+    """Invalid task arguments; ``problems`` lists every one of them."""
+
+    def __init__(self, task: str, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"Invalid {task} arguments ({len(self.problems)} problem(s)):\n{lines}")
+
+
+def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(mapping or {}))
+
+
+@dataclass(frozen=True)
+class Message:
+    """One entry of the shared context.
+
+    Attributes:
+        role: ``"agent"`` for a team member, ``"env"`` for environment feedback (tool results,
+            answers to questions), ``"system"`` for protocol notes.
+        speaker: the agent's name for agent messages, the task's name otherwise.
+        text: the text that entered the shared context (already cleaned and length-limited).
+    """
+
+    role: Role
+    speaker: str
+    text: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"role": self.role, "speaker": self.speaker, "text": self.text}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Message:
+        return cls(role=data["role"], speaker=str(data["speaker"]), text=str(data["text"]))
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem instance.
+
+    Attributes:
+        id: a stable identifier (unique within a problem set).
+        data: task-specific, JSON-serialisable fields (the question, the puzzle, ...).
+        answer: the gold answer in whatever JSON-serialisable form the task's verifier uses.
+        split: ``"train"``, ``"validation"`` or ``"test"``.
+        meta: fields for per-subset breakdowns (subject, level, size bucket, ...).
+    """
+
+    id: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+    answer: Any = None
+    split: Split = "train"
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.split not in SPLITS:
+            raise ValueError(
+                f"Problem {self.id!r}: split must be one of {SPLITS}, got {self.split!r}."
+            )
+        object.__setattr__(self, "data", _frozen(self.data))
+        object.__setattr__(self, "meta", _frozen(self.meta))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "data": dict(self.data),
+            "answer": self.answer,
+            "split": self.split,
+            "meta": dict(self.meta),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Problem:
+        return cls(
+            id=str(data["id"]),
+            data=data.get("data", {}),
+            answer=data.get("answer"),
+            split=data.get("split", "train"),
+            meta=data.get("meta", {}),
+        )
+
+
+@dataclass(frozen=True)
+class Score:
+    """The verifier's verdict on one episode.
+
+    Attributes:
+        reward: the team reward (usually 1.0 for correct, 0.0 otherwise).
+        correct: whether the episode counts as solved (used by pass@k / avg@k).
+        answer: the normalised extracted answer, used for majority voting; ``None`` if nothing
+            could be extracted.
+        details: JSON-serialisable diagnostics; ``details["reason"]`` says why an episode failed.
+    """
+
+    reward: float
+    correct: bool
+    answer: str | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "details", _frozen(self.details))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "reward": self.reward,
+            "correct": self.correct,
+            "answer": self.answer,
+            "details": dict(self.details),
+        }
+
+
+@dataclass(frozen=True)
+class Episode:
+    """What a task's ``score`` sees at the end of an episode.
+
+    Attributes:
+        problem: the problem the team worked on.
+        transcript: the whole shared context after the opening prompt, in order.
+        final_text: the message the team protocol designates as the final answer (the final
+            agent's last message), or ``None`` if that agent never spoke.
+        state: the interactive task's episode state (``None`` for single-answer tasks).
+    """
+
+    problem: Problem
+    transcript: Sequence[Message]
+    final_text: str | None
+    state: Any = None
+
+
+@runtime_checkable
+class Task(Protocol):
+    """The protocol every task plugin implements (see :class:`SingleAnswerTask` and
+    :class:`InteractiveTask` for ready-made bases)."""
+
+    name: str
+    description: str
+    interactive: bool
+
+    def sample(self, rng: np.random.Generator) -> Problem:
+        """Draws one problem from the task's generator, deterministically given ``rng``."""
+        ...
+
+    def load(self, path: str | Path) -> list[Problem]:
+        """Loads problems from a file (the task's official format or the project's JSONL)."""
+        ...
+
+    def prompt(self, problem: Problem) -> str:
+        """The opening text every agent sees."""
+        ...
+
+    def start(self, problem: Problem, rng: np.random.Generator) -> Any:
+        """Creates the per-episode state (``None`` for single-answer tasks)."""
+        ...
+
+    def respond(self, state: Any, speaker: str, text: str) -> str | None:
+        """Environment feedback to an agent's message, or ``None`` for no feedback."""
+        ...
+
+    def done(self, state: Any) -> bool:
+        """Whether the task itself ended the episode (the turn limit is the env's business)."""
+        ...
+
+    def score(self, episode: Episode) -> Score:
+        """Scores a finished episode. Must never raise on any model output."""
+        ...
+
+
+@runtime_checkable
+class SupportsExpert(Protocol):
+    """Optional: a task that can act as a scripted expert from the rendered context alone."""
+
+    def expert_reply(self, context: str, rng: np.random.Generator, *, make_error: bool) -> str:
+        """The expert's message for an agent that sees ``context``; a plausible wrong reply when
+        ``make_error`` is true."""
+        ...
+
+
+class BaseTask(abc.ABC):
+    """Shared defaults: the project's JSONL loader and a no-op episode state."""
+
+    name: str = "task"
+    description: str = ""
+    interactive: bool = False
+
+    @abc.abstractmethod
+    def sample(self, rng: np.random.Generator) -> Problem: ...
+
+    @abc.abstractmethod
+    def prompt(self, problem: Problem) -> str: ...
+
+    @abc.abstractmethod
+    def score(self, episode: Episode) -> Score: ...
+
+    def load(self, path: str | Path) -> list[Problem]:
+        """Loads problems saved with :func:`save_problems` (one ``Problem.to_dict`` per line)."""
+        return load_problems(path)
+
+    def start(self, problem: Problem, rng: np.random.Generator) -> Any:
+        return None
+
+    def respond(self, state: Any, speaker: str, text: str) -> str | None:
+        return None
+
+    def done(self, state: Any) -> bool:
+        return False
+
+
+class SingleAnswerTask(BaseTask):
+    """A task whose episode is graded on one final message; implement ``grade``."""
+
+    @abc.abstractmethod
+    def grade(self, problem: Problem, text: str) -> Score:
+        """Grades the final answer text. Must never raise on any input."""
+
+    def score(self, episode: Episode) -> Score:
+        if episode.final_text is None:
+            return Score(0.0, False, None, {"reason": "no_final_message"})
+        return self.grade(episode.problem, episode.final_text)
+
+
+class InteractiveTask(BaseTask):
+    """A task that answers messages with feedback and decides when the episode is over.
+
+    Reaching the team's turn limit before ``done`` is a *truncation* (PettingZoo's time limit)."""
+
+    interactive = True
+
+    @abc.abstractmethod
+    def start(self, problem: Problem, rng: np.random.Generator) -> Any: ...
+
+    @abc.abstractmethod
+    def respond(self, state: Any, speaker: str, text: str) -> str | None: ...
+
+    @abc.abstractmethod
+    def done(self, state: Any) -> bool: ...
+
+
+def save_problems(path: str | Path, problems: Sequence[Problem]) -> None:
+    """Writes problems as JSONL in the project's own format."""
+    with Path(path).open("w", encoding="utf-8") as fh:
+        for problem in problems:
+            fh.write(json.dumps(problem.to_dict(), ensure_ascii=False) + "\n")
+
+
+def load_problems(path: str | Path) -> list[Problem]:
+    """Reads problems written by :func:`save_problems`.
+
+    Raises:
+        ValueError: naming the file and line of the first malformed row.
+    """
+    problems = []
+    with Path(path).open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                problems.append(Problem.from_dict(json.loads(line)))
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                raise ValueError(
+                    f"{path}:{lineno}: expected a JSON object with at least an 'id' field "
+                    f"(the format of tasks.save_problems), got: {line[:80]!r} ({exc})."
+                ) from exc
+    return problems

@@ -1,0 +1,15 @@
+"""The tasks that ship with teamtr, registered in the default registry at import."""
+
+from __future__ import annotations
+
+from teamtr_env.registration import Registry
+
+
+def register_builtin(registry: Registry) -> None:
+    """Registers the built-in tasks (same hook shape as a third-party plugin's)."""
+    registry.register(
+        "teamtr/Arith-v0",
+        "tasks.arith:ArithTask",
+        description="Integer arithmetic (2-digit addition by default); exact integer verifier.",
+        kwargs={"digits": 2, "operators": "+", "operands": 2},
+    )

@@ -1,0 +1,197 @@
+"""The ``teamtr`` command line: list tasks, play one episode, evaluate a team."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from adapters.base import Policy, SamplingParams
+from adapters.scripted import HumanPolicy, RandomPolicy, ScriptedExpert
+from teamtr_env.env import TeamEnv
+from teamtr_env.errors import ConfigError, TeamTRError
+from teamtr_env.evaluation import EvalReport, evaluate
+from teamtr_env.registration import registry
+from teamtr_env.rollout import format_episode
+from teamtr_env.runner import Runner
+
+POLICIES = ("scripted", "random", "human")
+
+
+def _parse_option(text: str) -> tuple[str, Any]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return key.strip(), value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="teamtr", description="Trainable, measurable multi-agent LLM teams."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    sub.add_parser("tasks", help="list registered task ids with descriptions")
+
+    def add_env_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("task_id", metavar="ID", help="a registered id, e.g. teamtr/Arith-v0")
+        p.add_argument(
+            "--policy", choices=POLICIES, default="scripted", help="every agent's policy"
+        )
+        p.add_argument("--error-rate", type=float, default=0.0, help="scripted expert error rate")
+        p.add_argument("--seed", type=int, default=0)
+        p.add_argument(
+            "-o",
+            "--option",
+            type=_parse_option,
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="task or environment option passed to make() (JSON values), e.g. -o digits=3 "
+            '-o agents=\'["solver","judge"]\'; repeatable',
+        )
+        p.add_argument("--data-path", help="load problems from this file instead of generating")
+        p.add_argument("--temperature", type=float, default=0.8)
+        p.add_argument("--max-new-tokens", type=int, default=64)
+
+    play = sub.add_parser("play", help="play one episode and print the transcript")
+    add_env_args(play)
+
+    ev = sub.add_parser("eval", help="evaluate a team: pass@k / avg@k / maj@k table")
+    add_env_args(ev)
+    ev.add_argument("--k", type=int, default=4, help="samples per problem")
+    ev.add_argument("--problems", type=int, default=100, help="number of problems")
+    ev.add_argument("--out", type=Path, help="write the JSON report here")
+    ev.add_argument("--transcripts", type=Path, help="write per-episode JSONL transcripts here")
+    ev.add_argument("--pass-hat", action="store_true", help="also report pass^k")
+    ev.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    return parser
+
+
+def _make_env(args: argparse.Namespace) -> TeamEnv:
+    options = dict(args.option)
+    if args.data_path:
+        options["data_path"] = args.data_path
+    return registry.make(args.task_id, **options)
+
+
+def _make_policy(name: str, env: TeamEnv, args: argparse.Namespace) -> Policy:
+    if name == "scripted":
+        try:
+            return ScriptedExpert(env.task, error_rate=args.error_rate, seed=args.seed)
+        except TypeError as exc:  # the task has no scripted expert
+            raise ConfigError("--policy", [str(exc)]) from exc
+    if name == "random":
+        return RandomPolicy(seed=args.seed)
+    return HumanPolicy()
+
+
+def _runner(args: argparse.Namespace, progress: bool) -> Runner:
+    env = _make_env(args)
+    policy = _make_policy(args.policy, env, args)
+    sampling = SamplingParams(temperature=args.temperature, max_new_tokens=args.max_new_tokens)
+    return Runner(lambda: _make_env(args), policy, sampling, progress=progress)
+
+
+def cmd_tasks(console: Console) -> int:
+    table = Table(title="Registered tasks")
+    table.add_column("id", style="bold")
+    table.add_column("description")
+    table.add_column("from")
+    for task_id in registry:
+        spec = registry[task_id]
+        table.add_row(task_id, spec.description, spec.plugin or "built-in")
+    console.print(table)
+    for err in registry.plugin_errors:
+        console.print(f"[yellow]warning:[/] {err}")
+    return 0
+
+
+def cmd_play(args: argparse.Namespace, console: Console) -> int:
+    runner = _runner(args, progress=False)
+    problem = runner.sample_problems(1, seed=args.seed)[0]
+    batch = runner.rollout([problem], group_size=1, seed=args.seed)
+    episode = batch.episodes[0]
+    console.print(f"[bold]{args.task_id}[/] problem {episode.problem_id} (seed {args.seed})")
+    console.print(format_episode(episode), markup=False, highlight=False)
+    return 0
+
+
+def report_table(report: EvalReport, title: str) -> Table:
+    table = Table(title=title)
+    for col in ("metric", "mean", "95% CI", "problems"):
+        table.add_column(col, justify="right" if col != "metric" else "left")
+    for name, m in report.metrics.items():
+        table.add_row(
+            name, f"{m.mean:.3f}", f"[{m.ci_low:.3f}, {m.ci_high:.3f}]", str(m.n_problems)
+        )
+    return table
+
+
+def cmd_eval(args: argparse.Namespace, console: Console) -> int:
+    if args.k < 1 or args.problems < 1:
+        raise ConfigError(
+            "eval", [f"--k and --problems must be >= 1, got {args.k} and {args.problems}"]
+        )
+    runner = _runner(args, progress=not args.no_progress)
+    problems = runner.sample_problems(args.problems, seed=args.seed)
+    report = evaluate(runner, problems, args.k, seed=args.seed, include_pass_hat=args.pass_hat)
+    stats = report.batch.stats
+    title = f"{args.task_id}: policy={args.policy}, K={args.k}, {len(problems)} problems"
+    console.print(report_table(report, title))
+    console.print(
+        f"{stats.envs} episodes, {stats.steps} steps, {stats.total_policy_calls} policy calls, "
+        f"{stats.wall_s:.2f} s ({stats.overhead_s / max(stats.wall_s, 1e-9):.0%} outside the policies)"
+    )
+    if args.out:
+        payload = {
+            "task": args.task_id,
+            "policy": args.policy,
+            "error_rate": args.error_rate,
+            "seed": args.seed,
+            "options": dict(args.option),
+            **report.to_dict(),
+        }
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(payload, indent=2))
+        console.print(f"report written to {args.out}")
+    if args.transcripts:
+        args.transcripts.parent.mkdir(parents=True, exist_ok=True)
+        with args.transcripts.open("w", encoding="utf-8") as fh:
+            for ep in report.batch.to_dict()["episodes"]:
+                fh.write(json.dumps(ep, ensure_ascii=False) + "\n")
+        console.print(f"transcripts written to {args.transcripts}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``teamtr`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    console = Console()
+    if args.command is None:
+        parser.print_help()
+        return 0
+    try:
+        if args.command == "tasks":
+            return cmd_tasks(console)
+        if args.command == "play":
+            return cmd_play(args, console)
+        return cmd_eval(args, console)
+    except (TeamTRError, ValueError, OSError) as exc:
+        Console(stderr=True).print(f"error: {exc}", markup=False, highlight=False, style="red")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

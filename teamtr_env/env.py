@@ -1,0 +1,268 @@
+"""``TeamEnv``: a PettingZoo AEC environment of a turn-taking team sharing one textual context.
+
+At each turn a router picks the single active agent; its action is a message (any text). The
+message is cleaned and appended to the shared context; an interactive task may answer it with an
+environment message. When the task says the episode is over, or the turn limit is reached, the task
+scores the episode and the team reward goes to every agent.
+
+Observations are ``{"observation": int64[3], "text": str}``: ``observation`` holds
+``[turn, index of the observing agent, turns left]`` and ``text`` is the rendered context the agent
+would see (system prompt, problem, messages so far, a cue line with its name).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+from gymnasium import spaces
+from pettingzoo import AECEnv
+
+from tasks.base import Episode, Message, Problem, Score, Task
+from teamtr_env.errors import ConfigError, EpisodeOverError
+from teamtr_env.protocol import TeamProtocol
+from teamtr_env.router import FixedOrder, RouterLike, RouterState, make_router
+from teamtr_env.spaces import SAMPLE_CHARSET, UnicodeText
+
+
+class TeamEnv(AECEnv):
+    """A turn-taking, shared-context team over a task plugin.
+
+    Args:
+        task: the task plugin (see ``tasks.Task``).
+        protocol: the team protocol (agents, system prompts, limits); default three agents.
+        router: ``None`` (round robin), a list of agent names (fixed order), a callable
+            ``fn(RouterState) -> name`` or a ``Router``.
+        problems: optional fixed problem set; ``reset(seed=s)`` then draws from it instead of the
+            task's generator. ``reset(options={"problem": p})`` always plays ``p``.
+        render_mode: ``"human"`` (print) or ``"ansi"`` (return the transcript) or ``None``.
+
+    Raises:
+        ConfigError: listing every invalid argument at once.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {
+        "name": "teamtr_team_v0",
+        "render_modes": ["human", "ansi"],
+        "is_parallelizable": False,
+    }
+
+    def __init__(
+        self,
+        task: Task,
+        protocol: TeamProtocol | None = None,
+        router: RouterLike = None,
+        problems: Sequence[Problem] | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.task = task
+        self.protocol = protocol if protocol is not None else TeamProtocol()
+        self.router = make_router(router)
+        problems_list = list(problems) if problems is not None else None
+        errors = []
+        if isinstance(self.router, FixedOrder):
+            errors += self.router.check(self.protocol.agents)
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            errors.append(
+                f"render_mode: expected one of {self.metadata['render_modes']} or None, got {render_mode!r}"
+            )
+        if problems_list is not None and not problems_list:
+            errors.append("problems: expected a non-empty problem set or None, got an empty one")
+        if errors:
+            raise ConfigError("TeamEnv", errors)
+        self.render_mode = render_mode
+        self.spec: Any = None  # the TaskSpec when built by teamtr_env.make
+        self.problems = problems_list
+        self.possible_agents = list(self.protocol.agents)
+        self._index = {a: i for i, a in enumerate(self.possible_agents)}
+        limit = self.protocol.turn_limit
+        obs_space = spaces.Dict(
+            {
+                "observation": spaces.Box(0, max(limit, len(self.possible_agents)), (3,), np.int64),
+                "text": UnicodeText(
+                    self.protocol.max_context_chars, min_length=0, charset=SAMPLE_CHARSET
+                ),
+            }
+        )
+        act_space = UnicodeText(
+            self.protocol.max_message_chars, min_length=0, charset=SAMPLE_CHARSET
+        )
+        # One cached object per agent: seeding a space must stick (PettingZoo api_test checks it).
+        self.observation_spaces = {a: obs_space for a in self.possible_agents}
+        self.action_spaces = {a: act_space for a in self.possible_agents}
+        self._rng = np.random.default_rng()
+        self.problem: Problem | None = None
+        self.transcript: list[Message] = []
+        self.score: Score | None = None
+        self.agents: list[str] = []
+
+    # -- PettingZoo API -----------------------------------------------------------------------
+    def observation_space(self, agent: str) -> spaces.Space:
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: str) -> spaces.Space:
+        return self.action_spaces[agent]
+
+    def reset(self, seed: int | None = None, options: Mapping[str, Any] | None = None) -> None:
+        """Starts an episode. ``options={"problem": Problem | dict}`` plays that problem."""
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        self.problem = self._choose_problem(options or {})
+        self._prompt = self.task.prompt(self.problem)
+        self._state = self.task.start(self.problem, self._rng)
+        self.transcript = []
+        self.score = None
+        self.turn = 0
+        self._notes: list[dict[str, Any]] = []
+        self._context_truncated = False
+        self.agents = list(self.possible_agents)
+        self.rewards = {a: 0.0 for a in self.agents}
+        self._cumulative_rewards = {a: 0.0 for a in self.agents}
+        self.terminations = {a: False for a in self.agents}
+        self.truncations = {a: False for a in self.agents}
+        self.infos = {a: self._step_info() for a in self.agents}
+        self.agent_selection = self._route()
+
+    def observe(self, agent: str) -> dict[str, Any]:
+        turns_left = self.protocol.turn_limit - self.turn
+        numeric = np.array([self.turn, self._index[agent], turns_left], dtype=np.int64)
+        return {"observation": numeric, "text": self.context(agent)}
+
+    def step(self, action: Any) -> None:
+        """Plays the active agent's message. Any text is accepted; see ``TeamProtocol.clean``."""
+        if not self.agents:
+            raise EpisodeOverError(
+                "step() called with no live agents: the episode is over (or reset() was never "
+                "called). Call reset() to start a new episode."
+            )
+        agent = self.agent_selection
+        if self.terminations[agent] or self.truncations[agent]:
+            self._was_dead_step(action)
+            return
+        self._cumulative_rewards[agent] = 0.0
+        self._clear_rewards()
+        cleaned = self.protocol.clean(action)
+        self.transcript.append(Message("agent", agent, cleaned.text))
+        if cleaned.notes:
+            self._notes.append({"turn": self.turn, "speaker": agent, "notes": list(cleaned.notes)})
+        feedback = self.task.respond(self._state, agent, cleaned.text)
+        if feedback is not None:
+            env_msg = self.protocol.clean(feedback)
+            self.transcript.append(Message("env", self.task.name, env_msg.text))
+            if env_msg.notes:
+                self._notes.append(
+                    {"turn": self.turn, "speaker": "env", "notes": list(env_msg.notes)}
+                )
+        self.turn += 1
+        task_done = bool(self.task.done(self._state))
+        if task_done or self.turn >= self.protocol.turn_limit:
+            # Hitting the turn limit is a truncation for interactive tasks (they were not done) and the
+            # natural end for single-answer tasks.
+            interactive = bool(getattr(self.task, "interactive", False))
+            self._finish(truncated=interactive and not task_done)
+        else:
+            self.agent_selection = self._route()
+            for a in self.agents:
+                self.infos[a] = self._step_info()
+        self._accumulate_rewards()
+        if self.render_mode == "human":
+            self.render()
+
+    def render(self) -> str | None:
+        text = self.transcript_text()
+        if self.render_mode == "human":
+            print(text)
+            return None
+        return text
+
+    def close(self) -> None:
+        """Nothing to release; present so ``render`` has its ``close`` twin."""
+
+    # -- helpers ------------------------------------------------------------------------------
+    def context(self, agent: str) -> str:
+        """The rendered shared context as ``agent`` sees it (the observation's ``text``)."""
+        text, truncated = self.protocol.render(self._prompt, self.transcript, agent)
+        self._context_truncated |= truncated
+        return text
+
+    @property
+    def episode_over(self) -> bool:
+        """True once the episode has been scored (before the agents' dead steps)."""
+        return self.score is not None
+
+    def transcript_text(self) -> str:
+        """A readable transcript: the prompt, then every message with its speaker."""
+        lines = [f"[{self.protocol.header.lower()}] {self._prompt}"] if self.problem else []
+        lines += [f"[{m.speaker}] {m.text}" for m in self.transcript]
+        if self.score is not None:
+            lines.append(
+                f"[score] reward={self.score.reward} correct={self.score.correct} answer={self.score.answer!r}"
+            )
+        return "\n".join(lines)
+
+    def final_text(self) -> str | None:
+        """The final agent's last message, or ``None`` if it never spoke."""
+        for message in reversed(self.transcript):
+            if message.role == "agent" and message.speaker == self.protocol.final_agent:
+                return message.text
+        return None
+
+    def _choose_problem(self, options: Mapping[str, Any]) -> Problem:
+        problem = options.get("problem")
+        if isinstance(problem, Problem):
+            return problem
+        if isinstance(problem, Mapping):
+            return Problem.from_dict(problem)
+        if problem is not None:
+            raise ConfigError(
+                "reset options",
+                [f"problem: expected a Problem or a dict, got {type(problem).__name__}"],
+            )
+        if self.problems is not None:
+            return self.problems[int(self._rng.integers(len(self.problems)))]
+        return self.task.sample(self._rng)
+
+    def _route(self) -> str:
+        state = RouterState(
+            self.turn, tuple(self.possible_agents), tuple(self.transcript), self._rng
+        )
+        agent = self.router.select(state)
+        if agent not in self._index:
+            raise ConfigError(
+                "router",
+                [f"selected {agent!r}, which is not one of the agents {self.possible_agents}"],
+            )
+        return agent
+
+    def _step_info(self) -> dict[str, Any]:
+        assert self.problem is not None
+        return {"problem_id": self.problem.id, "turn": self.turn}
+
+    def _finish(self, truncated: bool) -> None:
+        assert self.problem is not None
+        episode = Episode(self.problem, tuple(self.transcript), self.final_text(), self._state)
+        try:
+            self.score = self.task.score(episode)
+        except Exception as exc:  # a verifier bug must not kill a long rollout; it scores 0, logged
+            self.score = Score(
+                0.0, False, None, {"reason": "verifier_error", "error": repr(exc)[:500]}
+            )
+        reward = float(self.score.reward)
+        info = {
+            "problem_id": self.problem.id,
+            "turn": self.turn,
+            "transcript": [m.to_dict() for m in self.transcript],
+            "score": self.score.to_dict(),
+            "final_text": episode.final_text,
+            "message_notes": list(self._notes),
+            "context_truncated": self._context_truncated,
+            "turn_limit_reached": self.turn >= self.protocol.turn_limit,
+        }
+        for a in self.agents:
+            self.rewards[a] = reward
+            self.terminations[a] = not truncated
+            self.truncations[a] = truncated
+            self.infos[a] = dict(info)
+        self._deads_step_first()

@@ -1,0 +1,214 @@
+"""The team protocol: who is on the team, what each agent is told, how the shared context is shown
+to the active agent, which message is the final answer, and the limits on messages and turns.
+
+The protocol is part of the state an agent conditions on, so it is fixed uniformly for every agent
+(paper App. G.7) and is a frozen, validated dataclass.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal
+
+from tasks.base import Message
+from teamtr_env.errors import ConfigError
+
+ReasoningMode = Literal["keep", "strip"]
+
+DEFAULT_AGENTS: tuple[str, ...] = ("solver", "critic", "aggregator")
+DEFAULT_SYSTEM_PROMPTS: Mapping[str, str] = MappingProxyType(
+    {
+        "solver": "You are the solver. Solve the problem and end with the final answer.",
+        "critic": "You are the critic. Check the previous answer and give the corrected final answer.",
+        "aggregator": "You are the aggregator. Give the team's final answer.",
+    }
+)
+_AGENT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL | re.IGNORECASE)
+_KEEP_CONTROLS = frozenset("\n\t")
+
+
+def default_system_prompt(agent: str) -> str:
+    """The built-in system prompt of a role; a generic team-member prompt for other names."""
+    return DEFAULT_SYSTEM_PROMPTS.get(
+        agent, f"You are {agent}, a member of a team solving the problem together."
+    )
+
+
+@dataclass(frozen=True)
+class CleanedMessage:
+    """A message as it enters the shared context, with what was done to it."""
+
+    text: str
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TeamProtocol:
+    """How a team talks.
+
+    Attributes:
+        agents: agent names (roles), in their default speaking order. Names are identifiers
+            (letters, digits, ``_``); at least one.
+        system_prompts: per-agent system prompt; agents missing here get
+            :func:`default_system_prompt`; an explicit ``""`` means no system prompt.
+        final_agent: whose last message is graded as the team's answer (default: the last agent).
+        max_turns: turns per episode (default: one round, ``len(agents)``).
+        max_message_chars: longer messages are truncated (noted in ``infos``).
+        max_context_chars: the rendered context is cut to this length by dropping the oldest
+            messages first, then cutting from the left (noted in ``infos``).
+        reasoning: ``"keep"`` or ``"strip"`` ``<think>...</think>`` blocks before a message enters
+            the shared context (an unterminated ``<think>`` is stripped to the end).
+        header: the line introducing the task's opening prompt in the rendered context.
+
+    Raises:
+        ConfigError: listing every invalid field at once.
+    """
+
+    agents: tuple[str, ...] = DEFAULT_AGENTS
+    system_prompts: Mapping[str, str] = field(default_factory=dict)
+    final_agent: str | None = None
+    max_turns: int | None = None
+    max_message_chars: int = 2000
+    max_context_chars: int = 32000
+    reasoning: ReasoningMode = "keep"
+    header: str = "Problem"
+
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+        agents: tuple[str, ...] = ()
+        if isinstance(self.agents, str):
+            agents = (self.agents,)
+        elif isinstance(self.agents, Sequence):
+            agents = tuple(self.agents)
+        else:
+            problems.append(f"agents: expected a list of names, got {self.agents!r}")
+        object.__setattr__(self, "agents", agents)
+        if isinstance(self.system_prompts, Mapping):
+            object.__setattr__(self, "system_prompts", MappingProxyType(dict(self.system_prompts)))
+        else:
+            problems.append(
+                f"system_prompts: expected a mapping agent -> text, got {self.system_prompts!r}"
+            )
+            object.__setattr__(self, "system_prompts", MappingProxyType({}))
+        problems += _validate(self, problems)
+        if problems:
+            raise ConfigError("TeamProtocol", problems)
+        if self.final_agent is None:
+            object.__setattr__(self, "final_agent", agents[-1])
+        if self.max_turns is None:
+            object.__setattr__(self, "max_turns", len(agents))
+
+    @property
+    def turn_limit(self) -> int:
+        """``max_turns`` after defaulting (always an int)."""
+        return int(self.max_turns or len(self.agents))
+
+    def system_prompt(self, agent: str) -> str:
+        """The system prompt ``agent`` sees (possibly empty)."""
+        return self.system_prompts.get(agent, default_system_prompt(agent))
+
+    def clean(self, text: object) -> CleanedMessage:
+        """Turns an arbitrary action into the text that enters the shared context.
+
+        Never raises: non-strings are converted, control characters (other than newline and tab)
+        and lone surrogates are removed, reasoning is stripped if asked, and the result is
+        truncated to ``max_message_chars``.
+        """
+        notes: list[str] = []
+        if isinstance(text, str):
+            out = text
+        elif isinstance(text, bytes):
+            out = text.decode("utf-8", errors="replace")
+            notes.append("decoded_bytes")
+        elif text is None:
+            out = ""
+            notes.append("none_action")
+        else:
+            out = str(text)
+            notes.append("non_string_action")
+        if self.reasoning == "strip" and "<think>" in out.lower():
+            out = _THINK.sub("", out).strip()
+            notes.append("reasoning_stripped")
+        if len(out) > self.max_message_chars:
+            out = out[: self.max_message_chars]
+            notes.append("truncated")
+        cleaned = _strip_controls(out)
+        if cleaned != out:
+            notes.append("control_chars_removed")
+        return CleanedMessage(cleaned, tuple(notes))
+
+    def render(self, prompt: str, transcript: Sequence[Message], agent: str) -> tuple[str, bool]:
+        """The context ``agent`` sees: system prompt, the task's prompt, every message so far and a
+        cue line naming the active agent.
+
+        Returns:
+            ``(text, truncated)``; ``truncated`` is true when old messages were dropped or the
+            text was cut to ``max_context_chars``.
+        """
+        system = self.system_prompt(agent)
+        head = (f"{system}\n" if system else "") + f"### {self.header}\n{prompt}\n"
+        cue = f"### {agent}\n"
+        blocks = [f"### {m.speaker}\n{m.text}\n" for m in transcript]
+        budget = self.max_context_chars - len(head) - len(cue)
+        kept: list[str] = []
+        for block in reversed(blocks):
+            if len(block) > budget:
+                break
+            kept.append(block)
+            budget -= len(block)
+        text = head + "".join(reversed(kept)) + cue
+        truncated = len(kept) < len(blocks)
+        if len(text) > self.max_context_chars:
+            text, truncated = text[-self.max_context_chars :], True
+        return text, truncated
+
+
+def _strip_controls(text: str) -> str:
+    if text.isprintable():  # fast path: no control characters, no surrogates
+        return text
+    return "".join(
+        c for c in text if c in _KEEP_CONTROLS or unicodedata.category(c) not in ("Cc", "Cs")
+    )
+
+
+def _validate(protocol: TeamProtocol, earlier: list[str]) -> list[str]:
+    problems: list[str] = []
+    agents = protocol.agents
+    if not agents and not any(p.startswith("agents:") for p in earlier):
+        problems.append("agents: expected at least one agent name, got none")
+    for name in agents:
+        if not isinstance(name, str) or not _AGENT_NAME.match(name):
+            problems.append(
+                f"agents: {name!r} is not a valid name (letters, digits and '_', starting with a "
+                "letter)"
+            )
+    duplicates = sorted({a for a in agents if agents.count(a) > 1})
+    if duplicates:
+        problems.append(f"agents: names must be unique, repeated: {duplicates}")
+    unknown = sorted(set(protocol.system_prompts) - set(agents))
+    if unknown:
+        problems.append(f"system_prompts: keys {unknown} are not agents {list(agents)}")
+    if protocol.final_agent is not None and protocol.final_agent not in agents:
+        problems.append(
+            f"final_agent: {protocol.final_agent!r} is not one of the agents {list(agents)}"
+        )
+    if protocol.max_turns is not None and (
+        not isinstance(protocol.max_turns, int) or protocol.max_turns < 1
+    ):
+        problems.append(f"max_turns: expected a positive integer, got {protocol.max_turns!r}")
+    if not isinstance(protocol.max_message_chars, int) or protocol.max_message_chars < 1:
+        problems.append(
+            f"max_message_chars: expected a positive integer, got {protocol.max_message_chars!r}"
+        )
+    if not isinstance(protocol.max_context_chars, int) or protocol.max_context_chars < 256:
+        problems.append(
+            f"max_context_chars: expected an integer >= 256, got {protocol.max_context_chars!r}"
+        )
+    if protocol.reasoning not in ("keep", "strip"):
+        problems.append(f"reasoning: expected 'keep' or 'strip', got {protocol.reasoning!r}")
+    return problems

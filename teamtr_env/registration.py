@@ -1,0 +1,404 @@
+"""The task registry: versioned ids, frozen specs, ``make`` with kwargs merging, and third-party
+plugins through the ``teamtr_env.tasks`` entry-point group.
+
+Modelled on Gymnasium's registry, with its known faults fixed: a :class:`Registry` object that tests
+can isolate (the module-level functions use a default instance), typed errors whose messages say
+what was expected and suggest close matches, and keyword arguments checked against what the task
+and the environment accept, all problems reported at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib
+import inspect
+import logging
+import re
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from importlib import metadata
+from types import MappingProxyType
+from typing import Any
+
+from tasks.base import Task
+from teamtr_env.env import TeamEnv
+from teamtr_env.errors import (
+    ConfigError,
+    DuplicateTaskError,
+    InvalidKwargsError,
+    InvalidTaskIdError,
+    PluginLoadError,
+    UnknownTaskError,
+    VersionNotFoundError,
+)
+from teamtr_env.protocol import TeamProtocol
+
+log = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "teamtr_env.tasks"
+_ID = re.compile(
+    r"^(?:(?P<namespace>[A-Za-z][\w.-]*)/)?(?P<name>[A-Za-z][\w.:]*(?:-[A-Za-z][\w.:]*)*?)"
+    r"(?:-v(?P<version>\d+))?$"
+)
+_PROTOCOL_FIELDS = tuple(f.name for f in dataclasses.fields(TeamProtocol))
+ENV_KWARGS = ("protocol", "router", "problems", "data_path", "render_mode", *_PROTOCOL_FIELDS)
+
+
+class PluginLoadWarning(UserWarning):
+    """A third-party task plugin failed to load; its tasks are unavailable."""
+
+
+def parse_id(task_id: str) -> tuple[str | None, str, int | None]:
+    """Splits ``"namespace/Name-vN"`` into ``(namespace, name, version)``.
+
+    Raises:
+        InvalidTaskIdError: if the id does not have that form.
+    """
+    match = _ID.match(task_id) if isinstance(task_id, str) else None
+    if match is None:
+        raise InvalidTaskIdError(
+            f"Malformed task id {task_id!r}: expected 'namespace/Name-vN' such as "
+            "'teamtr/Arith-v0' (namespace and version optional when making)."
+        )
+    version = match.group("version")
+    return match.group("namespace"), match.group("name"), int(version) if version else None
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A frozen description of how to build one registered team environment.
+
+    Attributes:
+        id: ``namespace/Name-vN``.
+        entry_point: a ``"module:attr"`` string or a callable returning a ``Task``.
+        description: one line shown by ``teamtr tasks``.
+        kwargs: default keyword arguments of the task factory.
+        env_kwargs: default keyword arguments of the environment (protocol fields, router, ...).
+        plugin: the entry-point plugin that registered it (``None`` for direct registration).
+    """
+
+    id: str
+    entry_point: str | Callable[..., Task]
+    description: str = ""
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    plugin: str | None = None
+
+    def __post_init__(self) -> None:
+        parse_id(self.id)
+        object.__setattr__(self, "kwargs", MappingProxyType(dict(self.kwargs)))
+        object.__setattr__(self, "env_kwargs", MappingProxyType(dict(self.env_kwargs)))
+
+    @property
+    def namespace(self) -> str | None:
+        return parse_id(self.id)[0]
+
+    @property
+    def name(self) -> str:
+        return parse_id(self.id)[1]
+
+    @property
+    def version(self) -> int | None:
+        return parse_id(self.id)[2]
+
+    def load_factory(self) -> Callable[..., Task]:
+        """Resolves the entry point to the task factory."""
+        if callable(self.entry_point):
+            return self.entry_point
+        module_name, _, attr = self.entry_point.partition(":")
+        module = importlib.import_module(module_name)
+        try:
+            return getattr(module, attr) if attr else module  # type: ignore[return-value]
+        except AttributeError as exc:
+            raise InvalidKwargsError(
+                f"entry point of {self.id}", [f"{module_name!r} has no attribute {attr!r}"]
+            ) from exc
+
+    def make(self, **overrides: Any) -> TeamEnv:
+        """Builds the environment; ``overrides`` are merged over the spec's defaults.
+
+        Raises:
+            InvalidKwargsError: listing every problem with the task and environment arguments.
+        """
+        factory = self.load_factory()
+        env_kwargs = {**self.env_kwargs, **{k: v for k, v in overrides.items() if k in ENV_KWARGS}}
+        task_over = {k: v for k, v in overrides.items() if k not in ENV_KWARGS}
+        problems = _unknown_kwargs(task_over, _accepted_params(factory), self.id)
+        try:
+            protocol = _build_protocol(env_kwargs)
+        except ConfigError as exc:
+            problems += exc.problems
+        task = None
+        if not problems:
+            try:
+                task = factory(**{**self.kwargs, **task_over})
+            except (TypeError, ValueError) as exc:
+                nested = getattr(exc, "problems", None)
+                problems += [f"task: {p}" for p in nested] if nested else [f"task: {exc}"]
+        if problems or task is None:
+            raise InvalidKwargsError(f"arguments for {self.id}", problems)
+        data_path = env_kwargs.get("data_path")
+        return TeamEnv(
+            task,
+            protocol=protocol,
+            router=env_kwargs.get("router"),
+            problems=task.load(data_path) if data_path is not None else env_kwargs.get("problems"),
+            render_mode=env_kwargs.get("render_mode"),
+        )
+
+
+def _accepted_params(factory: Callable[..., Any]) -> set[str] | None:
+    """Names the factory accepts, or ``None`` if it takes ``**kwargs``."""
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return {
+        p.name
+        for p in params
+        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    }
+
+
+def _unknown_kwargs(given: Mapping[str, Any], accepted: set[str] | None, task_id: str) -> list[str]:
+    if accepted is None:
+        return []
+    valid = sorted(accepted | set(ENV_KWARGS))
+    problems = []
+    for key in given:
+        if key not in accepted:
+            close = difflib.get_close_matches(key, valid, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            problems.append(
+                f"{key!r} is not accepted by {task_id}.{hint} Task options: "
+                f"{sorted(accepted) or 'none'}; environment options: {sorted(ENV_KWARGS)}."
+            )
+    return problems
+
+
+def _build_protocol(env_kwargs: Mapping[str, Any]) -> TeamProtocol:
+    protocol = env_kwargs.get("protocol") or TeamProtocol()
+    fields = {k: v for k, v in env_kwargs.items() if k in _PROTOCOL_FIELDS}
+    if not fields:
+        return protocol
+    # Defaulted fields must follow a changed team: recompute them unless given explicitly.
+    if "agents" in fields:
+        fields.setdefault("final_agent", None)
+        fields.setdefault("max_turns", None)
+    return dataclasses.replace(protocol, **fields)
+
+
+class Registry(Mapping[str, TaskSpec]):
+    """A mapping ``id -> TaskSpec`` with ``register`` and ``make``.
+
+    Args:
+        plugins: load third-party plugins from the ``teamtr_env.tasks`` entry-point group on first
+            use.
+        entry_points: where to find plugins (default: the installed distributions); tests pass
+            their own list of ``importlib.metadata.EntryPoint``.
+    """
+
+    def __init__(
+        self,
+        *,
+        plugins: bool = True,
+        entry_points: Callable[[], Iterable[metadata.EntryPoint]] | None = None,
+    ) -> None:
+        self._specs: dict[str, TaskSpec] = {}
+        self._plugins_pending = plugins
+        self._entry_points = entry_points or (
+            lambda: metadata.entry_points(group=ENTRY_POINT_GROUP)
+        )
+        self._loading: str | None = None
+        self.plugin_errors: list[PluginLoadError] = []
+
+    # -- registration -------------------------------------------------------------------------
+    def register(
+        self,
+        id: str,
+        entry_point: str | Callable[..., Task],
+        *,
+        description: str = "",
+        kwargs: Mapping[str, Any] | None = None,
+        env_kwargs: Mapping[str, Any] | None = None,
+        override: bool = False,
+    ) -> TaskSpec:
+        """Registers a task under ``id`` (``namespace/Name-vN``).
+
+        Args:
+            id: the versioned id.
+            entry_point: ``"module:attr"`` or a callable that returns a ``Task``.
+            description: one line for ``teamtr tasks``.
+            kwargs: default task arguments; ``make`` merges overrides over them.
+            env_kwargs: default environment arguments (``agents``, ``max_turns``, ``router``...).
+            override: replace an existing registration instead of raising.
+
+        Raises:
+            InvalidTaskIdError: malformed id or no version.
+            DuplicateTaskError: the id is taken and ``override`` is false.
+            InvalidKwargsError: ``env_kwargs`` names unknown options.
+        """
+        if parse_id(id)[2] is None:
+            raise InvalidTaskIdError(
+                f"Task id {id!r} has no version: register it as '{id}-v0' so that later "
+                "incompatible changes can become '-v1' without breaking users."
+            )
+        if id in self._specs and not override:
+            owner = self._specs[id].plugin
+            raise DuplicateTaskError(
+                f"Task {id!r} is already registered{f' by plugin {owner!r}' if owner else ''}. "
+                "Pass override=True to replace it, or bump the version."
+            )
+        unknown = [k for k in (env_kwargs or {}) if k not in ENV_KWARGS]
+        if unknown:
+            raise InvalidKwargsError(
+                f"env_kwargs of {id}",
+                [
+                    f"{k!r} is not an environment option; expected one of {sorted(ENV_KWARGS)}"
+                    for k in unknown
+                ],
+            )
+        spec = TaskSpec(id, entry_point, description, kwargs or {}, env_kwargs or {}, self._loading)
+        self._specs[id] = spec
+        return spec
+
+    def unregister(self, id: str) -> None:
+        """Removes a registration (mostly for tests and notebooks)."""
+        self._specs.pop(id, None)
+
+    # -- lookup -------------------------------------------------------------------------------
+    def spec(self, id: str) -> TaskSpec:
+        """The spec of ``id``; an id without ``-vN`` resolves to the highest registered version.
+
+        Raises:
+            InvalidTaskIdError, UnknownTaskError, VersionNotFoundError.
+        """
+        self._ensure_plugins()
+        if id in self._specs:
+            return self._specs[id]
+        namespace, name, version = parse_id(id)
+        siblings = sorted(
+            (s for s in self._specs.values() if (s.namespace, s.name) == (namespace, name)),
+            key=lambda s: s.version or 0,
+        )
+        if siblings and version is None:
+            log.info("Task id %r has no version; using %r.", id, siblings[-1].id)
+            return siblings[-1]
+        if siblings:
+            raise VersionNotFoundError(
+                f"Task {id!r} is not registered at version v{version}; available: "
+                f"{[s.id for s in siblings]}."
+            )
+        raise UnknownTaskError(self._unknown_message(id))
+
+    def __getitem__(self, id: str) -> TaskSpec:
+        return self.spec(id)
+
+    def __iter__(self) -> Iterator[str]:
+        self._ensure_plugins()
+        return iter(sorted(self._specs))
+
+    def __len__(self) -> int:
+        self._ensure_plugins()
+        return len(self._specs)
+
+    def make(self, id: str, **overrides: Any) -> TeamEnv:
+        """Builds the team environment registered as ``id``.
+
+        Keyword arguments the task accepts go to the task; ``agents``, ``system_prompts``,
+        ``final_agent``, ``max_turns``, ``max_message_chars``, ``max_context_chars``,
+        ``reasoning``, ``header``, ``protocol``, ``router``, ``problems``, ``data_path`` and
+        ``render_mode`` go to the environment. Unknown names raise ``InvalidKwargsError`` listing
+        every one of them with suggestions.
+        """
+        spec = self.spec(id)
+        env = spec.make(**overrides)
+        env.spec = spec
+        return env
+
+    # -- plugins ------------------------------------------------------------------------------
+    def load_plugins(self, *, strict: bool = False) -> list[PluginLoadError]:
+        """Loads every plugin of the ``teamtr_env.tasks`` group (once).
+
+        A plugin's entry point must resolve to a callable ``register(registry)``. A failing plugin
+        is skipped with a ``PluginLoadWarning`` and recorded in ``plugin_errors``.
+
+        Raises:
+            PluginLoadError: the first failure, when ``strict``.
+        """
+        self._plugins_pending = False
+        errors = []
+        for ep in self._entry_points():
+            error = self._load_plugin(ep)
+            if error is not None:
+                errors.append(error)
+                warnings.warn(str(error), PluginLoadWarning, stacklevel=2)
+        self.plugin_errors.extend(errors)
+        if strict and errors:
+            raise errors[0]
+        return errors
+
+    def _load_plugin(self, ep: metadata.EntryPoint) -> PluginLoadError | None:
+        dist = getattr(getattr(ep, "dist", None), "name", None)
+        where = f"plugin {ep.name!r} ({ep.value}{f', distribution {dist!r}' if dist else ''})"
+        before = dict(self._specs)
+        self._loading = ep.name
+        try:
+            hook = ep.load()
+            if not callable(hook):
+                raise TypeError(f"entry point resolves to {type(hook).__name__}, not a callable")
+            hook(self)
+        except Exception as exc:
+            self._specs = before  # a half-registered plugin leaves nothing behind
+            error = PluginLoadError(
+                f"Task {where} failed to load: {type(exc).__name__}: {exc}. Its tasks are "
+                "unavailable; fix or uninstall the plugin. The entry point must name a function "
+                "'register(registry)'."
+            )
+            error.plugin = ep.name  # type: ignore[attr-defined]
+            error.__cause__ = exc
+            return error
+        finally:
+            self._loading = None
+        return None
+
+    def _ensure_plugins(self) -> None:
+        if self._plugins_pending:
+            self.load_plugins()
+
+    def _unknown_message(self, id: str) -> str:
+        ids = sorted(self._specs)
+        lowered = {i.lower(): i for i in ids}
+        close = [lowered[id.lower()]] if id.lower() in lowered else []
+        close += [c for c in difflib.get_close_matches(id, ids, n=3, cutoff=0.6) if c not in close]
+        msg = f"No task registered as {id!r}."
+        if close:
+            msg += f" Did you mean {' or '.join(repr(c) for c in close)}?"
+        shown = ids if len(ids) <= 12 else [*ids[:12], "..."]
+        msg += f" Registered: {shown}. Run `teamtr tasks` to list them with descriptions."
+        if self.plugin_errors:
+            names = [getattr(e, "plugin", "?") for e in self.plugin_errors]
+            msg += f" Note: plugin(s) {names} failed to load and may have provided it."
+        return msg
+
+
+registry = Registry()
+
+
+def register(id: str, entry_point: str | Callable[..., Task], **kwargs: Any) -> TaskSpec:
+    """Registers a task in the default registry (see :meth:`Registry.register`)."""
+    return registry.register(id, entry_point, **kwargs)
+
+
+def make(id: str, **overrides: Any) -> TeamEnv:
+    """Builds a registered team environment from the default registry (see :meth:`Registry.make`)."""
+    return registry.make(id, **overrides)
+
+
+def spec(id: str) -> TaskSpec:
+    """The spec of a registered id in the default registry."""
+    return registry.spec(id)

@@ -1,0 +1,160 @@
+"""``RolloutBatch``: what a batch of team episodes produced, as plain serialisable records.
+
+No environment or policy objects live inside, so a batch can be saved as JSON, pickled, or sent to
+another process (rollout workers later) unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class MessageRecord:
+    """One message an agent wrote.
+
+    Attributes:
+        episode: index of the episode in the batch.
+        group: index of the problem (the episode's group of ``group_size`` samples).
+        turn: the turn index within the episode.
+        agent: who wrote it.
+        context: the rendered context the agent saw (its prompt).
+        text: the text as generated (before the protocol cleaned it for the shared context).
+        token_ids: the generated token ids when the policy reports them.
+    """
+
+    episode: int
+    group: int
+    turn: int
+    agent: str
+    context: str
+    text: str
+    token_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class EpisodeRecord:
+    """One finished episode.
+
+    Attributes:
+        episode, group: indices as in :class:`MessageRecord`.
+        problem_id: the problem's id.
+        prompt: the task's opening prompt.
+        reward, correct, answer, details: the task's ``Score``.
+        transcript: the shared context as ``{"role", "speaker", "text"}`` dicts.
+        turns: turns played.
+        truncated: the turn limit ended an interactive episode before the task did.
+        split, meta: the problem's split and breakdown fields.
+    """
+
+    episode: int
+    group: int
+    problem_id: str
+    prompt: str
+    reward: float
+    correct: bool
+    answer: str | None
+    details: Mapping[str, Any]
+    transcript: tuple[Mapping[str, str], ...]
+    turns: int
+    truncated: bool
+    split: str = "train"
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+def format_episode(episode: EpisodeRecord) -> str:
+    """A readable transcript: the prompt, every message with its speaker, and the score."""
+    lines = [f"[problem] {episode.prompt}"]
+    lines += [f"[{m['speaker']}] {m['text']}" for m in episode.transcript]
+    lines.append(
+        f"[score] reward={episode.reward} correct={episode.correct} answer={episode.answer!r} "
+        f"reason={episode.details.get('reason')!r}"
+    )
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class RolloutStats:
+    """Counters and timings of one ``Runner.rollout`` call.
+
+    Attributes:
+        envs: episodes played (problems x group size).
+        steps: lockstep steps (each advances every unfinished episode by one turn).
+        policy_calls: ``generate`` calls per agent.
+        messages: messages generated.
+        chars_generated: characters generated.
+        tokens_generated: generated tokens (0 for policies that report no token ids).
+        wall_s: total wall time.
+        policy_s: wall time inside ``generate``; the rest is env and runner bookkeeping.
+    """
+
+    envs: int
+    steps: int
+    policy_calls: Mapping[str, int]
+    messages: int
+    chars_generated: int
+    tokens_generated: int
+    wall_s: float
+    policy_s: float
+
+    @property
+    def total_policy_calls(self) -> int:
+        return sum(self.policy_calls.values())
+
+    @property
+    def overhead_s(self) -> float:
+        """Time spent outside the policies (environment stepping, rendering, bookkeeping)."""
+        return max(self.wall_s - self.policy_s, 0.0)
+
+
+@dataclass(frozen=True)
+class RolloutBatch:
+    """Episodes ``[group * group_size + g]`` for every problem ``group`` and sample ``g``."""
+
+    messages: tuple[MessageRecord, ...]
+    episodes: tuple[EpisodeRecord, ...]
+    group_size: int
+    stats: RolloutStats
+
+    def messages_of(self, agent: str) -> list[MessageRecord]:
+        """The messages ``agent`` wrote, in order."""
+        return [m for m in self.messages if m.agent == agent]
+
+    def rewards(self) -> np.ndarray:
+        """Team rewards, shape ``(num_episodes,)``."""
+        return np.array([e.reward for e in self.episodes], dtype=np.float64)
+
+    def group_rewards(self) -> np.ndarray:
+        """Team rewards, shape ``(num_problems, group_size)`` (the layout of group advantages)."""
+        return self.rewards().reshape(-1, self.group_size)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict (inverse: :meth:`from_dict`); ``pickle`` works too."""
+        return {
+            "group_size": self.group_size,
+            "stats": asdict(self.stats),
+            "episodes": [_jsonable(asdict(e)) for e in self.episodes],
+            "messages": [_jsonable(asdict(m)) for m in self.messages],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RolloutBatch:
+        episodes = tuple(
+            EpisodeRecord(**{**e, "transcript": tuple(e["transcript"])}) for e in data["episodes"]
+        )
+        messages = tuple(
+            MessageRecord(**{**m, "token_ids": tuple(m["token_ids"])}) for m in data["messages"]
+        )
+        return cls(messages, episodes, int(data["group_size"]), RolloutStats(**data["stats"]))
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return [_jsonable(v) for v in value]
+    return value

@@ -1,0 +1,212 @@
+"""The vectorised runner: many team episodes in lockstep, one policy call per agent per step.
+
+At each step every unfinished episode has exactly one active agent. The runner groups the episodes
+by active agent and calls that agent's policy ONCE with all of their contexts, so a step costs at
+most one ``generate`` call per agent, however many episodes run. With a round-robin team every
+episode has the same active agent, so policy calls equal steps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from adapters.base import Generation, Policy, SamplingParams
+from tasks.base import Problem
+from teamtr_env.env import TeamEnv
+from teamtr_env.errors import ConfigError, PolicyError
+from teamtr_env.rollout import EpisodeRecord, MessageRecord, RolloutBatch, RolloutStats
+
+PolicyMap = Policy | Mapping[str, Policy]
+SamplingMap = SamplingParams | Mapping[str, SamplingParams]
+
+
+def derive_seed(*parts: int) -> int:
+    """A 32-bit seed from integers, independent across different ``parts`` (NumPy SeedSequence)."""
+    return int(np.random.SeedSequence([abs(int(p)) for p in parts]).generate_state(1)[0])
+
+
+class Runner:
+    """Rolls out a team on batches of problems.
+
+    Args:
+        env_fn: builds one environment (e.g. ``lambda: teamtr_env.make("teamtr/Arith-v0")``);
+            the runner keeps a pool and reuses environments across calls.
+        policies: one policy for every agent, or a mapping ``agent -> policy``.
+        sampling: sampling parameters for every agent, or a mapping ``agent -> params``.
+        progress: show a progress bar; ``None`` shows one when stderr is a terminal.
+        description: the progress bar's label.
+    """
+
+    def __init__(
+        self,
+        env_fn: Callable[[], TeamEnv],
+        policies: PolicyMap,
+        sampling: SamplingMap | None = None,
+        progress: bool | None = None,
+        description: str = "rollout",
+    ) -> None:
+        self.env_fn = env_fn
+        self._pool: list[TeamEnv] = [env_fn()]
+        agents = self._pool[0].possible_agents
+        self.agents = list(agents)
+        self.policies = self._per_agent(policies, "policies")
+        self.sampling = self._per_agent(sampling or SamplingParams(), "sampling")
+        self.progress = progress
+        self.description = description
+
+    def _per_agent(self, value: object, what: str) -> dict:
+        if not isinstance(value, Mapping):
+            return {a: value for a in self.agents}
+        missing = [a for a in self.agents if a not in value]
+        extra = [k for k in value if k not in self.agents]
+        problems = [f"{what}: no entry for agent {a!r}" for a in missing]
+        problems += [f"{what}: {k!r} is not an agent of this team {self.agents}" for k in extra]
+        if problems:
+            raise ConfigError("Runner", problems)
+        return dict(value)
+
+    def sample_problems(self, n: int, seed: int = 0) -> list[Problem]:
+        """``n`` problems from the environment's problem set or task generator, seeded."""
+        env = self._pool[0]
+        rng = np.random.default_rng(seed)
+        if env.problems is not None:
+            idx = rng.choice(len(env.problems), size=n, replace=n > len(env.problems))
+            return [env.problems[int(i)] for i in idx]
+        return [env.task.sample(rng) for _ in range(n)]
+
+    def rollout(
+        self, problems: Sequence[Problem], group_size: int = 1, seed: int = 0
+    ) -> RolloutBatch:
+        """Plays ``group_size`` episodes of every problem and returns their records.
+
+        Episode ``i`` plays ``problems[i // group_size]``. The same ``seed`` with the same policies
+        gives the same batch.
+        """
+        if group_size < 1 or not problems:
+            raise ConfigError(
+                "rollout",
+                [
+                    f"expected >= 1 problem and group_size >= 1, got {len(problems)} and {group_size}"
+                ],
+            )
+        n = len(problems) * group_size
+        while len(self._pool) < n:
+            self._pool.append(self.env_fn())
+        envs = self._pool[:n]
+        for i, env in enumerate(envs):
+            env.reset(seed=derive_seed(seed, i), options={"problem": problems[i // group_size]})
+
+        start = time.perf_counter()
+        policy_s, steps = 0.0, 0
+        calls: dict[str, int] = defaultdict(int)
+        messages: list[MessageRecord] = []
+        tokens = chars = 0
+        active = list(range(n))
+        with self._progress(n) as bar:
+            task_id = bar.add_task(self.description, total=n)
+            while active:
+                by_agent: dict[str, list[int]] = defaultdict(list)
+                for i in active:
+                    by_agent[envs[i].agent_selection].append(i)
+                for agent, idxs in by_agent.items():
+                    prompts = [envs[i].context(agent) for i in idxs]
+                    sampling = dataclasses.replace(
+                        self.sampling[agent],
+                        seed=derive_seed(seed, steps, self.agents.index(agent), 7919),
+                    )
+                    t0 = time.perf_counter()
+                    gens = self.policies[agent].generate(prompts, sampling)
+                    policy_s += time.perf_counter() - t0
+                    calls[agent] += 1
+                    gens = _check_generations(gens, len(prompts), agent)
+                    for i, prompt, gen in zip(idxs, prompts, gens):
+                        messages.append(
+                            MessageRecord(
+                                i,
+                                i // group_size,
+                                envs[i].turn,
+                                agent,
+                                prompt,
+                                gen.text,
+                                gen.token_ids,
+                            )
+                        )
+                        tokens += len(gen.token_ids)
+                        chars += len(gen.text)
+                        envs[i].step(gen.text)
+                steps += 1
+                still = [i for i in active if not envs[i].episode_over]
+                bar.advance(task_id, len(active) - len(still))
+                active = still
+
+        stats = RolloutStats(
+            envs=n,
+            steps=steps,
+            policy_calls=dict(calls),
+            messages=len(messages),
+            chars_generated=chars,
+            tokens_generated=tokens,
+            wall_s=time.perf_counter() - start,
+            policy_s=policy_s,
+        )
+        episodes = tuple(_episode_record(i, i // group_size, env) for i, env in enumerate(envs))
+        return RolloutBatch(tuple(messages), episodes, group_size, stats)
+
+    def _progress(self, total: int) -> Progress:
+        show = self.progress if self.progress is not None else sys.stderr.isatty()
+        return Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("episodes"),
+            TimeElapsedColumn(),
+            disable=not show,
+            transient=True,
+        )
+
+
+def _check_generations(gens: object, expected: int, agent: str) -> list[Generation]:
+    if not isinstance(gens, Sequence) or len(gens) != expected:
+        got = len(gens) if isinstance(gens, Sequence) else type(gens).__name__
+        raise PolicyError(
+            f"The policy of agent {agent!r} returned {got} generations for {expected} prompts; "
+            "generate() must return exactly one Generation (or str) per prompt, in order."
+        )
+    out = []
+    for g in gens:
+        if isinstance(g, Generation):
+            out.append(g)
+        elif isinstance(g, str):
+            out.append(Generation(g))
+        else:
+            raise PolicyError(
+                f"The policy of agent {agent!r} returned a {type(g).__name__}; expected a "
+                "Generation or a str per prompt."
+            )
+    return out
+
+
+def _episode_record(i: int, group: int, env: TeamEnv) -> EpisodeRecord:
+    assert env.score is not None and env.problem is not None
+    return EpisodeRecord(
+        episode=i,
+        group=group,
+        problem_id=env.problem.id,
+        prompt=env.task.prompt(env.problem),
+        reward=float(env.score.reward),
+        correct=bool(env.score.correct),
+        answer=env.score.answer,
+        details=dict(env.score.details),
+        transcript=tuple(m.to_dict() for m in env.transcript),
+        turns=env.turn,
+        truncated=any(env.truncations.values()),
+        split=env.problem.split,
+        meta=dict(env.problem.meta),
+    )
