@@ -336,7 +336,8 @@ class Registry(Mapping[str, TaskSpec]):
             error = self._load_plugin(ep)
             if error is not None:
                 errors.append(error)
-                warnings.warn(str(error), PluginLoadWarning, stacklevel=2)
+                if not strict:
+                    warnings.warn(str(error), PluginLoadWarning, stacklevel=2)
         self.plugin_errors.extend(errors)
         if strict and errors:
             raise errors[0]
