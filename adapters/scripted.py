@@ -75,6 +75,8 @@ class ConstantPolicy:
 
     def __init__(self, text: str | Sequence[str]) -> None:
         self.texts = [text] if isinstance(text, str) else list(text)
+        if not self.texts:
+            raise ValueError("ConstantPolicy needs at least one text, got an empty list")
         self.calls = 0
 
     def generate(self, prompts: Sequence[str], sampling: SamplingParams) -> list[Generation]:

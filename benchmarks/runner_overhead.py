@@ -18,12 +18,10 @@ runner's environment pool), then times ``runner.rollout(problems, group_size=1, 
 * ``steps``: lockstep steps (``RolloutStats.steps``); ``policy calls``: ``generate`` calls summed
   over agents (``RolloutStats.total_policy_calls``, cross-checked with the policy's own counter).
 * ``env-steps``: N x steps, the number of messages played.
-* ``wall ms``: the whole ``rollout()`` call, timed from outside; ``loop ms``: the runner's own
-  ``RolloutStats.wall_s`` (the lockstep loop only, without the resets before it and the episode
-  records after it).
-* ``overhead µs/env-step``: ``RolloutStats.overhead_s / (N x steps)`` (loop time outside
-  ``generate``); ``incl. reset+records``: the same for the whole call, ``(wall - policy_s) / (N x
-  steps)``.
+* ``wall ms``: the whole ``rollout()`` call (``RolloutStats.wall_s``: env resets, the lockstep
+  loop and the episode records).
+* ``overhead µs/env-step``: ``RolloutStats.overhead_s / (N x steps)``: everything outside
+  ``generate``.
 * ``policy share %``: ``policy_s`` as a share of the whole call.
 
 A second section repeats the measurement at N=64 with the task's scripted expert
@@ -113,10 +111,8 @@ class Row:
     repeats: int
     setup_s: float
     wall_ms: float
-    loop_ms: float
     policy_ms: float
     overhead_us_per_env_step: float
-    call_overhead_us_per_env_step: float
     policy_share_pct: float
     calls_equal_steps: bool
 
@@ -138,24 +134,21 @@ def measure(
     setup_s = time.perf_counter() - t0
     max_turns = env_fn().protocol.turn_limit
 
-    walls, loops, pols, overheads, call_overheads, shares = [], [], [], [], [], []
+    walls, pols, overheads, shares = [], [], [], []
     seen: set[tuple[int, int, int, int]] = set()
     by_agent: dict[str, int] = {}
     for r in range(repeats):
         calls_before = policy.calls
-        t = time.perf_counter()
         batch = runner.rollout(problems, group_size=1, seed=r)
-        wall = time.perf_counter() - t
         stats = batch.stats
+        wall = stats.wall_s
         counted = policy.calls - calls_before
         env_steps = n * stats.steps
         seen.add((stats.steps, stats.total_policy_calls, counted, stats.messages))
         by_agent = dict(stats.policy_calls)
         walls.append(wall * 1e3)
-        loops.append(stats.wall_s * 1e3)
         pols.append(stats.policy_s * 1e3)
         overheads.append(stats.overhead_s / env_steps * 1e6)
-        call_overheads.append(max(wall - stats.policy_s, 0.0) / env_steps * 1e6)
         shares.append(100.0 * stats.policy_s / wall)
         ok = stats.total_policy_calls == stats.steps and counted == stats.steps
         if not ok:
@@ -185,10 +178,8 @@ def measure(
         repeats=repeats,
         setup_s=setup_s,
         wall_ms=statistics.median(walls),
-        loop_ms=statistics.median(loops),
         policy_ms=statistics.median(pols),
         overhead_us_per_env_step=statistics.median(overheads),
-        call_overhead_us_per_env_step=statistics.median(call_overheads),
         policy_share_pct=statistics.median(shares),
         calls_equal_steps=calls == steps and counted == steps,
     )
@@ -204,9 +195,7 @@ def table(title: str, rows: Sequence[Row], with_policy: bool = False) -> Table:
     t.add_column("policy\ncalls", justify="right")
     t.add_column("env-steps\n(envs x steps)", justify="right")
     t.add_column("wall ms\n/rollout", justify="right")
-    t.add_column("loop ms", justify="right")
     t.add_column("overhead µs\n/env-step", justify="right")
-    t.add_column("incl. reset+\nrecords µs", justify="right")
     t.add_column("policy\nshare %", justify="right")
     t.add_column("calls ==\nsteps", justify="center")
     for row in rows:
@@ -216,9 +205,7 @@ def table(title: str, rows: Sequence[Row], with_policy: bool = False) -> Table:
             str(row.policy_calls),
             str(row.env_steps),
             f"{row.wall_ms:.2f}",
-            f"{row.loop_ms:.2f}",
             f"{row.overhead_us_per_env_step:.1f}",
-            f"{row.call_overhead_us_per_env_step:.1f}",
             f"{row.policy_share_pct:.1f}",
             "[green]✓[/]" if row.calls_equal_steps else "[bold red]✗[/]",
         ]
@@ -328,22 +315,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
 
     console.print(
-        "\n[bold]overhead µs/env-step[/] = RolloutStats.overhead_s / (envs x steps), the runner's "
-        "lockstep loop minus the time inside generate(); [bold]incl. reset+records[/] is the same "
-        "over the whole rollout() call (env resets before the loop and episode records after it)."
+        "\n[bold]overhead µs/env-step[/] = RolloutStats.overhead_s / (envs x steps): the whole "
+        "rollout() call (env resets, lockstep loop, episode records) minus the time inside generate()."
     )
     reference = next((r for r in constant_rows if r.envs == EST_BATCH), None)
     if reference is not None:
         loop_pct = 100 * reference.overhead_us_per_env_step / EST_MESSAGE_US
-        call_pct = 100 * reference.call_overhead_us_per_env_step / EST_MESSAGE_US
         console.print(
             f"\n[bold]Context (ESTIMATE, not a measurement):[/] at the stated ~{EST_TOKENS_PER_S:.0f} "
             f"tokens/s of a tiny model at batch {EST_BATCH}, one {EST_BATCH}-message x "
             f"{EST_TOKENS_PER_MESSAGE}-token step would take ≈{EST_STEP_MS:.0f} ms "
             f"(≈{EST_MESSAGE_US:.0f} µs per env-step). The overhead measured at {EST_BATCH} envs, "
-            f"{reference.overhead_us_per_env_step:.1f} µs per env-step "
-            f"({reference.call_overhead_us_per_env_step:.1f} µs including resets and records), "
-            f"would be ≈{loop_pct:.2f}% ({call_pct:.2f}%) of it. The 5% target against a real "
+            f"{reference.overhead_us_per_env_step:.1f} µs per env-step, "
+            f"would be ≈{loop_pct:.2f}% of it. The 5% target against a real "
             "model's generation will be measured once model adapters exist."
         )
 

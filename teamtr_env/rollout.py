@@ -88,7 +88,7 @@ class RolloutStats:
         messages: messages generated.
         chars_generated: characters generated.
         tokens_generated: generated tokens (0 for policies that report no token ids).
-        wall_s: total wall time.
+        wall_s: wall time of the whole ``rollout`` call (resets, lockstep loop, records).
         policy_s: wall time inside ``generate``; the rest is env and runner bookkeeping.
     """
 

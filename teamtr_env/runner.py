@@ -96,6 +96,7 @@ class Runner:
                     f"expected >= 1 problem and group_size >= 1, got {len(problems)} and {group_size}"
                 ],
             )
+        start = time.perf_counter()  # wall_s covers resets, the loop and the records
         n = len(problems) * group_size
         while len(self._pool) < n:
             self._pool.append(self.env_fn())
@@ -103,7 +104,6 @@ class Runner:
         for i, env in enumerate(envs):
             env.reset(seed=derive_seed(seed, i), options={"problem": problems[i // group_size]})
 
-        start = time.perf_counter()
         policy_s, steps = 0.0, 0
         calls: dict[str, int] = defaultdict(int)
         messages: list[MessageRecord] = []
@@ -146,6 +146,7 @@ class Runner:
                 bar.advance(task_id, len(active) - len(still))
                 active = still
 
+        episodes = tuple(_episode_record(i, i // group_size, env) for i, env in enumerate(envs))
         stats = RolloutStats(
             envs=n,
             steps=steps,
@@ -156,7 +157,6 @@ class Runner:
             wall_s=time.perf_counter() - start,
             policy_s=policy_s,
         )
-        episodes = tuple(_episode_record(i, i // group_size, env) for i, env in enumerate(envs))
         return RolloutBatch(tuple(messages), episodes, group_size, stats)
 
     def _progress(self, total: int) -> Progress:

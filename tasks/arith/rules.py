@@ -18,10 +18,13 @@ MAX_ANSWER_DIGITS = 60  # longer "integers" in model output are treated as no an
 _TOKEN = re.compile(r"\s*(\d+|[+\-*])")
 # Unicode minus signs and dashes models emit in place of '-'.
 _MINUS = str.maketrans({"\u2212": "-", "\u2013": "-", "\u2014": "-", "\uff0d": "-"})
-_INT = r"[-+]?\s*\d[\d,]*"
-_ANSWER = re.compile(r"answer\s*(?:is|:|=)?\s*[:=]?\s*\**\s*\$?\s*(" + _INT + r")", re.IGNORECASE)
-_BOXED = re.compile(r"\\boxed\s*\{\s*(" + _INT + r")\s*\}")
-_ANY_INT = re.compile(r"(?<![\w.])(-?\d[\d,]*)")
+MAX_OPERANDS = 50  # keeps every value far below Python's int/str conversion limit
+# Every repetition below is bounded so that no input can make the regex engine backtrack for long
+# (an unbounded run of optional whitespace groups is quadratic or worse on adversarial text).
+_SIGNED = r"([-+]?)[ \t]{0,3}(\d[\d,]*)"
+_ANSWER = re.compile(r"answer(?:\s{1,10}is)?[\s:=*$]{0,12}" + _SIGNED, re.IGNORECASE)
+_BOXED = re.compile(r"\\boxed[ \t]{0,3}\{[ \t]{0,3}" + _SIGNED + r"[ \t]{0,3}\}")
+_ANY_INT = re.compile(r"(?<![\w.])(-?)(\d[\d,]*)")
 
 
 def generate(
@@ -51,7 +54,7 @@ def evaluate(numbers: Sequence[int], ops: Sequence[str]) -> int:
     for op, number in zip(ops, numbers[1:]):
         if op == "*":
             terms[-1] *= number
-        elif op in "+-":
+        elif op == "+" or op == "-":
             terms.append(number)
             signs.append(1 if op == "+" else -1)
         else:
@@ -60,7 +63,11 @@ def evaluate(numbers: Sequence[int], ops: Sequence[str]) -> int:
 
 
 def parse_expression(text: str) -> tuple[list[int], list[str]] | None:
-    """Parses ``"12 + 3 * 4"`` into numbers and operators; ``None`` if it is not such an expression."""
+    """Parses ``"12 + 3 * 4"`` into numbers and operators.
+
+    Returns ``None`` if the text is not such an expression, or has more than ``MAX_OPERANDS``
+    operands or an operand longer than ``MAX_ANSWER_DIGITS`` digits.
+    """
     pos, tokens = 0, []
     text = text.strip()
     while pos < len(text):
@@ -74,15 +81,16 @@ def parse_expression(text: str) -> tuple[list[int], list[str]] | None:
     numbers, ops = tokens[0::2], tokens[1::2]
     if not all(n.isdigit() for n in numbers) or not all(o in OPERATORS for o in ops):
         return None
+    if len(numbers) > MAX_OPERANDS or any(len(n) > MAX_ANSWER_DIGITS for n in numbers):
+        return None
     return [int(n) for n in numbers], ops
 
 
-def _to_int(raw: str) -> int | None:
-    digits = raw.replace(",", "").replace(" ", "")
-    body = digits.lstrip("+-")
+def _to_int(sign: str, digits: str) -> int | None:
+    body = digits.replace(",", "")
     if not body.isdigit() or len(body) > MAX_ANSWER_DIGITS:
         return None
-    return int(digits)
+    return -int(body) if sign == "-" else int(body)
 
 
 def extract_answer(text: str) -> tuple[int | None, str]:
@@ -100,7 +108,7 @@ def extract_answer(text: str) -> tuple[int | None, str]:
     for pattern, how in ((_ANSWER, "answer_tag"), (_BOXED, "boxed"), (_ANY_INT, "last_integer")):
         matches = pattern.findall(text)
         if matches:
-            value = _to_int(matches[-1])
+            value = _to_int(*matches[-1])
             if value is not None:
                 return value, how
     return None, "none"

@@ -1,0 +1,44 @@
+# Two commands do all the set-up on a fresh machine:
+#   make demo   - create .venv, install teamtr, run the main job (CPU, a few seconds to minutes)
+#   make test   - create .venv, install teamtr with test tools, run the test suite
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/pip --disable-pip-version-check
+# Any torch installed by these targets must be pinned (a CPU wheel of 2.13.0 is on local disk).
+TORCH_PIN := torch==2.13.0
+
+.PHONY: demo test lint install install-dev clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(PIP) install -q -e .
+	@touch $@
+
+$(VENV)/.installed-dev: pyproject.toml tests/fixtures/example_plugin/pyproject.toml | $(BIN)/python
+	$(PIP) install -q -e ".[dev]"
+	# A real third-party plugin distribution, so entry-point registration is tested for real.
+	$(PIP) install -q ./tests/fixtures/example_plugin
+	@touch $(VENV)/.installed $@
+
+install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
+
+demo: $(VENV)/.installed
+	$(BIN)/teamtr tasks
+	$(BIN)/teamtr play teamtr/Arith-v0 --policy scripted --error-rate 0.3 --seed 1
+	$(BIN)/teamtr eval teamtr/Arith-v0 --policy scripted --error-rate 0.3 --k 4 --problems 500 \
+		--seed 0 --out runs/demo/eval.json --transcripts runs/demo/transcripts.jsonl
+
+test: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy teamtr_env tasks adapters trainers
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache

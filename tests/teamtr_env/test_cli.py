@@ -1,0 +1,134 @@
+"""The teamtr CLI: tasks, play, eval (table, JSON, transcripts) and error exits."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from teamtr_env.cli import main
+
+
+def test_tasks_lists_builtin_and_plugin(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tasks"]) == 0
+    out = capsys.readouterr().out
+    assert "teamtr/Arith-v0" in out and "example/Echo-v0" in out and "built-in" in out
+
+
+def test_play_prints_transcript(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["play", "teamtr/Arith-v0", "--seed", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "[problem] Compute:" in out
+    for agent in ("solver", "critic", "aggregator"):
+        assert f"[{agent}] Answer:" in out
+    assert "[score] reward=1.0 correct=True" in out
+
+
+def test_play_human_reads_stdin() -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "teamtr_env.cli",
+            "play",
+            "teamtr/Arith-v0",
+            "--policy",
+            "human",
+            "-o",
+            'agents=["me"]',
+        ],
+        input="Answer: 123456\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "### me" in proc.stdout and "[me] Answer: 123456" in proc.stdout
+
+
+def test_eval_table_json_and_transcripts(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    out, transcripts = tmp_path / "r.json", tmp_path / "t.jsonl"
+    code = main(
+        [
+            "eval",
+            "teamtr/Arith-v0",
+            "--error-rate",
+            "0.3",
+            "--k",
+            "4",
+            "--problems",
+            "300",
+            "--out",
+            str(out),
+            "--transcripts",
+            str(transcripts),
+            "--no-progress",
+        ]
+    )
+    assert code == 0
+    printed = capsys.readouterr().out
+    for name in ("pass@1", "pass@4", "avg@4", "maj@4", "95% CI"):
+        assert name in printed
+    report = json.loads(out.read_text())
+    assert report["task"] == "teamtr/Arith-v0" and report["k"] == 4 and report["n_problems"] == 300
+    metrics = report["metrics"]
+    assert abs(metrics["avg@4"]["mean"] - 0.7) < 0.05  # noisy expert near its set accuracy
+    assert metrics["pass@4"]["mean"] > metrics["pass@1"]["mean"]
+    assert metrics["pass@1"]["ci_low"] < metrics["pass@1"]["mean"] < metrics["pass@1"]["ci_high"]
+    assert report["stats"]["total_policy_calls"] == report["stats"]["steps"] == 3
+    lines = transcripts.read_text().splitlines()
+    assert len(lines) == 1200 and "transcript" in json.loads(lines[0])
+
+
+def test_eval_random_policy_scores_near_zero(tmp_path) -> None:
+    out = tmp_path / "r.json"
+    assert (
+        main(
+            [
+                "eval",
+                "teamtr/Arith-v0",
+                "--policy",
+                "random",
+                "--k",
+                "2",
+                "--problems",
+                "50",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
+    assert json.loads(out.read_text())["metrics"]["avg@2"]["mean"] < 0.05
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["eval", "teamtr/Arth-v0"], "Did you mean 'teamtr/Arith-v0'"),
+        (["eval", "teamtr/Arith-v0", "-o", "digts=3"], "Did you mean 'digits'"),
+        (["eval", "teamtr/Arith-v0", "--k", "0"], "--k and --problems must be >= 1"),
+        (["play", "teamtr/Arith-v0", "--error-rate", "2"], "error_rate must be in [0, 1]"),
+    ],
+)
+def test_errors_exit_2_with_a_clear_message(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err.replace("\n", " ")
+
+
+def test_console_script_is_installed() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", "import shutil; print(shutil.which('teamtr') or '')"],
+        capture_output=True,
+        text=True,
+    )
+    teamtr = proc.stdout.strip() or str(
+        __import__("pathlib").Path(sys.executable).with_name("teamtr")
+    )
+    result = subprocess.run([teamtr, "--help"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and "eval" in result.stdout
