@@ -70,7 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="evaluate a team: pass@k / avg@k / maj@k table")
     add_env_args(ev)
     ev.add_argument("--k", type=int, default=4, help="samples per problem")
-    ev.add_argument("--problems", type=int, default=100, help="number of problems")
+    ev.add_argument(
+        "--problems",
+        type=int,
+        help="number of problems (default: 100 generated, or every problem of --data-path)",
+    )
     ev.add_argument("--out", type=Path, help="write the JSON report here")
     ev.add_argument("--transcripts", type=Path, help="write per-episode JSONL transcripts here")
     ev.add_argument("--pass-hat", action="store_true", help="also report pass^k")
@@ -139,12 +143,16 @@ def report_table(report: EvalReport, title: str) -> Table:
 
 
 def cmd_eval(args: argparse.Namespace, console: Console) -> int:
-    if args.k < 1 or args.problems < 1:
+    if args.k < 1 or (args.problems is not None and args.problems < 1):
         raise ConfigError(
             "eval", [f"--k and --problems must be >= 1, got {args.k} and {args.problems}"]
         )
     runner = _runner(args, progress=not args.no_progress)
-    problems = runner.sample_problems(args.problems, seed=args.seed)
+    fixed = runner.env_fn().problems
+    if fixed is not None:  # a data file: evaluate its problems in file order, each once
+        problems = list(fixed[: args.problems or len(fixed)])
+    else:
+        problems = runner.sample_problems(args.problems or 100, seed=args.seed)
     report = evaluate(runner, problems, args.k, seed=args.seed, include_pass_hat=args.pass_hat)
     stats = report.batch.stats
     title = f"{args.task_id}: policy={args.policy}, K={args.k}, {len(problems)} problems"

@@ -88,7 +88,8 @@ class RolloutStats:
         messages: messages generated.
         chars_generated: characters generated.
         tokens_generated: generated tokens (0 for policies that report no token ids).
-        wall_s: wall time of the whole ``rollout`` call (resets, lockstep loop, records).
+        wall_s: wall time of the ``rollout`` call: resets, lockstep loop, records (not the
+            one-time construction of environments the pool did not have yet).
         policy_s: wall time inside ``generate``; the rest is env and runner bookkeeping.
     """
 

@@ -96,11 +96,11 @@ class Runner:
                     f"expected >= 1 problem and group_size >= 1, got {len(problems)} and {group_size}"
                 ],
             )
-        start = time.perf_counter()  # wall_s covers resets, the loop and the records
         n = len(problems) * group_size
-        while len(self._pool) < n:
+        while len(self._pool) < n:  # one-time construction, outside the timed window
             self._pool.append(self.env_fn())
         envs = self._pool[:n]
+        start = time.perf_counter()  # wall_s covers resets, the loop and the records
         for i, env in enumerate(envs):
             env.reset(seed=derive_seed(seed, i), options={"problem": problems[i // group_size]})
 

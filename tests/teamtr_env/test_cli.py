@@ -132,3 +132,29 @@ def test_console_script_is_installed() -> None:
     )
     result = subprocess.run([teamtr, "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and "eval" in result.stdout
+
+
+def test_eval_on_a_data_file_uses_every_problem_once(tmp_path) -> None:
+    from tasks import Problem, save_problems
+
+    data = tmp_path / "problems.jsonl"
+    problems = [
+        Problem(id=f"q{i}", data={"expression": f"{i} + {i}"}, answer=2 * i, split="test")
+        for i in range(7)
+    ]
+    save_problems(data, problems)
+    out = tmp_path / "r.json"
+    argv = ["eval", "teamtr/Arith-v0", "--data-path", str(data), "--k", "2", "--no-progress"]
+    assert main([*argv, "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert [p["problem_id"] for p in report["per_problem"]] == [f"q{i}" for i in range(7)]
+    assert report["metrics"]["avg@2"]["mean"] == 1.0
+    assert main([*argv, "--problems", "3", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["n_problems"] == 3
+
+
+def test_eval_on_a_malformed_data_file_fails_clearly(tmp_path, capsys) -> None:
+    data = tmp_path / "bad.jsonl"
+    data.write_text('{"id": "ok"}\nnot json\n')
+    assert main(["eval", "teamtr/Arith-v0", "--data-path", str(data), "--no-progress"]) == 2
+    assert "bad.jsonl:2" in capsys.readouterr().err.replace("\n", "")
