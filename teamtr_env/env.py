@@ -96,6 +96,7 @@ class TeamEnv(AECEnv):
         self.problem: Problem | None = None
         self.transcript: list[Message] = []
         self.score: Score | None = None
+        self.turn = 0
         self.agents: list[str] = []
 
     # -- PettingZoo API -----------------------------------------------------------------------
@@ -183,6 +184,8 @@ class TeamEnv(AECEnv):
     # -- helpers ------------------------------------------------------------------------------
     def context(self, agent: str) -> str:
         """The rendered shared context as ``agent`` sees it (the observation's ``text``)."""
+        if self.problem is None:
+            raise EpisodeOverError("No episode yet: call reset() before observing.")
         text, truncated = self.protocol.render(self._prompt, self.transcript, agent)
         self._context_truncated |= truncated
         return text

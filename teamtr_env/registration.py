@@ -88,6 +88,19 @@ class TaskSpec:
 
     def __post_init__(self) -> None:
         parse_id(self.id)
+        if isinstance(self.entry_point, str) and ":" not in self.entry_point:
+            raise InvalidKwargsError(
+                f"entry point of {self.id}",
+                [
+                    f"expected 'module:attr' naming a task class or factory, got "
+                    f"{self.entry_point!r}"
+                ],
+            )
+        if not isinstance(self.entry_point, str) and not callable(self.entry_point):
+            raise InvalidKwargsError(
+                f"entry point of {self.id}",
+                [f"expected a callable or 'module:attr', got {type(self.entry_point).__name__}"],
+            )
         object.__setattr__(self, "kwargs", MappingProxyType(dict(self.kwargs)))
         object.__setattr__(self, "env_kwargs", MappingProxyType(dict(self.env_kwargs)))
 
@@ -110,7 +123,7 @@ class TaskSpec:
         module_name, _, attr = self.entry_point.partition(":")
         module = importlib.import_module(module_name)
         try:
-            return getattr(module, attr) if attr else module  # type: ignore[return-value]
+            return getattr(module, attr)
         except AttributeError as exc:
             raise InvalidKwargsError(
                 f"entry point of {self.id}", [f"{module_name!r} has no attribute {attr!r}"]

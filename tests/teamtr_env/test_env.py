@@ -309,3 +309,9 @@ def test_render_modes() -> None:
     assert "[solver] Answer: 1" in env.render()
     with pytest.raises(ConfigError, match="render_mode"):
         teamtr_env.make("teamtr/Arith-v0", render_mode="rgb_array")
+
+
+def test_observe_before_reset_is_a_clear_error() -> None:
+    env = teamtr_env.make("teamtr/Arith-v0")
+    with pytest.raises(EpisodeOverError, match="call reset"):
+        env.observe("solver")

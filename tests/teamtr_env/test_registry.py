@@ -211,3 +211,11 @@ def test_plugin_entry_point_must_be_callable() -> None:
         warnings.simplefilter("always")
         list(reg)
     assert any("not a callable" in str(w.message) for w in caught)
+
+
+def test_entry_point_strings_need_module_and_attr(reg: Registry) -> None:
+    with pytest.raises(InvalidKwargsError, match="expected 'module:attr'"):
+        reg.register("demo/Bad-v0", "tasks.arith")
+    reg.register("demo/Missing-v0", "tasks.arith:NoSuchTask")
+    with pytest.raises(InvalidKwargsError, match="has no attribute 'NoSuchTask'"):
+        reg.make("demo/Missing-v0")
