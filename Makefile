@@ -5,7 +5,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/pip --disable-pip-version-check
-# Any torch installed by these targets must be pinned (a CPU wheel of 2.13.0 is on local disk).
+# torch is installed first and pinned (a CPU wheel of 2.13.0 is on local disk); installing it on its
+# own keeps any other package from resolving a multi-GB CUDA build.
 TORCH_PIN := torch==2.13.0
 
 .PHONY: demo test lint install install-dev clean
@@ -14,11 +15,13 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(PIP) install -q -e .
+	$(PIP) install -q "$(TORCH_PIN)"
+	$(PIP) install -q -e ".[models]"
 	@touch $@
 
 $(VENV)/.installed-dev: pyproject.toml tests/fixtures/example_plugin/pyproject.toml | $(BIN)/python
-	$(PIP) install -q -e ".[dev]"
+	$(PIP) install -q "$(TORCH_PIN)"
+	$(PIP) install -q -e ".[dev,models]"
 	# A real third-party plugin distribution, so entry-point registration is tested for real.
 	$(PIP) install -q ./tests/fixtures/example_plugin
 	@touch $(VENV)/.installed $@

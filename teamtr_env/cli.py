@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -12,8 +14,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from adapters.base import Policy, SamplingParams
+from adapters.base import Policy
 from adapters.scripted import HumanPolicy, RandomPolicy, ScriptedExpert
+from adapters.team import SamplingConfig
 from teamtr_env.env import TeamEnv
 from teamtr_env.errors import ConfigError, TeamTRError
 from teamtr_env.evaluation import EvalReport, evaluate
@@ -61,8 +64,23 @@ def build_parser() -> argparse.ArgumentParser:
             '-o agents=\'["solver","judge"]\'; repeatable',
         )
         p.add_argument("--data-path", help="load problems from this file instead of generating")
-        p.add_argument("--temperature", type=float, default=0.8)
-        p.add_argument("--max-new-tokens", type=int, default=64)
+        p.add_argument(
+            "--team",
+            type=Path,
+            metavar="CONFIG",
+            help="team config (YAML/JSON): each agent's backend, model, LoRA and sampling; "
+            "overrides --policy (see docs/policies.md)",
+        )
+        p.add_argument(
+            "--set",
+            dest="team_set",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="override a team config value, e.g. --set sampling.temperature=1.0",
+        )
+        p.add_argument("--temperature", type=float, help="sampling temperature (default 0.8)")
+        p.add_argument("--max-new-tokens", type=int, help="message length in tokens (default 64)")
 
     play = sub.add_parser("play", help="play one episode and print the transcript")
     add_env_args(play)
@@ -79,6 +97,19 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--transcripts", type=Path, help="write per-episode JSONL transcripts here")
     ev.add_argument("--pass-hat", action="store_true", help="also report pass^k")
     ev.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+    models = sub.add_parser("models", help="build local models")
+    models_sub = models.add_subparsers(dest="models_command", metavar="ACTION")
+    tiny = models_sub.add_parser(
+        "build-tiny", help="build a tiny char-level Llama + tokenizer, saved offline"
+    )
+    tiny.add_argument("path", type=Path, help="output directory")
+    tiny.add_argument("--hidden-size", type=int, default=128)
+    tiny.add_argument("--layers", type=int, default=2)
+    tiny.add_argument("--heads", type=int, default=4)
+    tiny.add_argument("--intermediate-size", type=int, default=512)
+    tiny.add_argument("--max-positions", type=int, default=1024)
+    tiny.add_argument("--seed", type=int, default=0)
     return parser
 
 
@@ -102,9 +133,18 @@ def _make_policy(name: str, env: TeamEnv, args: argparse.Namespace) -> Policy:
 
 def _runner(args: argparse.Namespace, progress: bool) -> Runner:
     env = _make_env(args)
+    overrides = {"temperature": args.temperature, "max_new_tokens": args.max_new_tokens}
+    if args.team is not None:
+        from adapters.team import build_team, load_team_config
+
+        config = load_team_config(args.team, args.team_set)
+        policies, sampling = build_team(config, env.possible_agents, env.task, **overrides)
+        return Runner(lambda: _make_env(args), policies, sampling, progress=progress)
+    if args.team_set:
+        raise ConfigError("--set", ["--set overrides a team config: pass --team CONFIG too"])
     policy = _make_policy(args.policy, env, args)
-    sampling = SamplingParams(temperature=args.temperature, max_new_tokens=args.max_new_tokens)
-    return Runner(lambda: _make_env(args), policy, sampling, progress=progress)
+    shared = SamplingConfig().params(**overrides)
+    return Runner(lambda: _make_env(args), policy, shared, progress=progress)
 
 
 def cmd_tasks(console: Console) -> int:
@@ -155,7 +195,8 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
         problems = runner.sample_problems(args.problems or 100, seed=args.seed)
     report = evaluate(runner, problems, args.k, seed=args.seed, include_pass_hat=args.pass_hat)
     stats = report.batch.stats
-    title = f"{args.task_id}: policy={args.policy}, K={args.k}, {len(problems)} problems"
+    team = f"team={args.team}" if args.team else f"policy={args.policy}"
+    title = f"{args.task_id}: {team}, K={args.k}, {len(problems)} problems"
     console.print(report_table(report, title))
     console.print(
         f"{stats.envs} episodes, {stats.steps} steps, {stats.total_policy_calls} policy calls, "
@@ -164,7 +205,9 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     if args.out:
         payload = {
             "task": args.task_id,
-            "policy": args.policy,
+            "policy": None if args.team else args.policy,
+            "team": str(args.team) if args.team else None,
+            "team_overrides": list(args.team_set),
             "error_rate": args.error_rate,
             "seed": args.seed,
             "options": dict(args.option),
@@ -182,11 +225,40 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def cmd_models(args: argparse.Namespace, console: Console) -> int:
+    if args.models_command != "build-tiny":
+        raise ConfigError("models", ["expected an action: teamtr models build-tiny PATH"])
+    from adapters.tiny import TinyModelSpec, build_tiny_model
+
+    spec = TinyModelSpec(
+        hidden_size=args.hidden_size,
+        num_layers=args.layers,
+        num_heads=args.heads,
+        intermediate_size=args.intermediate_size,
+        max_positions=args.max_positions,
+        seed=args.seed,
+    )
+    path = build_tiny_model(args.path, spec)
+    console.print(f"tiny model written to {path} (load it with HFPolicy.from_pretrained)")
+    return 0
+
+
+def _quiet_libraries() -> None:
+    """Keeps third-party noise (per-file loading bars, a peft deprecation) off the CLI's output."""
+    warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated")
+    with contextlib.suppress(ImportError):
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``teamtr`` console script."""
     parser = build_parser()
     args = parser.parse_args(argv)
     console = Console()
+    _quiet_libraries()
     if args.command is None:
         parser.print_help()
         return 0
@@ -195,9 +267,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_tasks(console)
         if args.command == "play":
             return cmd_play(args, console)
+        if args.command == "models":
+            return cmd_models(args, console)
         return cmd_eval(args, console)
     except (TeamTRError, ValueError, OSError) as exc:
-        Console(stderr=True).print(f"error: {exc}", markup=False, highlight=False, style="red")
+        err = Console(stderr=True, soft_wrap=True)  # no hard wraps: messages stay greppable
+        err.print(f"error: {exc}", markup=False, highlight=False, style="red")
         return 2
 
 

@@ -1,0 +1,294 @@
+"""``HFPolicy``: a transformers causal LM behind the project's Policy protocol (CPU and CUDA).
+
+* ``generate``: left-padded batched sampling with the KV cache, in micro-batches, seeded. By default
+  ``top_k=0``: transformers' ``generate`` otherwise applies top-k 50 and the samples no longer come
+  from the policy the trainer scores.
+* ``logprobs``: differentiable per-token log-probabilities of given completions (token ids from
+  ``generate`` or strings) under the policy, mask ``True`` = the token counts.
+* Prompts: the tokenizer's chat template when it has one (the context is the user turn), plain text
+  otherwise (with ``<s>`` prepended when the tokenizer does not add it). Prompts longer than
+  ``max_prompt_tokens`` keep their LAST tokens (left truncation: the cue line naming the active
+  agent and the latest messages are at the end of a team context). ``generate`` and ``logprobs``
+  apply the same rule, so they score the same conditional.
+* LoRA through peft: only the adapter weights are trainable; save, load and merge adapters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+
+from adapters.base import Completion, Generation, LoraSettings, SamplingParams, TokenLogprobs
+from adapters.codec import PromptCodec
+
+DType = Literal["float32", "bfloat16", "float16", "auto"]
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class HFPolicy:
+    """A transformers causal language model as an agent policy.
+
+    Args:
+        model: a ``PreTrainedModel`` with a causal LM head.
+        tokenizer: its tokenizer.
+        device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``...; default: the model's.
+        micro_batch_size: prompts per forward pass in ``generate`` and ``logprobs``.
+        max_prompt_tokens: prompts keep their last this many tokens (default: the context window
+            minus 256, at least half the window).
+        chat_template: use the tokenizer's chat template (``None``: when it has one).
+        lora: wrap the model with fresh LoRA adapters; only they are trainable.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        device: str | torch.device | None = None,
+        micro_batch_size: int = 64,
+        max_prompt_tokens: int | None = None,
+        chat_template: bool | None = None,
+        lora: LoraSettings | None = None,
+    ) -> None:
+        if micro_batch_size < 1:
+            raise ValueError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
+        self.tokenizer = tokenizer
+        self.model = model if device is None else model.to(device)
+        if lora is not None:
+            self.model = _wrap_lora(self.model, lora)
+        self.micro_batch_size = micro_batch_size
+        window = int(getattr(self.model.config, "max_position_embeddings", 2048))
+        self.context_window = window
+        self.max_prompt_tokens = max_prompt_tokens or max(window - 256, window // 2)
+        if not 1 <= self.max_prompt_tokens < window:
+            raise ValueError(
+                f"max_prompt_tokens must be in [1, {window - 1}] for a {window}-token window, "
+                f"got {self.max_prompt_tokens}"
+            )
+        self.codec = PromptCodec(tokenizer, self.max_prompt_tokens, chat_template)
+        self.use_chat_template = self.codec.use_chat_template
+        self.eos_id, self.pad_id = self.codec.eos_id, self.codec.pad_id
+
+    # -- loading and saving -----------------------------------------------------------------
+    @classmethod
+    def from_pretrained(
+        cls,
+        path: str | Path,
+        *,
+        device: str = "cpu",
+        dtype: DType = "float32",
+        adapter_path: str | Path | None = None,
+        **kwargs: Any,
+    ) -> HFPolicy:
+        """Loads a local model directory (offline) with the Auto classes.
+
+        Args:
+            path: a directory written by ``save_pretrained`` (e.g. ``build_tiny_model``).
+            device: where to put the model.
+            dtype: weights dtype; ``"auto"`` keeps the checkpoint's.
+            adapter_path: a saved LoRA adapter to load on top (trainable).
+            **kwargs: passed to :class:`HFPolicy`.
+        """
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        path = Path(path)
+        if not (path / "config.json").exists():
+            raise FileNotFoundError(
+                f"{path} is not a model directory (no config.json). Build a tiny one with "
+                "`teamtr models build-tiny PATH` or pass a local checkpoint; nothing is downloaded."
+            )
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        torch_dtype = "auto" if dtype == "auto" else _DTYPES[dtype]
+        model: Any = AutoModelForCausalLM.from_pretrained(
+            path, dtype=torch_dtype, local_files_only=True
+        )
+        if adapter_path is not None:
+            from peft import PeftModel
+
+            model = PeftModel.from_pretrained(model, str(adapter_path), is_trainable=True)
+        return cls(model, tokenizer, device=device, **kwargs)
+
+    def save_pretrained(self, path: str | Path) -> None:
+        """Saves the model (or, with LoRA, only the adapter) and the tokenizer."""
+        self.model.save_pretrained(str(path))
+        self.tokenizer.save_pretrained(str(path))
+
+    @property
+    def is_lora(self) -> bool:
+        return hasattr(self.model, "peft_config")
+
+    def merge_lora(self) -> None:
+        """Folds the LoRA weights into the base model (afterwards every weight is trainable)."""
+        if not self.is_lora:
+            raise ValueError("merge_lora: this policy has no LoRA adapter")
+        self.model = self.model.merge_and_unload()
+
+    # -- the Policy protocol ------------------------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.model.parameters()).dtype
+
+    def parameters(self) -> Iterator[torch.nn.Parameter]:
+        """Trainable parameters only (LoRA: the adapters)."""
+        return (p for p in self.model.parameters() if p.requires_grad)
+
+    def state_dict(self) -> Mapping[str, Any]:
+        return self.model.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> Any:
+        return self.model.load_state_dict(state)
+
+    def prompt_ids(self, prompt: str) -> list[int]:
+        """The token ids ``prompt`` is rendered to (see :meth:`PromptCodec.prompt_ids`)."""
+        return self.codec.prompt_ids(prompt)
+
+    @torch.no_grad()
+    def generate(self, prompts: Sequence[str], sampling: SamplingParams) -> list[Generation]:
+        """Samples one message per prompt (see the module docstring for the rules)."""
+        out: list[Generation] = []
+        with _eval_mode(self.model), _seeded(sampling.seed, self.device):
+            for start in range(0, len(prompts), self.micro_batch_size):
+                chunk = [self.prompt_ids(p) for p in prompts[start : start + self.micro_batch_size]]
+                out += self._generate_chunk(chunk, sampling)
+        return out
+
+    def _generate_chunk(self, chunk: list[list[int]], sampling: SamplingParams) -> list[Generation]:
+        width = max(len(ids) for ids in chunk)
+        input_ids = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(chunk), width), dtype=torch.long)
+        for row, ids in enumerate(chunk):  # left padding
+            input_ids[row, width - len(ids) :] = torch.tensor(ids)
+            attention[row, width - len(ids) :] = 1
+        max_new = min(sampling.max_new_tokens, self.context_window - width)
+        greedy = sampling.temperature == 0
+        sequences = self.model.generate(
+            input_ids=input_ids.to(self.device),
+            attention_mask=attention.to(self.device),
+            do_sample=not greedy,
+            temperature=None if greedy else sampling.temperature,
+            top_p=None if greedy else sampling.top_p,
+            top_k=None if greedy else sampling.top_k,
+            max_new_tokens=max_new,
+            pad_token_id=self.pad_id,
+            eos_token_id=self.eos_id,
+        )
+        return [self.codec.finish(row[width:].tolist(), sampling.stop) for row in sequences]
+
+    def logprobs(
+        self,
+        prompts: Sequence[str],
+        completions: Sequence[Completion],
+        *,
+        temperature: float = 1.0,
+    ) -> TokenLogprobs:
+        """Per-token log-probs of ``completions[b]`` after ``prompts[b]`` (differentiable when grad
+        is enabled). ``temperature`` scores under ``softmax(logits / T)``; 1.0 is the policy.
+
+        Returns:
+            ``TokenLogprobs`` with ``[B, T]`` tensors, ``T`` the longest completion.
+
+        Raises:
+            ValueError: a completion longer than the context window leaves room for.
+        """
+        if len(prompts) != len(completions):
+            raise ValueError(f"{len(prompts)} prompts but {len(completions)} completions")
+        if temperature <= 0:
+            raise ValueError(f"temperature must be > 0 for scoring, got {temperature}")
+        comp_ids = [self.codec.completion_ids(c) for c in completions]
+        longest = max((len(c) for c in comp_ids), default=0)
+        parts = []
+        for start in range(0, len(prompts), self.micro_batch_size):
+            stop = start + self.micro_batch_size
+            parts.append(
+                self._logprobs_chunk(
+                    [self.prompt_ids(p) for p in prompts[start:stop]],
+                    comp_ids[start:stop],
+                    temperature,
+                )
+            )
+        logprobs = torch.cat([F.pad(lp, (0, longest - lp.shape[1])) for lp in parts])
+        ids = torch.zeros((len(comp_ids), longest), dtype=torch.long)
+        mask = torch.zeros((len(comp_ids), longest), dtype=torch.bool)
+        for row, c in enumerate(comp_ids):
+            ids[row, : len(c)] = torch.tensor(c, dtype=torch.long)
+            mask[row, : len(c)] = True
+        return TokenLogprobs(logprobs, mask.to(logprobs.device), ids.to(logprobs.device))
+
+    def _logprobs_chunk(
+        self, prompt_ids: list[list[int]], comp_ids: list[list[int]], temperature: float
+    ) -> torch.Tensor:
+        seqs = [p + c for p, c in zip(prompt_ids, comp_ids)]
+        for p, c in zip(prompt_ids, comp_ids):
+            if len(p) + len(c) > self.context_window:
+                raise ValueError(
+                    f"a completion of {len(c)} tokens after a {len(p)}-token prompt exceeds the "
+                    f"{self.context_window}-token window; lower max_prompt_tokens or the message length"
+                )
+        width = max(len(s) for s in seqs)
+        input_ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(seqs), width), dtype=torch.long)
+        for row, s in enumerate(seqs):  # right padding: positions 0..len-1 for real tokens
+            input_ids[row, : len(s)] = torch.tensor(s)
+            attention[row, : len(s)] = 1
+        logits = self.model(
+            input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device)
+        ).logits
+        longest = max((len(c) for c in comp_ids), default=0)
+        out = logits.new_zeros((len(seqs), longest), dtype=torch.float32)
+        rows = []
+        for row, (p, c) in enumerate(zip(prompt_ids, comp_ids)):
+            if not c:
+                rows.append(out[row])
+                continue
+            # Position i predicts token i + 1: the completion's tokens are predicted from
+            # positions len(p) - 1 ... len(p) + len(c) - 2.
+            step_logits = logits[row, len(p) - 1 : len(p) + len(c) - 1].float() / temperature
+            token_lp = F.log_softmax(step_logits, dim=-1).gather(
+                -1, torch.tensor(c, device=logits.device).unsqueeze(-1)
+            )
+            rows.append(F.pad(token_lp.squeeze(-1), (0, longest - len(c))))
+        return torch.stack(rows) if rows else out
+
+
+def _wrap_lora(model: Any, lora: LoraSettings) -> Any:
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=list(lora.target_modules),
+        task_type="CAUSAL_LM",
+    )
+    return get_peft_model(model, config)
+
+
+@contextlib.contextmanager
+def _eval_mode(model: Any) -> Iterator[None]:
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
+@contextlib.contextmanager
+def _seeded(seed: int | None, device: torch.device) -> Iterator[None]:
+    """Seeds torch's generators for one call without disturbing the caller's random state."""
+    if seed is None:
+        yield
+        return
+    devices = [device] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        yield

@@ -1,0 +1,202 @@
+"""Team configs: which backend, model, LoRA adapter and sampling each agent uses.
+
+A team config is a YAML or JSON file validated against the schema generated from
+:class:`TeamConfig` (every problem reported at once)::
+
+    sampling: {temperature: 0.8, max_new_tokens: 48}
+    default: {backend: hf, path: models/tiny}        # agents not listed below
+    agents:
+      solver: {backend: hf, path: models/solver, lora: {r: 8}}
+      critic: {backend: hf, path: models/critic, adapter_path: adapters/critic}
+      aggregator: {backend: scripted, error_rate: 0.1}
+
+Relative paths are resolved against the config file's folder. Each agent gets its own parameter
+set (heterogeneous sizes are fine); ``build_team`` returns the policies and per-agent sampling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from adapters.base import LoraSettings, Policy, SamplingParams
+from teamtr_env.config import from_dict, load_config
+from teamtr_env.errors import ConfigError
+
+Backend = Literal["hf", "vllm", "scripted", "random", "constant"]
+_MODEL_BACKENDS = ("hf", "vllm")
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """Sampling parameters (the paper's defaults: temperature 0.8, top-p 1.0, no top-k)."""
+
+    temperature: float = field(default=0.8, metadata={"help": "softmax temperature; 0 = greedy"})
+    top_p: float = field(default=1.0, metadata={"help": "nucleus mass; 1.0 = off"})
+    top_k: int = field(default=0, metadata={"help": "0 = off (keep it off for on-policy training)"})
+    max_new_tokens: int = field(default=64, metadata={"help": "message length limit in tokens"})
+    stop: tuple[str, ...] = field(default=(), metadata={"help": "strings that end a message"})
+
+    def params(self, **overrides: Any) -> SamplingParams:
+        values = {k: v for k, v in overrides.items() if v is not None}
+        return SamplingParams(
+            temperature=values.get("temperature", self.temperature),
+            top_p=values.get("top_p", self.top_p),
+            top_k=values.get("top_k", self.top_k),
+            max_new_tokens=values.get("max_new_tokens", self.max_new_tokens),
+            stop=tuple(values.get("stop", self.stop)),
+        )
+
+
+@dataclass(frozen=True)
+class AgentPolicyConfig:
+    """One agent's policy.
+
+    ``backend``: ``hf`` (transformers, CPU/GPU, trainable), ``vllm`` (GPU rollouts), ``scripted``
+    (the task's expert), ``random`` or ``constant`` (model-free baselines and tests).
+    """
+
+    backend: Backend = field(
+        default="hf", metadata={"help": "hf | vllm | scripted | random | constant"}
+    )
+    path: str | None = field(default=None, metadata={"help": "model directory (hf, vllm)"})
+    adapter_path: str | None = field(default=None, metadata={"help": "saved LoRA adapter to load"})
+    lora: LoraSettings | None = field(default=None, metadata={"help": "fresh LoRA adapters"})
+    device: str = field(default="cpu", metadata={"help": "cpu, cuda, cuda:1, ..."})
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
+    micro_batch_size: int = field(default=64, metadata={"help": "prompts per forward pass"})
+    max_prompt_tokens: int | None = field(default=None, metadata={"help": "left-truncation budget"})
+    chat_template: bool | None = field(default=None, metadata={"help": "null: when available"})
+    error_rate: float = field(default=0.0, metadata={"help": "scripted expert error rate"})
+    text: str = field(default="", metadata={"help": "the constant backend's reply"})
+    seed: int = field(default=0, metadata={"help": "seed of model-free policies"})
+    temperature: float | None = field(default=None, metadata={"help": "overrides sampling"})
+    max_new_tokens: int | None = field(default=None, metadata={"help": "overrides sampling"})
+
+
+@dataclass(frozen=True)
+class TeamConfig:
+    """Every agent's policy and the team's sampling parameters."""
+
+    agents: dict[str, AgentPolicyConfig] = field(
+        default_factory=dict, metadata={"help": "agent name -> policy"}
+    )
+    default: AgentPolicyConfig | None = field(
+        default=None, metadata={"help": "policy of agents not listed in 'agents'"}
+    )
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+
+
+def load_team_config(path: str | Path, overrides: Sequence[str] = ()) -> TeamConfig:
+    """Reads a YAML/JSON team config; relative model paths become relative to its folder."""
+    config = load_config(TeamConfig, path, overrides)
+    return resolve_paths(config, Path(path).resolve().parent)
+
+
+def team_config_from_dict(data: Mapping[str, Any], base: str | Path = ".") -> TeamConfig:
+    """Validates a team config given as a dict (paths relative to ``base``)."""
+    return resolve_paths(from_dict(TeamConfig, data, what="team config"), Path(base).resolve())
+
+
+def resolve_paths(config: TeamConfig, base: Path) -> TeamConfig:
+    def fix(agent: AgentPolicyConfig | None) -> AgentPolicyConfig | None:
+        if agent is None:
+            return None
+        paths: dict[str, Any] = {
+            name: str(base / value)
+            for name in ("path", "adapter_path")
+            if (value := getattr(agent, name)) is not None and not Path(value).is_absolute()
+        }
+        return replace(agent, **paths)
+
+    agents = {name: fix(a) for name, a in config.agents.items()}
+    return replace(config, agents=agents, default=fix(config.default))  # type: ignore[arg-type]
+
+
+def check_team(config: TeamConfig, agents: Sequence[str]) -> dict[str, AgentPolicyConfig]:
+    """Each environment agent's policy config; raises ``ConfigError`` listing every problem."""
+    problems = []
+    extra = [name for name in config.agents if name not in agents]
+    if extra:
+        problems.append(f"agents {extra} are not on the team {list(agents)}")
+    chosen: dict[str, AgentPolicyConfig] = {}
+    for name in agents:
+        agent = config.agents.get(name, config.default)
+        if agent is None:
+            problems.append(f"agent {name!r} has no policy: add agents.{name} or a 'default'")
+            continue
+        chosen[name] = agent
+        if agent.backend in _MODEL_BACKENDS and not agent.path:
+            problems.append(f"agents.{name}: backend {agent.backend!r} needs 'path'")
+        if agent.backend in _MODEL_BACKENDS and agent.path and not Path(agent.path).is_dir():
+            problems.append(f"agents.{name}.path: {agent.path} is not a directory")
+        if agent.backend not in _MODEL_BACKENDS and (agent.lora or agent.adapter_path):
+            problems.append(f"agents.{name}: lora/adapter_path need backend 'hf' or 'vllm'")
+    if problems:
+        raise ConfigError("team config", problems)
+    return chosen
+
+
+def build_policy(agent: AgentPolicyConfig, task: Any = None) -> Policy:
+    """Instantiates one agent's policy (model backends import torch only here)."""
+    if agent.backend == "hf":
+        from adapters.hf import HFPolicy
+
+        return HFPolicy.from_pretrained(
+            agent.path,  # type: ignore[arg-type]
+            device=agent.device,
+            dtype=agent.dtype,
+            adapter_path=agent.adapter_path,
+            lora=agent.lora,
+            micro_batch_size=agent.micro_batch_size,
+            max_prompt_tokens=agent.max_prompt_tokens,
+            chat_template=agent.chat_template,
+        )
+    if agent.backend == "vllm":
+        from adapters.vllm_policy import VLLMPolicy
+
+        return VLLMPolicy(
+            agent.path,  # type: ignore[arg-type]
+            max_prompt_tokens=agent.max_prompt_tokens,
+            chat_template=agent.chat_template,
+            dtype=agent.dtype,
+            seed=agent.seed,
+        )
+    from adapters.scripted import ConstantPolicy, RandomPolicy, ScriptedExpert
+
+    if agent.backend == "scripted":
+        return ScriptedExpert(task, error_rate=agent.error_rate, seed=agent.seed)
+    if agent.backend == "random":
+        return RandomPolicy(seed=agent.seed)
+    return ConstantPolicy(agent.text)
+
+
+def build_team(
+    config: TeamConfig, agents: Sequence[str], task: Any = None, **sampling_overrides: Any
+) -> tuple[dict[str, Policy], dict[str, SamplingParams]]:
+    """Policies and sampling parameters for every agent of a team.
+
+    Args:
+        config: the team config.
+        agents: the environment's agent names (``env.possible_agents``).
+        task: the task (needed by ``scripted`` agents).
+        **sampling_overrides: e.g. ``temperature=1.0`` from the command line (``None`` = unset).
+
+    Raises:
+        ConfigError: listing every problem with the config for this team.
+    """
+    chosen = check_team(config, agents)
+    policies = {name: build_policy(agent, task) for name, agent in chosen.items()}
+    sampling = {
+        name: config.sampling.params(
+            **{
+                "temperature": agent.temperature,
+                "max_new_tokens": agent.max_new_tokens,
+                **{k: v for k, v in sampling_overrides.items() if v is not None},
+            }
+        )
+        for name, agent in chosen.items()
+    }
+    return policies, sampling

@@ -1,0 +1,448 @@
+"""Typed configuration machinery: frozen dataclasses are the single source of truth.
+
+:func:`json_schema` generates a JSON Schema (draft 2020-12) from a dataclass, :func:`from_dict`
+validates a mapping against it (reporting every problem at once) and builds the dataclass,
+:func:`to_dict` is its inverse, and :func:`load_config` / :func:`dump_config` read and write YAML
+or JSON files with ``--set``-style overrides (``"optim.lr=3e-4"``).
+
+Dataclasses are inspected with :func:`typing.get_type_hints`, so they must be defined at module
+level when they use ``from __future__ import annotations``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import difflib
+import enum
+import json
+import re
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+from jsonschema import Draft202012Validator, ValidationError
+
+from teamtr_env.errors import ConfigError
+
+_FAILED: Any = object()  # marks a value that could not be built (its problems are recorded)
+_ARRAYS = (list, tuple, Sequence)
+_MAPPINGS = (dict, Mapping)
+_TYPE_NAMES = {"object": "mapping", "array": "list"}
+_KEYED = re.compile(r"^[A-Za-z_][\w.\[\]]*: ")
+_SIMPLE = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null"}
+_T = typing.TypeVar("_T")
+
+
+class _Loader(yaml.SafeLoader):
+    """``SafeLoader`` that also reads ``1e-4`` as a float (as YAML 1.2 and JSON do)."""
+
+
+class _Dumper(yaml.SafeDumper):
+    """``SafeDumper`` that quotes strings :class:`_Loader` would read as floats (``"1e-4"``)."""
+
+
+for _yaml_class in (_Loader, _Dumper):
+    _yaml_class.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+        list("-+0123456789"),
+    )
+
+
+def _init_fields(cls: type) -> list[dataclasses.Field[Any]]:
+    return [f for f in dataclasses.fields(cls) if f.init]
+
+
+def _is_dataclass_type(tp: Any) -> bool:
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
+
+
+def _jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in _init_fields(type(value))}
+    if isinstance(value, enum.Enum):
+        return _jsonable(value.value)
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def json_schema(cls: type) -> dict[str, Any]:
+    """A JSON Schema (draft 2020-12) of a dataclass, generated recursively from its type hints.
+
+    Args:
+        cls: a dataclass; fields may be ``int``, ``float``, ``str``, ``bool``, ``Path``,
+            ``Literal``, ``Enum``, unions (``X | None``), nested dataclasses, ``tuple``, ``list``,
+            ``Sequence``, ``dict[str, X]``, ``Mapping[str, X]`` or ``Any``.
+
+    Returns:
+        The schema; ``metadata={"help": ...}`` becomes ``description``, JSON-serialisable
+        defaults become ``default``.
+
+    Raises:
+        TypeError: ``cls`` is not a dataclass, or a field's annotation is unsupported (named).
+    """
+    if not _is_dataclass_type(cls):
+        raise TypeError(f"json_schema: expected a dataclass type, got {cls!r}")
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **_object_schema(cls, ())}
+
+
+def _object_schema(cls: type, seen: tuple[type, ...]) -> dict[str, Any]:
+    if cls in seen:
+        raise TypeError(f"{cls.__qualname__}: recursive dataclasses are not supported")
+    hints = typing.get_type_hints(cls)
+    props: dict[str, Any] = {}
+    required: list[str] = []
+    for f in _init_fields(cls):
+        props[f.name] = prop = _schema(hints[f.name], f"{cls.__qualname__}.{f.name}", (*seen, cls))
+        if "help" in f.metadata:
+            prop["description"] = str(f.metadata["help"])
+        if f.default is not dataclasses.MISSING:
+            default: Any = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            required.append(f.name)
+            continue
+        with contextlib.suppress(TypeError, ValueError):  # no "default" if not JSON-serialisable
+            prop["default"] = json.loads(json.dumps(_jsonable(default), allow_nan=False))
+    return {
+        "title": cls.__name__,
+        "type": "object",
+        "properties": props,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+def _schema(tp: Any, where: str, seen: tuple[type, ...]) -> dict[str, Any]:
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is Any:
+        return {}
+    if tp in _SIMPLE:
+        return {"type": _SIMPLE[tp]}
+    if isinstance(tp, type) and issubclass(tp, Path):
+        return {"type": "string"}
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return {"enum": [m.value for m in tp]}
+    if _is_dataclass_type(tp):
+        return _object_schema(tp, seen)
+    if origin is Literal:
+        return {"enum": list(args)}
+    if origin in (Union, types.UnionType):
+        return {"anyOf": [_schema(a, where, seen) for a in args]}
+    if tp in _ARRAYS or origin in _ARRAYS:
+        if origin is tuple and args and args[-1] is not ...:
+            items = [_schema(a, where, seen) for a in args]
+            return {"type": "array", "prefixItems": items, "items": False, "minItems": len(items)}
+        return {"type": "array", "items": _schema(args[0] if args else Any, where, seen)}
+    if (tp in _MAPPINGS or origin in _MAPPINGS) and (not args or args[0] is str):
+        values = _schema(args[1] if args else Any, where, seen)
+        return {"type": "object", "additionalProperties": values}
+    raise TypeError(
+        f"{where}: unsupported annotation {tp!r}; expected int, float, str, bool, Path, Literal, "
+        "Enum, X | None, a dataclass, tuple[X, ...], list[X], dict[str, X] or Any"
+    )
+
+
+def _where(path: Sequence[Any]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "top level"
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _describe(schema: Mapping[str, Any]) -> str:
+    if "enum" in schema:
+        return f"one of {schema['enum']!r}"
+    if "anyOf" in schema:
+        return " or ".join(_describe(s) for s in schema["anyOf"])
+    kind = schema.get("type")
+    return _TYPE_NAMES.get(kind, kind) if isinstance(kind, str) else "any value"
+
+
+def _format(err: ValidationError) -> list[tuple[list[Any], str]]:
+    path, where, kind = list(err.absolute_path), _where(err.absolute_path), err.validator
+    if kind == "additionalProperties" and err.schema.get("additionalProperties") is False:
+        allowed = list(err.schema.get("properties", {}))
+        where = "at top level" if not path else f"in {where}"
+        problems = []
+        for key in sorted((k for k in err.instance if k not in allowed), key=str):
+            near = difflib.get_close_matches(str(key), allowed, n=1)
+            hint = f"did you mean {near[0]!r}?" if near else "allowed: " + ", ".join(allowed)
+            problems.append((path, f"unknown key {key!r} {where} ({hint})"))
+        return problems
+    if kind == "required":
+        missing = [[*path, k] for k in err.validator_value if k not in err.instance]
+        return [(p, f"{_where(p)}: required key is missing (add it)") for p in missing]
+    if kind == "enum":
+        near = difflib.get_close_matches(str(err.instance), [str(v) for v in err.validator_value])
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        return [
+            (path, f"{where}: {_show(err.instance)} is not one of {err.validator_value!r}{hint}")
+        ]
+    if kind == "anyOf" and err.instance is not None:  # X | None with a non-null value: look in X
+        arms = [i for i, s in enumerate(err.validator_value) if s != {"type": "null"}]
+        subs = [e for e in err.context or [] if [e.relative_schema_path[0]] == arms]
+        if subs and not any(e.validator == "type" and list(e.absolute_path) == path for e in subs):
+            return [p for sub in subs for p in _format(sub)]
+    if kind in ("type", "anyOf"):
+        return [(path, f"{where}: expected {_describe(err.schema)}, got {_show(err.instance)}")]
+    return [(path, f"{where}: {err.message}")]
+
+
+def _path_key(path: Sequence[Any]) -> list[tuple[int, int, str]]:
+    return [(0, p, "") if isinstance(p, int) else (1, 0, str(p)) for p in path]
+
+
+def _schema_problems(cls: type, data: Any) -> list[str]:
+    found = [
+        p for e in Draft202012Validator(json_schema(cls)).iter_errors(data) for p in _format(e)
+    ]
+    return list(dict.fromkeys(text for _, text in sorted(found, key=lambda p: _path_key(p[0]))))
+
+
+def _prefix(path: Sequence[Any], problem: str) -> str:
+    if not path:
+        return problem
+    return f"{_where(path)}.{problem}" if _KEYED.match(problem) else f"{_where(path)}: {problem}"
+
+
+def _failed(values: typing.Iterable[Any]) -> bool:
+    return any(v is _FAILED for v in values)
+
+
+def _build(tp: Any, value: Any, path: tuple[Any, ...], problems: list[str]) -> Any:
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if _is_dataclass_type(tp):
+        hints = typing.get_type_hints(tp)
+        kwargs = {
+            f.name: _build(hints[f.name], value[f.name], (*path, f.name), problems)
+            for f in _init_fields(tp)
+            if f.name in value
+        }
+        if _failed(kwargs.values()):
+            return _FAILED
+        try:
+            return tp(**kwargs)
+        except ConfigError as exc:
+            problems.extend(_prefix(path, p) for p in exc.problems)
+        except ValueError as exc:
+            problems.append(_prefix(path, str(exc)))
+        return _FAILED
+    if origin in (Union, types.UnionType):
+        for arm in args:
+            if Draft202012Validator(_schema(arm, "", ())).is_valid(value):
+                return _build(arm, value, path, problems)
+        return value
+    if isinstance(tp, type) and issubclass(tp, (enum.Enum, Path)):
+        return tp(value)
+    if tp is float or (tp is int and isinstance(value, float)):
+        return tp(value)
+    if origin in _ARRAYS and value is not None:
+        fixed = origin is tuple and args and args[-1] is not ...
+        arms = args if fixed else (args[0] if args else Any,) * len(value)
+        built = [_build(a, v, (*path, i), problems) for i, (a, v) in enumerate(zip(arms, value))]
+        return _FAILED if _failed(built) else built if origin is list else tuple(built)
+    if tp in (tuple, Sequence):
+        return tuple(value)
+    if origin in _MAPPINGS:
+        built_map = {k: _build(args[1], v, (*path, k), problems) for k, v in value.items()}
+        return _FAILED if _failed(built_map.values()) else built_map
+    return value
+
+
+def from_dict(cls: type[_T], data: Mapping[str, Any], *, what: str | None = None) -> _T:
+    """Validates ``data`` against :func:`json_schema` of ``cls`` and builds the dataclass.
+
+    Args:
+        cls: the dataclass to build.
+        data: plain data (as read from YAML/JSON); lists become tuples where annotated so.
+        what: the name of the configuration in error messages (default: the class name).
+
+    Returns:
+        The instance, with nested dataclasses built.
+
+    Raises:
+        ConfigError: listing every schema problem at once (sorted by path), or the problems that
+            the dataclasses' own ``__post_init__`` raised, prefixed with their path.
+    """
+    return _checked_build(cls, data, what or cls.__name__, [])
+
+
+def _checked_build(cls: type[_T], data: Any, what: str, problems: list[str]) -> _T:
+    plain = _jsonable(data) if isinstance(data, Mapping) else data
+    problems += _schema_problems(cls, plain)
+    built = _FAILED if problems else _build(cls, plain, (), problems)
+    if problems:
+        raise ConfigError(what, problems)
+    return typing.cast(_T, built)
+
+
+def to_dict(instance: Any) -> dict[str, Any]:
+    """The JSON-serialisable data of a dataclass instance; :func:`from_dict` inverts it.
+
+    Tuples become lists, mappings (including ``MappingProxyType``) dicts, enums their values and
+    paths strings; only ``init`` fields are included.
+
+    Raises:
+        TypeError: ``instance`` is not a dataclass instance.
+    """
+    if not dataclasses.is_dataclass(instance) or isinstance(instance, type):
+        raise TypeError(f"to_dict: expected a dataclass instance, got {_show(instance)}")
+    return typing.cast(dict[str, Any], _jsonable(instance))
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Parses one ``--set`` override ``"a.b.c=value"``.
+
+    The value is read as a YAML scalar or flow collection: ``1e-4`` is a float, ``true`` a bool,
+    ``[a, b]`` a list, ``null`` None, ``foo`` a string; an empty value is the empty string.
+
+    Returns:
+        The key path and the value.
+
+    Raises:
+        ValueError: the text is not ``KEY=VALUE`` with a dotted key, or the value is not YAML.
+    """
+    key, sep, raw = text.partition("=")
+    keys = [k.strip() for k in key.split(".")]
+    if not sep or not all(keys):
+        raise ValueError(
+            f"override {text!r}: expected KEY=VALUE with a dotted key, e.g. 'optim.lr=3e-4'"
+        )
+    if not raw.strip():
+        return keys, ""
+    try:
+        return keys, yaml.load(raw, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or exc
+        raise ValueError(
+            f"override {text!r}: the value is not valid YAML ({problem}); quote it, e.g. key='a: b'"
+        ) from exc
+
+
+def _apply(data: Mapping[str, Any], overrides: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
+    result: dict[str, Any] = _jsonable(data)
+    problems: list[str] = []
+    for text in overrides:
+        try:
+            keys, value = parse_override(text)
+        except ValueError as exc:
+            problems.append(str(exc))
+            continue
+        node = result
+        for i, key in enumerate(keys[:-1]):
+            if node.get(key) is None:
+                node[key] = {}
+            if not isinstance(node[key], dict):
+                head = ".".join(keys[: i + 1])
+                problems.append(
+                    f"override {text!r}: {head} is {_show(node[key])}, not a mapping; "
+                    f"set {head}=... instead"
+                )
+                break
+            node = node[key]
+        else:
+            node[keys[-1]] = value
+    return result, problems
+
+
+def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """A copy of ``data`` with ``"a.b.c=value"`` overrides applied (see :func:`parse_override`).
+
+    Missing intermediate keys are created as mappings; unknown keys are left for validation to
+    report (with a suggestion). ``data`` is not modified.
+
+    Raises:
+        ConfigError: listing every malformed override at once.
+    """
+    result, problems = _apply(data, overrides)
+    if problems:
+        raise ConfigError("overrides", problems)
+    return result
+
+
+def _read(path: Path) -> tuple[Any, list[str]]:
+    suffix = path.suffix.lower()
+    if suffix not in (".yaml", ".yml", ".json"):
+        return None, [f"{path}: expected a .yaml, .yml or .json file, got {suffix or 'no'} suffix"]
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None, [f"{path}: file not found (check the path)"]
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, [f"{path}: cannot read the file ({exc})"]
+    try:
+        if suffix == ".json":
+            return json.loads(text), []
+        return yaml.load(text, Loader=_Loader), []
+    except json.JSONDecodeError as exc:
+        return None, [f"{path}, line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}"]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        return None, [f"{path}{at}: invalid YAML: {getattr(exc, 'problem', None) or exc}"]
+
+
+def load_config(cls: type[_T], path: str | Path, overrides: Sequence[str] = ()) -> _T:
+    """Reads a YAML (``.yaml``/``.yml``) or JSON (``.json``) file, applies overrides, builds ``cls``.
+
+    Args:
+        cls: the dataclass to build.
+        path: the file; an empty YAML file is an empty mapping.
+        overrides: ``"a.b.c=value"`` strings (see :func:`parse_override`), applied in order.
+
+    Returns:
+        The validated instance.
+
+    Raises:
+        ConfigError: naming the file; an unreadable file, a syntax error (with its line), a top
+            level that is not a mapping, or every malformed override and schema problem at once.
+    """
+    path = Path(path)
+    what = f"{cls.__name__} config {str(path)!r}"
+    data, problems = _read(path)
+    if problems:
+        raise ConfigError(what, problems)
+    if data is None and path.suffix.lower() != ".json":
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            what, [f"{path}: expected a mapping of keys at top level, got {type(data).__name__}"]
+        )
+    data, problems = _apply(data, overrides)
+    return _checked_build(cls, data, what, problems)
+
+
+def dump_config(instance: Any, path: str | Path) -> None:
+    """Writes :func:`to_dict` of ``instance`` as YAML or JSON, chosen by the file extension.
+
+    Raises:
+        ConfigError: the extension is not ``.yaml``, ``.yml`` or ``.json``.
+    """
+    path = Path(path)
+    data = to_dict(instance)
+    if path.suffix.lower() == ".json":
+        path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    elif path.suffix.lower() in (".yaml", ".yml"):
+        text = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
+        path.write_text(text, encoding="utf-8")
+    else:
+        raise ConfigError(
+            f"output path {str(path)!r}",
+            [f"expected a .yaml, .yml or .json file, got {path.name!r}"],
+        )

@@ -1,0 +1,255 @@
+"""HFPolicy on a tiny local model: exact log-probs, padding/micro-batch invariance, seeding, stop
+strings, garbage prompts, save/load and LoRA."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from adapters.base import LoraSettings, SamplingParams, TrainablePolicy
+from adapters.hf import HFPolicy, _seeded
+from adapters.tiny import SPECIAL_TOKENS, TinyModelSpec, build_char_tokenizer, build_tiny_model
+
+PROMPTS = [
+    "Compute: 12 + 30\nReply with: Answer: <integer>\n### solver\n",
+    "Hi",
+    "",
+    "### critic\n" * 7,
+]
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_model_dir: Path) -> HFPolicy:
+    return HFPolicy.from_pretrained(tiny_model_dir)
+
+
+def test_tokenizer_keeps_spaces_and_maps_unknown_characters() -> None:
+    tok = build_char_tokenizer()
+    ids = tok("a b  c\n\td", add_special_tokens=False)["input_ids"]
+    assert tok.decode(ids) == "a b  c\n\td"
+    assert len(ids) == 9
+    unk = tok("é€", add_special_tokens=False)["input_ids"]
+    assert unk == [SPECIAL_TOKENS.index("<unk>")] * 2
+
+
+def test_tiny_model_size_and_offline_reload(tiny_model_dir: Path, policy: HFPolicy) -> None:
+    assert 500_000 < sum(p.numel() for p in policy.model.parameters()) < 600_000
+    assert (tiny_model_dir / "model.safetensors").exists()
+    assert isinstance(policy, TrainablePolicy)
+    assert policy.device.type == "cpu" and policy.dtype == torch.float32
+    with pytest.raises(ValueError, match="divisible"):
+        TinyModelSpec(hidden_size=130, num_heads=4)
+
+
+def test_missing_model_dir_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="build-tiny"):
+        HFPolicy.from_pretrained(tmp_path / "nothing")
+
+
+def _sample_with_scores(policy: HFPolicy, prompts: list[str], seed: int):
+    """Samples through transformers' generate directly and returns the sampling distribution's
+    log-probs of the sampled tokens (temperature 1, top_k 0)."""
+    ids = [policy.prompt_ids(p) for p in prompts]
+    width = max(map(len, ids))
+    inp = torch.full((len(ids), width), policy.pad_id)
+    att = torch.zeros((len(ids), width), dtype=torch.long)
+    for r, i in enumerate(ids):
+        inp[r, width - len(i) :] = torch.tensor(i)
+        att[r, width - len(i) :] = 1
+    with _seeded(seed, policy.device), torch.no_grad():
+        out = policy.model.generate(
+            input_ids=inp,
+            attention_mask=att,
+            do_sample=True,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            max_new_tokens=24,
+            output_scores=True,
+            return_dict_in_generate=True,
+            pad_token_id=policy.pad_id,
+            eos_token_id=policy.eos_id,
+        )
+    new = out.sequences[:, width:]
+    scores = torch.stack(out.scores, 1).log_softmax(-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+    completions = []
+    for row in new.tolist():
+        completions.append(row[: row.index(policy.eos_id) + 1] if policy.eos_id in row else row)
+    return completions, scores
+
+
+def test_logprobs_equal_the_sampling_distribution(policy: HFPolicy) -> None:
+    completions, scores = _sample_with_scores(policy, PROMPTS, seed=3)
+    lp = policy.logprobs(PROMPTS, completions)
+    for row, comp in enumerate(completions):
+        n = len(comp)
+        assert lp.mask[row].sum() == n
+        torch.testing.assert_close(lp.logprobs[row, :n], scores[row, :n], atol=1e-5, rtol=0)
+        assert torch.all(lp.logprobs[row, n:] == 0)
+
+
+def test_generate_token_ids_are_what_logprobs_score(policy: HFPolicy) -> None:
+    gens = policy.generate(PROMPTS, SamplingParams(temperature=1.0, max_new_tokens=16, seed=0))
+    lp = policy.logprobs(PROMPTS, [g.token_ids for g in gens])
+    assert lp.logprobs.shape == (4, max(len(g.token_ids) for g in gens))
+    assert torch.isfinite(lp.message_logprobs()).all()
+    for g in gens:
+        assert 1 <= len(g.token_ids) <= 16
+        if policy.eos_id in g.token_ids:
+            assert g.token_ids[-1] == policy.eos_id and g.token_ids.count(policy.eos_id) == 1
+
+
+def test_left_padding_and_micro_batching_do_not_change_logprobs(tiny_model_dir: Path) -> None:
+    big = HFPolicy.from_pretrained(tiny_model_dir, micro_batch_size=64)
+    one = HFPolicy.from_pretrained(tiny_model_dir, micro_batch_size=1)
+    completions = ["Answer: 42", "ok", "x" * 30, ""]
+    a = big.logprobs(PROMPTS, completions)
+    b = one.logprobs(PROMPTS, completions)
+    torch.testing.assert_close(a.logprobs, b.logprobs, atol=1e-5, rtol=0)
+    assert torch.equal(a.mask, b.mask) and a.mask[3].sum() == 0
+    alone = big.logprobs(PROMPTS[1:2], completions[1:2])
+    torch.testing.assert_close(alone.logprobs[0, :2], a.logprobs[1, :2], atol=1e-5, rtol=0)
+
+
+def test_generation_alone_equals_generation_in_a_padded_batch(policy: HFPolicy) -> None:
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=12)
+    batch = policy.generate(PROMPTS, greedy)
+    for prompt, gen in zip(PROMPTS, batch):
+        assert policy.generate([prompt], greedy)[0] == gen
+
+
+def test_seeding(policy: HFPolicy) -> None:
+    s = SamplingParams(temperature=1.0, max_new_tokens=12, seed=7)
+    assert policy.generate(PROMPTS, s) == policy.generate(PROMPTS, s)
+    other = SamplingParams(temperature=1.0, max_new_tokens=12, seed=8)
+    assert policy.generate(PROMPTS, s) != policy.generate(PROMPTS, other)
+    torch.manual_seed(123)
+    expected = torch.rand(1)
+    torch.manual_seed(123)
+    policy.generate(PROMPTS, s)
+    assert torch.equal(torch.rand(1), expected)  # the caller's RNG state is untouched
+
+
+def test_stop_strings_cut_text_and_tokens(policy: HFPolicy) -> None:
+    gens = policy.generate(PROMPTS * 4, SamplingParams(temperature=1.0, max_new_tokens=40, seed=1))
+    stop = next(g.text[5:7] for g in gens if len(g.text) > 8 and "<unk>" not in g.text[:8])
+    again = policy.generate(
+        PROMPTS * 4, SamplingParams(temperature=1.0, max_new_tokens=40, seed=1, stop=(stop,))
+    )
+    for full, cut in zip(gens, again):
+        assert stop not in cut.text
+        if stop in full.text:
+            assert cut.text == full.text[: full.text.index(stop)]
+            decoded = policy.tokenizer.decode(list(cut.token_ids), skip_special_tokens=True)
+            assert decoded.endswith(stop) and full.token_ids[: len(cut.token_ids)] == cut.token_ids
+
+
+def test_garbage_prompts_never_crash_and_long_ones_keep_their_end(policy: HFPolicy) -> None:
+    huge = "Q" * 1_000_000 + "THE END"
+    ids = policy.prompt_ids(huge)
+    assert len(ids) == policy.max_prompt_tokens
+    assert policy.tokenizer.decode(ids[-7:]) == "THE END"
+    weird = ["", "\x00\x01\x02", "日本語 ☃ \ud83d", huge]
+    gens = policy.generate(weird, SamplingParams(max_new_tokens=8, seed=0))
+    assert len(gens) == 4
+    lp = policy.logprobs(weird, [g.token_ids for g in gens])
+    assert torch.isfinite(lp.message_logprobs()).all()
+
+
+def test_gradient_steps_raise_the_logprob_of_a_target(tiny_model_dir: Path) -> None:
+    policy = HFPolicy.from_pretrained(tiny_model_dir)
+    prompt, target = ["Compute: 1 + 1\n"], ["Answer: 2"]
+    before = policy.logprobs(prompt, target).message_logprobs().item()
+    opt = torch.optim.Adam(policy.parameters(), lr=1e-2)
+    for _ in range(5):
+        opt.zero_grad()
+        loss = -policy.logprobs(prompt, target).message_logprobs().sum()
+        loss.backward()
+        opt.step()
+    assert policy.logprobs(prompt, target).message_logprobs().item() > before + 1.0
+
+
+def test_state_dict_round_trip_and_save_pretrained(tiny_model_dir: Path, tmp_path: Path) -> None:
+    a = HFPolicy.from_pretrained(tiny_model_dir)
+    with torch.no_grad():
+        next(a.model.parameters()).add_(0.1)
+    a.save_pretrained(tmp_path / "saved")
+    b = HFPolicy.from_pretrained(tmp_path / "saved")
+    c = HFPolicy.from_pretrained(tiny_model_dir)
+    c.load_state_dict(a.state_dict())
+    ref = a.logprobs(PROMPTS, ["abc"] * 4).logprobs
+    assert torch.equal(b.logprobs(PROMPTS, ["abc"] * 4).logprobs, ref)
+    assert torch.equal(c.logprobs(PROMPTS, ["abc"] * 4).logprobs, ref)
+
+
+def test_lora_trains_only_adapters_and_saves_loads_merges(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    policy = HFPolicy.from_pretrained(tiny_model_dir, lora=LoraSettings(r=4, alpha=8))
+    assert policy.is_lora
+    names = [n for n, p in policy.model.named_parameters() if p.requires_grad]
+    assert names and all("lora_" in n for n in names)
+    base = {
+        n: p.detach().clone() for n, p in policy.model.named_parameters() if not p.requires_grad
+    }
+    opt = torch.optim.Adam(policy.parameters(), lr=5e-2)
+    for _ in range(3):
+        opt.zero_grad()
+        (-policy.logprobs(["Q"], ["Answer: 7"]).message_logprobs().sum()).backward()
+        opt.step()
+    assert all(torch.equal(p, base[n]) for n, p in policy.model.named_parameters() if n in base)
+    ref = policy.logprobs(PROMPTS, ["Answer: 7"] * 4).logprobs.detach()
+    policy.save_pretrained(tmp_path / "adapter")
+    assert (tmp_path / "adapter" / "adapter_config.json").exists()
+    loaded = HFPolicy.from_pretrained(tiny_model_dir, adapter_path=tmp_path / "adapter")
+    torch.testing.assert_close(
+        loaded.logprobs(PROMPTS, ["Answer: 7"] * 4).logprobs, ref, atol=1e-6, rtol=0
+    )
+    plain = HFPolicy.from_pretrained(tiny_model_dir)
+    assert not torch.allclose(plain.logprobs(PROMPTS, ["Answer: 7"] * 4).logprobs, ref, atol=1e-3)
+    loaded.merge_lora()
+    assert not loaded.is_lora
+    torch.testing.assert_close(
+        loaded.logprobs(PROMPTS, ["Answer: 7"] * 4).logprobs, ref, atol=1e-5, rtol=0
+    )
+
+
+def test_invalid_arguments(tiny_model_dir: Path) -> None:
+    with pytest.raises(ValueError, match="micro_batch_size"):
+        HFPolicy.from_pretrained(tiny_model_dir, micro_batch_size=0)
+    with pytest.raises(ValueError, match="max_prompt_tokens"):
+        HFPolicy.from_pretrained(tiny_model_dir, max_prompt_tokens=5000)
+    with pytest.raises(ValueError, match="no chat template"):
+        HFPolicy.from_pretrained(tiny_model_dir, chat_template=True)
+    policy = HFPolicy.from_pretrained(tiny_model_dir)
+    with pytest.raises(ValueError, match="2 prompts but 1 completions"):
+        policy.logprobs(["a", "b"], ["c"])
+    with pytest.raises(ValueError, match="exceeds"):
+        policy.logprobs(["a"], ["x" * 2000])
+
+
+def test_chat_template_rendering(tiny_model_dir: Path, tmp_path: Path) -> None:
+    policy = HFPolicy.from_pretrained(tiny_model_dir)
+    policy.tokenizer.chat_template = (
+        "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}"
+        "{% if add_generation_prompt %}<assistant>{% endif %}"
+    )
+    templated = HFPolicy(policy.model, policy.tokenizer)
+    assert templated.use_chat_template
+    assert policy.tokenizer.decode(templated.prompt_ids("hi")) == "<user>hi\n<assistant>"
+    gens = templated.generate(["hi"], SamplingParams(max_new_tokens=4, seed=0))
+    assert len(gens[0].token_ids) >= 1
+
+
+def test_build_tiny_model_custom_spec(tmp_path: Path) -> None:
+    path = build_tiny_model(
+        tmp_path / "m",
+        TinyModelSpec(
+            hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_positions=128
+        ),
+    )
+    policy = HFPolicy.from_pretrained(path)
+    assert policy.context_window == 128 and policy.max_prompt_tokens == 64
+    assert (path / "teamtr_tiny.json").exists()

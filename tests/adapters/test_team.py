@@ -1,0 +1,202 @@
+"""Team configs: validation, path resolution, building policies, and `teamtr eval --team` driving
+three tiny-model HFPolicy agents end to end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+import teamtr_env
+from adapters.base import SamplingParams
+from adapters.hf import HFPolicy
+from adapters.scripted import ConstantPolicy, ScriptedExpert
+from adapters.team import TeamConfig, build_team, load_team_config, team_config_from_dict
+from teamtr_env import ConfigError
+from teamtr_env.cli import main
+from teamtr_env.config import json_schema
+
+AGENTS = ["solver", "critic", "aggregator"]
+
+
+def write(path: Path, data: dict) -> Path:
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_schema_lists_backends_and_lora() -> None:
+    schema = json_schema(TeamConfig)
+    agent = schema["properties"]["agents"]["additionalProperties"]
+    assert agent["properties"]["backend"]["enum"] == [
+        "hf",
+        "vllm",
+        "scripted",
+        "random",
+        "constant",
+    ]
+    assert "r" in json.dumps(agent["properties"]["lora"])
+
+
+def test_relative_paths_resolve_against_the_config_folder(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    (tmp_path / "cfg").mkdir()
+    cfg = write(tmp_path / "cfg" / "team.yaml", {"default": {"backend": "hf", "path": "../m"}})
+    config = load_team_config(cfg)
+    assert (
+        config.default.path == str((tmp_path / "cfg" / "../m").resolve())
+        or Path(config.default.path).resolve() == (tmp_path / "m").resolve()
+    )
+
+
+def test_every_problem_reported_at_once(tmp_path: Path) -> None:
+    cfg = write(
+        tmp_path / "team.yaml",
+        {
+            "agents": {"solver": {"backend": "hff", "lora": {"rr": 2}}, "critic": {"device": 3}},
+            "samplng": {},
+        },
+    )
+    with pytest.raises(ConfigError) as err:
+        load_team_config(cfg)
+    text = str(err.value)
+    assert "agents.solver.backend: 'hff' is not one of" in text
+    assert "'rr'" in text and "did you mean 'r'" in text
+    assert "agents.critic.device: expected string" in text
+    assert "'samplng'" in text and "did you mean 'sampling'" in text
+
+
+def test_team_level_checks(tiny_model_dir: Path) -> None:
+    config = team_config_from_dict(
+        {
+            "agents": {
+                "solver": {"backend": "hf"},
+                "judge": {"backend": "random"},
+                "critic": {"backend": "scripted", "lora": {"r": 2}},
+                "aggregator": {"backend": "hf", "path": "/no/such/dir"},
+            }
+        }
+    )
+    with pytest.raises(ConfigError) as err:
+        build_team(config, AGENTS)
+    problems = err.value.problems
+    assert any("['judge'] are not on the team" in p for p in problems)
+    assert any("agents.solver: backend 'hf' needs 'path'" in p for p in problems)
+    assert any("agents.critic: lora/adapter_path need backend" in p for p in problems)
+    assert any("/no/such/dir is not a directory" in p for p in problems)
+    with pytest.raises(ConfigError, match="agent 'critic' has no policy"):
+        build_team(
+            team_config_from_dict({"agents": {"solver": {"backend": "random"}}}),
+            ["solver", "critic"],
+        )
+
+
+def test_build_team_mixed_backends_and_sampling_precedence(tiny_model_dir: Path) -> None:
+    task = teamtr_env.make("teamtr/Arith-v0").task
+    config = team_config_from_dict(
+        {
+            "sampling": {"temperature": 0.7, "max_new_tokens": 20},
+            "default": {"backend": "hf", "path": str(tiny_model_dir), "lora": {"r": 2}},
+            "agents": {
+                "critic": {"backend": "scripted", "error_rate": 0.5, "temperature": 0.3},
+                "aggregator": {"backend": "constant", "text": "Answer: 1"},
+            },
+        }
+    )
+    policies, sampling = build_team(config, AGENTS, task, max_new_tokens=5)
+    assert isinstance(policies["solver"], HFPolicy) and policies["solver"].is_lora
+    assert isinstance(policies["critic"], ScriptedExpert) and policies["critic"].error_rate == 0.5
+    assert isinstance(policies["aggregator"], ConstantPolicy)
+    assert sampling["solver"] == SamplingParams(temperature=0.7, max_new_tokens=5)
+    assert sampling["critic"] == SamplingParams(temperature=0.3, max_new_tokens=5)
+
+
+def test_separate_parameters_per_agent(tiny_model_dir: Path) -> None:
+    config = team_config_from_dict({"default": {"backend": "hf", "path": str(tiny_model_dir)}})
+    policies, _ = build_team(config, AGENTS)
+    params = [next(iter(p.parameters())) for p in policies.values()]
+    assert len({id(p) for p in params}) == 3
+
+
+def test_cli_eval_with_three_tiny_model_agents(tmp_path: Path, tiny_model_dir: Path) -> None:
+    cfg = write(
+        tmp_path / "team.yaml",
+        {
+            "sampling": {"temperature": 1.0, "max_new_tokens": 8},
+            "default": {"backend": "hf", "path": str(tiny_model_dir)},
+        },
+    )
+    out = tmp_path / "r.json"
+    argv = [
+        "eval",
+        "teamtr/Arith-v0",
+        "--team",
+        str(cfg),
+        "--k",
+        "2",
+        "--problems",
+        "3",
+        "--no-progress",
+        "--out",
+        str(out),
+        "--transcripts",
+        str(tmp_path / "t.jsonl"),
+    ]
+    assert main(argv) == 0
+    report = json.loads(out.read_text())
+    assert report["team"] == str(cfg) and report["policy"] is None
+    assert report["stats"]["total_policy_calls"] == 3 == report["stats"]["steps"]
+    assert report["stats"]["tokens_generated"] > 0
+    episodes = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert len(episodes) == 6
+    assert [m["speaker"] for m in episodes[0]["transcript"]] == AGENTS
+
+
+def test_cli_team_overrides_and_errors(tmp_path: Path, tiny_model_dir: Path, capsys) -> None:
+    cfg = write(tmp_path / "team.yaml", {"default": {"backend": "hf", "path": str(tiny_model_dir)}})
+    argv = [
+        "eval",
+        "teamtr/Arith-v0",
+        "--team",
+        str(cfg),
+        "--problems",
+        "1",
+        "--k",
+        "1",
+        "--no-progress",
+    ]
+    assert main([*argv, "--set", "default.backend=random"]) == 0
+    assert main([*argv, "--set", "default.backend=hff"]) == 2
+    assert "did you mean" in capsys.readouterr().err.replace("\n", " ")
+    assert main(["eval", "teamtr/Arith-v0", "--set", "a=1"]) == 2
+
+
+def test_cli_build_tiny(tmp_path: Path) -> None:
+    assert (
+        main(
+            [
+                "models",
+                "build-tiny",
+                str(tmp_path / "m"),
+                "--hidden-size",
+                "32",
+                "--heads",
+                "2",
+                "--layers",
+                "1",
+                "--intermediate-size",
+                "64",
+                "--max-positions",
+                "64",
+            ]
+        )
+        == 0
+    )
+    policy = HFPolicy.from_pretrained(tmp_path / "m")
+    assert policy.context_window == 64
+    assert (
+        main(["models", "build-tiny", str(tmp_path / "x"), "--hidden-size", "30", "--heads", "4"])
+        == 2
+    )

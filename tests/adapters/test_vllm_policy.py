@@ -1,0 +1,164 @@
+"""VLLMPolicy: the adapter logic against a stand-in engine on CPU (prompt tokens, per-request seeds,
+message finishing, weight sync), and the real engine when vLLM and a GPU are present."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from adapters.base import LoraSettings, SamplingParams
+from adapters.hf import HFPolicy
+from adapters.vllm_policy import VLLM_HINT, VLLMPolicy, to_vllm_sampling, vllm_available
+
+
+@dataclasses.dataclass
+class FakeSamplingParams:
+    n: int
+    temperature: float
+    top_p: float
+    top_k: int
+    max_tokens: int
+    seed: int | None
+    skip_special_tokens: bool
+
+
+class FakeLLM:
+    """Samples token by token with an HF model (the engine vLLM would be), records requests."""
+
+    def __init__(self, policy: HFPolicy) -> None:
+        self.model = policy.model
+        self.requests: list = []
+        self.prefix_resets = 0
+
+    def generate(self, prompts, params, use_tqdm=True):
+        outputs = []
+        for prompt, sp in zip(prompts, params):
+            self.requests.append((prompt["prompt_token_ids"], sp))
+            gen = torch.Generator().manual_seed(sp.seed)
+            ids = list(prompt["prompt_token_ids"])
+            new = []
+            with torch.no_grad():
+                for _ in range(sp.max_tokens):
+                    logits = self.model(input_ids=torch.tensor([ids])).logits[0, -1]
+                    token = int(
+                        torch.multinomial(
+                            torch.softmax(logits / sp.temperature, -1), 1, generator=gen
+                        )
+                    )
+                    ids.append(token)
+                    new.append(token)
+                    if token == 2:
+                        break
+            outputs.append(SimpleNamespace(outputs=[SimpleNamespace(token_ids=new)]))
+        return outputs
+
+    def apply_model(self, fn):
+        wrapper = SimpleNamespace(
+            load_weights=lambda weights: self.model.load_state_dict(dict(weights))
+        )
+        return [fn(wrapper)]
+
+    def reset_prefix_cache(self):
+        self.prefix_resets += 1
+
+
+FAKE_VLLM = SimpleNamespace(SamplingParams=FakeSamplingParams)
+
+
+@pytest.fixture
+def engine_policy(tiny_model_dir: Path) -> tuple[VLLMPolicy, FakeLLM, HFPolicy]:
+    trainer = HFPolicy.from_pretrained(tiny_model_dir)
+    engine = HFPolicy.from_pretrained(tiny_model_dir)  # a separate copy, like a real engine
+    fake = FakeLLM(engine)
+    policy = VLLMPolicy(
+        tiny_model_dir,
+        llm=fake,
+        tokenizer=trainer.tokenizer,
+        vllm_module=FAKE_VLLM,
+        max_prompt_tokens=trainer.max_prompt_tokens,
+    )
+    return policy, fake, trainer
+
+
+def test_sampling_params_conversion() -> None:
+    params = to_vllm_sampling(
+        SamplingParams(temperature=0.8, top_p=0.9, max_new_tokens=7, seed=3), 3, FAKE_VLLM
+    )
+    assert [p.seed for p in params] == [3 * 1_000_003, 3 * 1_000_003 + 1, 3 * 1_000_003 + 2]
+    assert params[0] == FakeSamplingParams(1, 0.8, 0.9, 0, 7, 3_000_009, True)
+    assert all(p.seed is None for p in to_vllm_sampling(SamplingParams(), 2, FAKE_VLLM))
+
+
+def test_same_prompt_tokens_as_hf_and_scoreable_messages(engine_policy) -> None:
+    policy, fake, trainer = engine_policy
+    prompts = ["Compute: 1 + 2\n### solver\n", "", "x" * 5000]
+    gens = policy.generate(prompts, SamplingParams(temperature=1.0, max_new_tokens=10, seed=0))
+    assert [r[0] for r in fake.requests] == [trainer.prompt_ids(p) for p in prompts]
+    lp = trainer.logprobs(prompts, [g.token_ids for g in gens])
+    assert torch.isfinite(lp.message_logprobs()).all()
+    for g in gens:
+        assert g.text == trainer.tokenizer.decode(list(g.token_ids), skip_special_tokens=True)
+    again = policy.generate(prompts, SamplingParams(temperature=1.0, max_new_tokens=10, seed=0))
+    assert again == gens
+
+
+def test_sync_weights_full_and_lora(engine_policy, tiny_model_dir: Path) -> None:
+    policy, fake, trainer = engine_policy
+    with torch.no_grad():
+        for p in trainer.model.parameters():
+            p.add_(0.01)
+    sent = policy.sync_weights(trainer)
+    assert sent == len(trainer.model.state_dict()) and fake.prefix_resets == 1
+    for name, tensor in trainer.model.state_dict().items():
+        assert torch.equal(fake.model.state_dict()[name], tensor)
+
+    lora = HFPolicy.from_pretrained(tiny_model_dir, lora=LoraSettings(r=2))
+    with torch.no_grad():
+        for n, p in lora.model.named_parameters():
+            if "lora_B" in n:
+                p.fill_(0.05)
+    policy.sync_weights(lora)
+    ref = lora.logprobs(["abc"], ["def"]).logprobs
+    served = HFPolicy(fake.model, trainer.tokenizer).logprobs(["abc"], ["def"]).logprobs
+    torch.testing.assert_close(served, ref, atol=1e-5, rtol=0)
+    assert lora.is_lora  # the trainer's model was not merged in place
+
+
+def test_missing_vllm_gives_a_clear_error(tiny_model_dir: Path, monkeypatch) -> None:
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_vllm(name, *args, **kwargs):
+        if name == "vllm":
+            raise ImportError("No module named 'vllm'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_vllm)
+    with pytest.raises(ImportError, match="needs a CUDA GPU"):
+        VLLMPolicy(tiny_model_dir)
+    assert "backend 'hf'" in VLLM_HINT
+
+
+@pytest.mark.skipif(
+    not vllm_available(), reason="needs vLLM and a CUDA GPU (benchmarks/vllm_check.py)"
+)
+def test_real_vllm_matches_hf_distribution(tiny_model_dir: Path) -> None:
+    trainer = HFPolicy.from_pretrained(tiny_model_dir, device="cuda")
+    policy = VLLMPolicy(
+        tiny_model_dir, max_prompt_tokens=trainer.max_prompt_tokens, dtype="float32"
+    )
+    prompts = ["Compute: 12 + 30\n### solver\n"] * 256
+    gens = policy.generate(prompts, SamplingParams(temperature=1.0, max_new_tokens=8, seed=0))
+    first = torch.tensor([g.token_ids[0] for g in gens])
+    freq = torch.bincount(first, minlength=len(trainer.tokenizer)).float() / len(first)
+    with torch.no_grad():
+        logits = trainer.model(
+            input_ids=torch.tensor([trainer.prompt_ids(prompts[0])], device="cuda")
+        ).logits[0, -1]
+    expected = torch.softmax(logits.float(), -1).cpu()
+    assert 0.5 * (freq - expected).abs().sum() < 0.15  # total variation of the first token
