@@ -45,10 +45,11 @@ def test_relative_paths_resolve_against_the_config_folder(
     (tmp_path / "cfg").mkdir()
     cfg = write(tmp_path / "cfg" / "team.yaml", {"default": {"backend": "hf", "path": "../m"}})
     config = load_team_config(cfg)
-    assert (
-        config.default.path == str((tmp_path / "cfg" / "../m").resolve())
-        or Path(config.default.path).resolve() == (tmp_path / "m").resolve()
+    assert Path(config.default.path).resolve() == (tmp_path / "m").resolve()
+    absolute = write(
+        tmp_path / "abs.yaml", {"default": {"backend": "hf", "path": str(tiny_model_dir)}}
     )
+    assert load_team_config(absolute).default.path == str(tiny_model_dir)
 
 
 def test_every_problem_reported_at_once(tmp_path: Path) -> None:
