@@ -16,12 +16,12 @@ are rewritten into one form before anyone reads them::
 5. Fenced: ````` ```json\\n{"name": "f", "arguments": {"x": 1}}\\n``` ````` (any language tag).
 6. A JSON list of such objects: ``[{"name": "f", "arguments": {}}, {"name": "g", ...}]``.
 
-A bare object is a call only if it has ``arguments``/``parameters`` (or ``function``/``tool_calls``);
-right after ``<tool_call>``, ``<|python_tag|>``, ``[TOOL_CALLS]`` or ```` ```tool_call ```` any
-object is a call and ``{"name": "f"}`` means no arguments. Valid JSON that is not call-shaped is
-skipped whole (a call nested inside it is not one). JSON is delimited by bracket counting that
-respects strings and escapes, with memoised bracket matches and a work budget linear in
-``max_chars``; malformed candidates become diagnostics, never exceptions.
+A bare object is a call only if it has ``arguments``/``parameters`` (or ``function`` /
+``tool_calls``); right after ``<tool_call>``, ``<|python_tag|>``, ``[TOOL_CALLS]`` or
+```` ```tool_call ```` any object is a call, and ``{"name": "f"}`` means no arguments. Valid JSON
+that is not call-shaped is skipped whole (a call nested inside it does not count). JSON values are
+delimited by bracket counting that respects strings and escapes, with memoised matches and a work
+budget linear in ``max_chars``; malformed candidates become diagnostics, never exceptions.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 DEFAULT_MAX_CHARS = 100_000
 MAX_DEPTH = 64  # nesting limit of arguments; candidates nested deeper are rejected unparsed
 _CANDIDATE_RE = re.compile(r'\{[ \t\r\n]*["}]|\[[ \t\r\n]*\{')
-_OUT_RE = re.compile(r'[\[\]{}"]')
+_OUT_RE = re.compile(r'[\[\]{}"\\]')
 _IN_RE = re.compile(r'["\\]')
 _WS_RE = re.compile(r"[ \t\r\n]*")
 _LOOKS_RE = re.compile(r'"(?:name|arguments|parameters|function|tool_calls)"[ \t\r\n]*:')
@@ -48,6 +48,9 @@ _FENCE_LANG_RE = re.compile(r"[A-Za-z_-]*")
 _LEFT_MARKERS = ("<|python_tag|>", "[TOOL_CALLS]")
 _EXPLICIT = (CANONICAL_OPEN, *_LEFT_MARKERS, "```tool_call")
 _CLOSER = {"{": "}", "[": "]"}
+_DUMPS = json.JSONEncoder(
+    sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+).encode
 
 
 def _freeze(value: Any, depth: int = 0) -> Any:
@@ -85,8 +88,7 @@ def _finite(text: str) -> float:
     return number
 
 
-def _loads(text: str) -> Any:
-    return json.loads(text, parse_float=_finite, parse_constant=_finite)
+_loads = json.JSONDecoder(parse_float=_finite, parse_constant=_finite).decode
 
 
 @dataclass(frozen=True, eq=False)
@@ -117,14 +119,7 @@ class ToolCall:
             raise TypeError("arguments must be a mapping")
         frozen = _freeze(self.arguments)
         object.__setattr__(self, "arguments", frozen)
-        canonical = json.dumps(
-            {"name": self.name, "arguments": _thaw(frozen)},
-            sort_keys=True,
-            ensure_ascii=False,
-            separators=(",", ":"),
-            allow_nan=False,
-        )
-        object.__setattr__(self, "_json", canonical)
+        object.__setattr__(self, "_json", _DUMPS({"name": self.name, "arguments": _thaw(frozen)}))
 
     def to_json(self) -> str:
         """The canonical compact JSON ``{"arguments":{...},"name":"..."}`` (sorted keys)."""
@@ -132,8 +127,7 @@ class ToolCall:
 
     def arguments_dict(self) -> dict[str, Any]:
         """A mutable deep copy of the arguments (plain dicts and lists)."""
-        result: dict[str, Any] = _thaw(self.arguments)
-        return result
+        return dict(_thaw(self.arguments))
 
     def __eq__(self, other: object) -> bool:
         return self._json == other._json if isinstance(other, ToolCall) else NotImplemented
@@ -143,7 +137,7 @@ class ToolCall:
 
 
 def render_tool_call(call: ToolCall) -> str:
-    """The canonical team rendering: ``<tool_call>`` + :meth:`ToolCall.to_json` + ``</tool_call>``."""
+    """The canonical team rendering: ``<tool_call>`` + ``call.to_json()`` + ``</tool_call>``."""
     return CANONICAL_OPEN + call.to_json() + CANONICAL_CLOSE
 
 
@@ -205,10 +199,15 @@ def _items(value: Any, explicit: bool) -> list[ToolCall | str] | None:
 def _match(
     src: str, start: int, memo: dict[int, tuple[int, int]], budget: list[int]
 ) -> tuple[int, int] | None:
-    """(end, depth) of the bracketed value opening at ``start``; end -1 if it never closes.
+    """(end, depth) of the bracketed value opening at ``start``; end -1 if it is unbalanced.
 
-    Memoises every opener met outside a string (a fresh scan from it would behave identically)
-    and jumps over known spans, so repeated scans stay linear. None when the budget ran out.
+    Unbalanced: never closed, a mismatched bracket, or a backslash outside a string. Every opener
+    met outside a string is memoised (a fresh scan from it would behave identically) and known
+    spans are jumped over. Scans that disagree on string state can only re-agree through a
+    backslash outside a string, which ends them, so at most three scans cross any character.
+
+    Returns:
+        ``(end, depth)``, or None when the work budget ran out.
     """
     if start in memo:
         return memo[start]
@@ -223,6 +222,8 @@ def _match(
             pos, in_string = (pos + 1, True) if char == "\\" else (pos, False)
         elif char == '"':
             in_string = True
+        elif char == "\\":  # illegal outside a string: not JSON
+            break
         elif char in "{[":
             if (known := memo.get(p)) is None:
                 stack.append([p, 1])
@@ -260,27 +261,23 @@ def _extend(src: str, start: int, end: int, lo: int) -> tuple[int, int]:
     """Widen a JSON span over the markup around it (tags, python tag, [TOOL_CALLS], fences)."""
     while True:
         left, right = _ws_left(src, start, lo), _ws_right(src, end)
-        has_open, has_close = (
-            src.endswith(CANONICAL_OPEN, lo, left),
-            src.startswith(CANONICAL_CLOSE, right),
-        )
-        if has_open or has_close:
-            start = left - len(CANONICAL_OPEN) if has_open else start
-            end = right + len(CANONICAL_CLOSE) if has_close else end
-            continue
-        marker = next((m for m in _LEFT_MARKERS if src.endswith(m, lo, left)), None)
-        if marker is not None:
-            start = left - len(marker)
-            continue
+        opened = src.endswith(CANONICAL_OPEN, lo, left)
+        closed = src.startswith(CANONICAL_CLOSE, right)
+        marker = next((m for m in _LEFT_MARKERS if src.endswith(m, lo, left)), "")
         fence = src.rfind("```", max(lo, left - 40), left)
-        if (
+        if opened or closed:  # the tags pair up, but a lone one is markup too
+            start = left - len(CANONICAL_OPEN) if opened else start
+            end = right + len(CANONICAL_CLOSE) if closed else end
+        elif marker:
+            start = left - len(marker)
+        elif (
             fence >= 0
             and _FENCE_LANG_RE.fullmatch(src, fence + 3, left)
             and src.startswith("```", right)
         ):
             start, end = fence, right + 3
-            continue
-        return start, end
+        else:
+            return start, end
 
 
 def _scan(text: str, max_chars: int) -> tuple[list[ToolCall], list[str], list[_Span]]:
@@ -293,8 +290,7 @@ def _scan(text: str, max_chars: int) -> tuple[list[ToolCall], list[str], list[_S
     pos = prev = count = 0
     while (candidate := _CANDIDATE_RE.search(src, pos)) is not None:
         start = candidate.start()
-        memo.clear(); budget[0] = 10**12
-        hit = _match(src, start, memo, budget)
+        hit = memo.get(start) or _match(src, start, memo, budget)
         if hit is None or budget[0] < 0:
             errors.append(f"scan budget exhausted at character {start}; rest not scanned")
             break
@@ -302,7 +298,7 @@ def _scan(text: str, max_chars: int) -> tuple[list[ToolCall], list[str], list[_S
         explicit = src.endswith(_EXPLICIT, prev, _ws_left(src, start, prev))
         problem, items, pos = "", None, end  # valid JSON that is not call-shaped: skip it whole
         if end < 0:
-            problem, pos = "unterminated JSON", start + 1
+            problem, pos = "unbalanced JSON", start + 1
         elif depth > MAX_DEPTH + 8:
             problem = "JSON nested too deeply"
         else:

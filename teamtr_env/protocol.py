@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
+from adapters.toolcalls import canonicalize_tool_calls
 from tasks.base import Message
 from teamtr_env.errors import ConfigError
 
 ReasoningMode = Literal["keep", "strip"]
+ToolCallMode = Literal["keep", "canonical"]
 
 DEFAULT_AGENTS: tuple[str, ...] = ("solver", "critic", "aggregator")
 DEFAULT_SYSTEM_PROMPTS: Mapping[str, str] = MappingProxyType(
@@ -64,6 +66,9 @@ class TeamProtocol:
         reasoning: ``"keep"`` or ``"strip"`` ``<think>...</think>`` blocks before a message enters
             the shared context (an unterminated ``<think>`` is stripped to the end).
         header: the line introducing the task's opening prompt in the rendered context.
+        tool_calls: ``"canonical"`` rewrites every tool call a model writes (Hermes/Qwen, Llama,
+            OpenAI, Mistral, fenced JSON) into ``<tool_call>{"arguments":...,"name":...}
+            </tool_call>`` before the message enters the context (``adapters.toolcalls``).
 
     Raises:
         ConfigError: listing every invalid field at once.
@@ -77,6 +82,7 @@ class TeamProtocol:
     max_context_chars: int = 32000
     reasoning: ReasoningMode = "keep"
     header: str = "Problem"
+    tool_calls: ToolCallMode = "keep"
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -137,6 +143,11 @@ class TeamProtocol:
         if len(out) > self.max_message_chars:
             out = out[: self.max_message_chars]
             notes.append("truncated")
+        if self.tool_calls == "canonical":
+            out, replaced = canonicalize_tool_calls(out)
+            if replaced:
+                notes.append("tool_calls_canonicalized")
+                out = out[: self.max_message_chars]
         cleaned = _strip_controls(out)
         if cleaned != out:
             notes.append("control_chars_removed")
@@ -209,6 +220,8 @@ def _validate(protocol: TeamProtocol, earlier: list[str]) -> list[str]:
         problems.append(
             f"max_context_chars: expected an integer >= 256, got {protocol.max_context_chars!r}"
         )
+    if protocol.tool_calls not in ("keep", "canonical"):
+        problems.append(f"tool_calls: expected 'keep' or 'canonical', got {protocol.tool_calls!r}")
     if protocol.reasoning not in ("keep", "strip"):
         problems.append(f"reasoning: expected 'keep' or 'strip', got {protocol.reasoning!r}")
     return problems

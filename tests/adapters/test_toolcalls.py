@@ -128,7 +128,7 @@ def test_explicit_marker_allows_a_call_without_arguments() -> None:
     ("text", "diagnostic"),
     [
         ('<tool_call>{"name": "f", "arguments": {"a": 1,}}</tool_call>', "invalid JSON"),
-        ('<tool_call>{"name": "f", "arguments": {"a": 1}</tool_call>', "unterminated JSON"),
+        ('<tool_call>{"name": "f", "arguments": {"a": 1}</tool_call>', "unbalanced JSON"),
         ('{"name": "f", "arguments": {"x": NaN}}', "invalid JSON"),
         ('<tool_call>{"arguments": {"a": 1}}</tool_call>', "name is missing"),
         ('{"name": 3, "arguments": {}}', "name is missing"),
@@ -232,35 +232,10 @@ JSON_VALUES = st.recursive(
 )
 CALLS = st.builds(ToolCall, NAMES, st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=4))
 SAFE_PROSE = st.text(st.characters(exclude_characters='{}[]"<>`|'), max_size=30)
-NOISE = st.lists(
-    st.sampled_from(
-        [
-            "{",
-            "}",
-            "[",
-            "]",
-            '"',
-            "\\",
-            ":",
-            ",",
-            " ",
-            "\n",
-            "```",
-            "name",
-            '"name":',
-            '"arguments":',
-            "<tool_call>",
-            "</tool_call>",
-            "[TOOL_CALLS]",
-            "<|python_tag|>",
-            '{"name":"f","arguments":{}}',
-            "é",
-            "🚀",
-        ]
-    )
-    | st.text(max_size=3),
-    max_size=25,
-).map("".join)
+NOISE_TOKENS = [*'{}[]":,\\ \n', "```", "```json\n", "name", '"name":', '"arguments":', '"{}"']
+NOISE_TOKENS += [CANONICAL_OPEN, CANONICAL_CLOSE, "[TOOL_CALLS]", "<|python_tag|>", "é", "🚀"]
+NOISE_TOKENS += ['{"name":"f","arguments":{}}', '{"name":"g"}', '"tool_calls":', '"function":']
+NOISE = st.lists(st.sampled_from(NOISE_TOKENS) | st.text(max_size=3), max_size=30).map("".join)
 
 
 def _format(call: ToolCall, style: int) -> str:
@@ -301,6 +276,7 @@ def test_random_text_never_raises_and_canonicalize_is_idempotent(text: str) -> N
     )
     once, count = canonicalize_tool_calls(text)
     assert canonicalize_tool_calls(once)[0] == once
+    assert parse_tool_calls(once) == calls  # rewriting never loses or invents a call
     if count == 0:
         assert once is text
 
@@ -349,6 +325,7 @@ def test_parsed_arguments_are_independent_of_later_mutation() -> None:
         ("rm -rf /", {}, ValueError),
         ("", {}, ValueError),
         ("x" * 65, {}, ValueError),
+        ("f\n", {}, ValueError),
         ("f", {"x": float("nan")}, ValueError),
         ("f", {"x": object()}, TypeError),
         ("f", {1: "x"}, TypeError),

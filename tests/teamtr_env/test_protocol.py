@@ -101,3 +101,20 @@ def test_render_cuts_from_the_left_when_the_prompt_alone_is_too_long() -> None:
     p = TeamProtocol(max_context_chars=300)
     text, truncated = p.render("P" * 1000, [Message("agent", "solver", "m")], "critic")
     assert truncated and len(text) == 300 and text.endswith("### critic\n")
+
+
+def test_tool_calls_canonical_mode() -> None:
+    qwen = 'Let me check. <tool_call>{"name": "get_order", "arguments": {"order_id": "#W1"}}</tool_call>'
+    llama = 'Let me check. {"name": "get_order", "parameters": {"order_id": "#W1"}}'
+    canonical = TeamProtocol(tool_calls="canonical")
+    expected = (
+        'Let me check. <tool_call>{"arguments":{"order_id":"#W1"},"name":"get_order"}</tool_call>'
+    )
+    for text in (qwen, llama):
+        cleaned = canonical.clean(text)
+        assert cleaned.text == expected
+        assert "tool_calls_canonicalized" in cleaned.notes
+    assert TeamProtocol().clean(llama).text == llama  # default: keep what the model wrote
+    assert canonical.clean("no calls here").notes == ()
+    with pytest.raises(ConfigError, match="tool_calls: expected 'keep' or 'canonical'"):
+        TeamProtocol(tool_calls="json")  # type: ignore[arg-type]
