@@ -135,6 +135,9 @@ class ToolCall:
     def __hash__(self) -> int:
         return hash(self._json)
 
+    def __reduce__(self) -> tuple[type[ToolCall], tuple[str, dict[str, Any]]]:
+        return (ToolCall, (self.name, self.arguments_dict()))  # mappingproxy does not pickle
+
 
 def render_tool_call(call: ToolCall) -> str:
     """The canonical team rendering: ``<tool_call>`` + ``call.to_json()`` + ``</tool_call>``."""

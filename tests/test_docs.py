@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = ["docs/adding-a-task.md", "README.md", "docs/environment.md", "docs/runner-and-metrics.md"]
+PAGES = [
+    "docs/adding-a-task.md",
+    "README.md",
+    "docs/environment.md",
+    "docs/runner-and-metrics.md",
+    "docs/policies.md",
+]
 
 
 def python_blocks(path: Path) -> list[str]:
