@@ -98,6 +98,22 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--pass-hat", action="store_true", help="also report pass^k")
     ev.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
+    train = sub.add_parser(
+        "train", help="train a team (no arguments: the CPU demo, TeamTR on tiny models)"
+    )
+    train.add_argument("--config", type=Path, help="training config (YAML/JSON); default: the demo")
+    train.add_argument(
+        "--set",
+        dest="train_set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, e.g. --set schedule.method=naive_sequential; repeatable",
+    )
+    train.add_argument("--run-dir", help="where logs, checkpoints and the summary go")
+    train.add_argument("--resume", action="store_true", help="continue after the last checkpoint")
+    train.add_argument("--schema", action="store_true", help="print the config's JSON Schema")
+
     models = sub.add_parser("models", help="build local models")
     models_sub = models.add_subparsers(dest="models_command", metavar="ACTION")
     tiny = models_sub.add_parser(
@@ -225,6 +241,23 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def cmd_train(args: argparse.Namespace, console: Console) -> int:
+    from teamtr_env.config import apply_overrides, from_dict, json_schema, load_config
+    from trainers.config import TrainConfig
+    from trainers.run import run_training
+
+    if args.schema:
+        console.print_json(json.dumps(json_schema(TrainConfig)))
+        return 0
+    overrides = list(args.train_set) + ([f"run_dir={args.run_dir}"] if args.run_dir else [])
+    if args.config is not None:
+        config = load_config(TrainConfig, args.config, overrides)
+    else:
+        config = from_dict(TrainConfig, apply_overrides({}, overrides), what="training config")
+    run_training(config, resume=args.resume, console=console)
+    return 0
+
+
 def cmd_models(args: argparse.Namespace, console: Console) -> int:
     if args.models_command != "build-tiny":
         raise ConfigError("models", ["expected an action: teamtr models build-tiny PATH"])
@@ -269,6 +302,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_play(args, console)
         if args.command == "models":
             return cmd_models(args, console)
+        if args.command == "train":
+            return cmd_train(args, console)
         return cmd_eval(args, console)
     except (TeamTRError, ValueError, OSError) as exc:
         err = Console(stderr=True, soft_wrap=True)  # no hard wraps: messages stay greppable

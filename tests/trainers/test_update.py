@@ -1,0 +1,129 @@
+"""update_agent: the trust region is enforced (backtracking, reverting), non-finite losses are
+rejected with parameters restored, and micro-batching does not change an update."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from adapters.base import SamplingParams
+from adapters.tabular import TabularPolicy, state_kl
+from teamtr_env.rollout import MessageRecord
+from trainers.update import UpdateSettings, adapt_beta, adapt_delta, update_agent
+
+MESSAGES = ["x", "y", "z"]
+
+
+def batch(n: int = 32, seed: int = 0) -> tuple[TabularPolicy, list[MessageRecord], torch.Tensor]:
+    policy = TabularPolicy(["s"], MESSAGES, featurize=lambda c: "s", init="uniform")
+    gens = policy.generate(["s"] * n, SamplingParams(temperature=1.0, seed=seed))
+    msgs = [MessageRecord(i, i, 0, "a", "s", g.text, g.token_ids) for i, g in enumerate(gens)]
+    adv = torch.tensor([1.0 if g.text == "x" else -0.5 for g in gens])
+    return policy, msgs, adv
+
+
+def test_small_step_is_accepted_inside_the_region() -> None:
+    policy, msgs, adv = batch()
+    old = policy.copy()
+    opt = torch.optim.SGD(policy.parameters(), lr=0.05)
+    result = update_agent(
+        policy, opt, msgs, adv, beta=0.0, delta=0.05, settings=UpdateSettings(epochs=1)
+    )
+    assert result.accepted and result.reason == "ok" and result.backtracks == 0
+    assert 0 < result.kl <= 0.05 and result.in_region
+    assert policy.probs("s")[0] > old.probs("s")[0]  # moved toward the advantaged message
+    # The monitor's estimate matches the exact KL of the tabular policies (Monte Carlo, 32 msgs).
+    assert abs(result.kl - float(state_kl(old, policy).detach()[0])) < 0.02
+
+
+def test_too_large_step_is_backtracked_into_the_region() -> None:
+    policy, msgs, adv = batch()
+    old = policy.copy()
+    opt = torch.optim.SGD(policy.parameters(), lr=50.0)
+    result = update_agent(
+        policy,
+        opt,
+        msgs,
+        adv,
+        beta=0.0,
+        delta=0.01,
+        settings=UpdateSettings(epochs=3, max_backtracks=12),
+    )
+    assert result.kl_raw > 0.01  # the full step left the region
+    assert result.accepted and result.reason == "backtracked" and result.backtracks >= 1
+    assert result.kl <= 0.01 and result.in_region
+    assert 0 < result.step_scale < 1
+    full_direction = policy.logits.detach() - old.logits.detach()
+    assert full_direction.abs().sum() > 0
+
+
+def test_out_of_region_without_backtracks_reverts_exactly() -> None:
+    policy, msgs, adv = batch()
+    before = policy.logits.detach().clone()
+    opt = torch.optim.Adam(policy.parameters(), lr=5.0)
+    opt_state = str(opt.state_dict())
+    result = update_agent(
+        policy,
+        opt,
+        msgs,
+        adv,
+        beta=0.0,
+        delta=1e-4,
+        settings=UpdateSettings(epochs=3, max_backtracks=0),
+    )
+    assert not result.accepted and result.reason == "out_of_region"
+    assert result.kl_raw > 1e-4 and result.step_scale == 0.0
+    assert torch.equal(policy.logits.detach(), before)
+    assert str(opt.state_dict()) == opt_state  # optimizer state restored too
+
+
+def test_nonfinite_loss_is_rejected_and_parameters_restored() -> None:
+    policy, msgs, adv = batch()
+    before = policy.logits.detach().clone()
+    adv[3] = math.nan
+    opt = torch.optim.SGD(policy.parameters(), lr=0.1)
+    result = update_agent(policy, opt, msgs, adv, beta=0.1, delta=0.01, settings=UpdateSettings())
+    assert not result.accepted and result.reason == "nonfinite_loss"
+    assert torch.equal(policy.logits.detach(), before)
+
+
+def test_no_trust_region_accepts_any_step() -> None:
+    policy, msgs, adv = batch()
+    opt = torch.optim.SGD(policy.parameters(), lr=50.0)
+    result = update_agent(
+        policy, opt, msgs, adv, beta=0.0, delta=None, settings=UpdateSettings(epochs=3)
+    )
+    assert result.accepted and result.kl > 0.01 and result.backtracks == 0
+
+
+def test_micro_batch_split_does_not_change_the_update() -> None:
+    results = []
+    for micro in (1, 5, 64):
+        policy, msgs, adv = batch(n=20)
+        opt = torch.optim.Adam(policy.parameters(), lr=0.1)
+        update_agent(
+            policy,
+            opt,
+            msgs,
+            adv,
+            beta=0.2,
+            delta=None,
+            settings=UpdateSettings(epochs=2, micro_batch_size=micro),
+        )
+        results.append(policy.logits.detach().clone())
+    torch.testing.assert_close(results[0], results[1], atol=1e-10, rtol=0)
+    torch.testing.assert_close(results[0], results[2], atol=1e-10, rtol=0)
+
+
+def test_adaptation_rules() -> None:
+    assert adapt_beta(0.1, kl_raw=0.02, delta=0.01) == 0.2
+    assert adapt_beta(0.1, kl_raw=0.001, delta=0.01) == 0.05
+    assert adapt_beta(0.1, kl_raw=0.007, delta=0.01) == 0.1
+    assert adapt_beta(0.1, kl_raw=math.nan, delta=0.01) == 0.2
+    policy, msgs, adv = batch()
+    opt = torch.optim.SGD(policy.parameters(), lr=1e-4)
+    small = update_agent(
+        policy, opt, msgs, adv, beta=0.0, delta=0.01, settings=UpdateSettings(epochs=1)
+    )
+    assert adapt_delta(0.01, small, low=0.001, high=0.05) == 0.015

@@ -1,0 +1,163 @@
+"""Training configuration: typed, frozen dataclasses are the single source of truth.
+
+The JSON Schema that validates YAML/JSON config files is generated from these classes
+(``teamtr_env.config.json_schema(TrainConfig)``); every problem in a file is reported at once.
+``teamtr train --config FILE --set key=value`` loads one; ``teamtr train`` alone runs the defaults
+(the CPU demo).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from adapters.team import TeamConfig
+from adapters.tiny import TinyModelSpec
+from trainers.sft import SFTConfig
+
+Method = Literal["teamtr", "naive_sequential", "joint"]
+Order = Literal["fixed", "reverse", "random"]
+DeltaMode = Literal["fixed", "adaptive", "none"]
+Budget = Literal["matched", "per_sample"]
+
+
+def _help(text: str, default: Any) -> Any:
+    return field(default=default, metadata={"help": text})
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    """Which learner, in which order, on how many rollouts."""
+
+    method: Method = _help(
+        "teamtr: fresh rollouts under the partially updated team before every agent update; "
+        "naive_sequential: stage-start rollouts reused for every update; joint: all agents on one batch",
+        "teamtr",
+    )
+    stages: int = _help("training stages (each updates every agent once)", 6)
+    order: Order = _help(
+        "update order per stage: fixed, reverse, or random (reseeded per stage)", "fixed"
+    )
+    resample_every: int = _help("teamtr ablation: resample every r updates (1 = every update)", 1)
+    problems_per_batch: int = _help("B: prompts per rollout batch", 16)
+    group_size: int = _help("G: rollouts per prompt (the advantage group)", 4)
+    budget: Budget = _help(
+        "matched: single-batch methods sample as many rollouts per stage as teamtr does "
+        "(one batch n/r times larger); per_sample: every sampling event uses B prompts",
+        "matched",
+    )
+    importance_weighting: bool = _help(
+        "naive_sequential ablation: reweight stale rollouts by the already-updated agents' ratios",
+        False,
+    )
+
+    def __post_init__(self) -> None:
+        problems = []
+        for name in ("stages", "resample_every", "problems_per_batch", "group_size"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.importance_weighting and self.method != "naive_sequential":
+            problems.append("importance_weighting applies to method 'naive_sequential' only")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+
+@dataclass(frozen=True)
+class TrustRegionConfig:
+    """The per-agent token-level KL trust region (Eq. 18) and how it is enforced."""
+
+    delta: float = _help("trust-region radius delta_i on the monitored token KL", 0.01)
+    delta_mode: DeltaMode = _help(
+        "fixed: constant delta; adaptive: grow x1.5 (up to delta_max) after updates using < half "
+        "of it, shrink /1.5 (down to delta_min) after backtracking; none: no trust region",
+        "fixed",
+    )
+    delta_min: float = _help("lower bound of the adaptive delta", 0.002)
+    delta_max: float = _help("upper bound of the adaptive delta", 0.05)
+    beta: float = _help("initial KL-penalty coefficient (Eq. 17)", 0.1)
+    adapt_beta: bool = _help("double beta when KL > delta, halve when KL < delta / 2", True)
+    max_backtracks: int = _help(
+        "halvings of the step toward the old parameters before reverting", 6
+    )
+    monitor_subsample: float = _help(
+        "fraction of token positions the KL monitor reads (unbiased)", 1.0
+    )
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.delta <= 0:
+            problems.append(f"delta must be > 0, got {self.delta}")
+        if not 0 < self.delta_min <= self.delta_max:
+            problems.append("need 0 < delta_min <= delta_max")
+        if self.beta < 0 or self.max_backtracks < 0:
+            problems.append("beta and max_backtracks must be >= 0")
+        if not 0 < self.monitor_subsample <= 1:
+            problems.append(f"monitor_subsample must be in (0, 1], got {self.monitor_subsample}")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """The per-agent policy update (clipped surrogate + KL penalty, Adam)."""
+
+    lr: float = _help("AdamW learning rate (tiny models: 1e-4; >= 3e-4 destabilises)", 1e-4)
+    epochs: int = _help("full-batch gradient steps per agent update", 2)
+    micro_batch_size: int = _help("messages per forward pass (gradients are accumulated)", 64)
+    ratio_clip: float = _help("epsilon of the clipped message-level ratio", 0.2)
+    a_clip: float | None = _help("hard clip of standardised advantages (null = none)", 5.0)
+    eps_std: float = _help("epsilon inside the group standard deviation", 1e-6)
+    normalize_advantages: bool = _help("group-standardise advantages (ablation: false)", True)
+    max_grad_norm: float = _help("gradient clipping", 1.0)
+    weight_decay: float = _help("AdamW weight decay", 0.0)
+
+    def __post_init__(self) -> None:
+        if self.lr <= 0 or self.epochs < 1 or self.micro_batch_size < 1 or self.ratio_clip <= 0:
+            raise ValueError("need lr > 0, epochs >= 1, micro_batch_size >= 1, ratio_clip > 0")
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Evaluation before and after training (and every ``every`` stages when > 0)."""
+
+    problems: int = _help(
+        "held-out problems (drawn from a seed stream disjoint from training)", 200
+    )
+    k: int = _help("samples per problem (pass@k, avg@k)", 4)
+    every: int = _help("also evaluate every this many stages (0 = before and after only)", 0)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """A whole training run. ``teamtr train`` with no config runs these defaults: a 3-agent team of
+    tiny local models on teamtr/Arith-v0, behaviour-cloned to a weak start, then TeamTR."""
+
+    task: str = _help("registered task id", "teamtr/Arith-v0")
+    task_options: dict[str, Any] = field(
+        default_factory=dict, metadata={"help": "options passed to teamtr_env.make"}
+    )
+    team: TeamConfig | None = _help(
+        "each agent's policy; null = every agent starts from the tiny model below", None
+    )
+    tiny_model: TinyModelSpec = field(
+        default_factory=TinyModelSpec,
+        metadata={"help": "the tiny model built in run_dir/models/tiny when team is null"},
+    )
+    temperature: float = _help("rollout sampling temperature (the paper: 0.8)", 0.8)
+    max_new_tokens: int = _help("message length in tokens", 12)
+    sft: SFTConfig | None = field(
+        default_factory=SFTConfig,
+        metadata={"help": "behaviour cloning from the task's scripted expert first (null = skip)"},
+    )
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    trust_region: TrustRegionConfig = field(default_factory=TrustRegionConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    diagnostics: bool = _help(
+        "stale-gap diagnostics (naive/joint sample extra intermediate batches, not counted in "
+        "the training budget)",
+        True,
+    )
+    seed: int = _help("everything random derives from it", 0)
+    run_dir: str = _help("logs, checkpoints, plot and summary go here", "runs/teamtr-demo")
+    progress: bool = _help("progress bars", True)

@@ -1,0 +1,198 @@
+"""Training diagnostics: staleness, zeta proxies, occupancy drift, scaling fits, IS weights.
+
+Paper Sec. 5.3-5.6 and App. G.1 (Delta_stale, D_occ, power-law exponents), G.3 (zeta proxies) and
+G.5 (importance-weighting ablation statistics).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Hashable, Sequence
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+
+def stale_gap(l_stale: float, l_seq: float) -> float:
+    """``Gap_i = |L_hat_i^stale - L_hat_i^seq|``; ``Delta_stale = sum_i Gap_i`` (App. G.1)."""
+    return abs(l_stale - l_seq)
+
+
+class ZetaProxies(NamedTuple):
+    """The App. G.3 proxy ``zeta_hat_i`` and its components (means over ``b, g``)."""
+
+    zeta_clip: float
+    zeta_ratio: float
+    zeta_norm: float
+    zeta_proxy: float
+
+
+def _mean(x: torch.Tensor) -> float:
+    return float(x.double().mean().item()) if x.numel() else 0.0
+
+
+def zeta_proxies(
+    unclipped_adv: torch.Tensor,
+    clipped_adv: torch.Tensor,
+    ratio: torch.Tensor,
+    *,
+    eps: float = 0.2,
+    centred_adv: torch.Tensor | None = None,
+    message_adv: torch.Tensor | None = None,
+) -> ZetaProxies:
+    """Per-update proxy for the estimation-error term ``zeta_i`` (App. G.3)::
+
+        zeta_clip  = (1/|B|G) sum_{b,g} |a_bg - A_tilde_bg|
+        zeta_ratio = (1/|B|G) sum_{b,g} |A_tilde_bg| |w_bg - clip(w_bg, 1-eps, 1+eps)|
+        zeta_norm  = (1/|B|G) sum_{b,g} |a_bg - c_bg|,   c_bg = R_bg - mu_b
+        zeta_proxy = zeta_clip + zeta_ratio + zeta_norm
+
+    The paper names ``zeta_norm`` (standardisation by ``sigma_hat``, one of the effects App. E.2
+    absorbs into ``zeta``) without a formula. Ours is the mean change standardisation makes to the
+    centred return advantage ``c`` (whose mean is ``(1 - 1/G) A_ret``, Lemma E.1). By the triangle
+    inequality ``|A_tilde - c| <= |a - A_tilde| + |a - c|``, so ``zeta_clip + zeta_norm`` bounds
+    the mean gap between the advantage the surrogate uses and the return-scale one.
+
+    Args:
+        unclipped_adv: ``[B, G]`` standardised advantages ``a`` before clipping.
+        clipped_adv: ``[B, G]`` advantages ``A_tilde`` after clipping.
+        ratio: ratios ``w``, shaped like ``message_adv`` (default: like ``clipped_adv``).
+        eps: ratio-clip half-width ``epsilon_w``.
+        centred_adv: ``[B, G]`` centred rewards ``c = R - mu``; ``None`` gives ``zeta_norm = 0``
+            (also its value when advantages are not standardised).
+        message_adv: advantages aligned with ``ratio`` (e.g. ``[N]`` per message) when the
+            ratios are per message rather than per rollout; defaults to ``clipped_adv``.
+
+    Raises:
+        ValueError: shape mismatches or ``eps <= 0``.
+    """
+    if not eps > 0:
+        raise ValueError(f"eps must be > 0 (ratio-clip half-width); got {eps}.")
+    adv_for_ratio = clipped_adv if message_adv is None else message_adv
+    pairs = [
+        ("clipped_adv", clipped_adv, "unclipped_adv", unclipped_adv),
+        (
+            "ratio",
+            ratio,
+            "message_adv" if message_adv is not None else "clipped_adv",
+            adv_for_ratio,
+        ),
+    ]
+    if centred_adv is not None:
+        pairs.append(("centred_adv", centred_adv, "unclipped_adv", unclipped_adv))
+    for name, t, ref_name, ref in pairs:
+        if t.shape != ref.shape:
+            raise ValueError(
+                f"{name} must have the shape of {ref_name} {tuple(ref.shape)}; got "
+                f"{tuple(t.shape)}. For per-message ratios pass message_adv aligned with them."
+            )
+    with torch.no_grad():
+        z_clip = _mean((unclipped_adv - clipped_adv).abs())
+        w = ratio.double()
+        z_ratio = _mean(adv_for_ratio.double().abs() * (w - w.clamp(1.0 - eps, 1.0 + eps)).abs())
+        z_norm = 0.0 if centred_adv is None else _mean((unclipped_adv - centred_adv).abs())
+    return ZetaProxies(z_clip, z_ratio, z_norm, z_clip + z_ratio + z_norm)
+
+
+def total_variation(p_states: Sequence[Hashable], q_states: Sequence[Hashable]) -> float:
+    """``TV(p, q) = 1/2 sum_s |p(s) - q(s)|`` between the empirical distributions (App. G.1).
+
+    Raises:
+        ValueError: either sample is empty.
+    """
+    if not p_states or not q_states:
+        raise ValueError(
+            f"total_variation needs non-empty state samples; got {len(p_states)} and "
+            f"{len(q_states)} states."
+        )
+    p, q = Counter(p_states), Counter(q_states)
+    np_, nq = len(p_states), len(q_states)
+    return 0.5 * sum(abs(p[s] / np_ - q[s] / nq) for s in p.keys() | q.keys())
+
+
+def occupancy_drift(
+    stage_start_states: Sequence[Hashable], intermediate_states: Sequence[Sequence[Hashable]]
+) -> float:
+    """``D_occ = sum_i TV(d_hat^{pi_hat^{i-1}}, d_hat^{pi_hat^0})`` (App. G.1).
+
+    Args:
+        stage_start_states: featurised states sampled under ``pi_hat^0``.
+        intermediate_states: one sample per update ``i``, under ``pi_hat^{i-1}``. The ``i = 1``
+            entry is drawn under ``pi_hat^0`` itself, so it may be omitted (its TV is ~0).
+
+    Returns:
+        The sum of TVs (0.0 for no intermediate samples).
+    """
+    return float(sum(total_variation(s, stage_start_states) for s in intermediate_states))
+
+
+def loglog_fit(ns: Sequence[float], values: Sequence[float]) -> tuple[float, float]:
+    """Least-squares fit ``log v = alpha log n + b`` (power law ``v ~ e^b n^alpha``, App. G.1).
+
+    Returns:
+        ``(alpha, b)``.
+
+    Raises:
+        ValueError: unequal lengths, fewer than 2 distinct ``n``, or a value ``<= 0``.
+    """
+    x, y = np.asarray(ns, dtype=np.float64), np.asarray(values, dtype=np.float64)
+    if x.ndim != 1 or x.shape != y.shape:
+        raise ValueError(f"ns and values must be 1-D of equal length; got {x.shape}, {y.shape}.")
+    if not (np.all(x > 0) and np.all(y > 0)):
+        raise ValueError(
+            "loglog_fit needs positive ns and values (logs are taken); got "
+            f"ns={x.tolist()}, values={y.tolist()}. Drop or floor the nonpositive points."
+        )
+    lx, ly = np.log(x), np.log(y)
+    if len(x) < 2 or np.ptp(lx) == 0:
+        raise ValueError(f"loglog_fit needs at least 2 distinct n; got ns={x.tolist()}.")
+    dx = lx - lx.mean()
+    alpha = float((dx * (ly - ly.mean())).sum() / (dx * dx).sum())
+    return alpha, float(ly.mean() - alpha * lx.mean())
+
+
+def _quantile(sorted_w: np.ndarray, q: float) -> float:
+    """numpy's default (linear) quantile, but ``inf`` rather than ``NaN`` next to an ``inf``."""
+    pos = q * (len(sorted_w) - 1)
+    lo = math.floor(pos)
+    frac = pos - lo
+    a = float(sorted_w[lo])
+    if frac == 0 or a == float(sorted_w[lo + 1]):
+        return a
+    return a + frac * (float(sorted_w[lo + 1]) - a)
+
+
+def importance_weight_stats(log_weights: torch.Tensor) -> dict[str, float]:
+    """Summary of trajectory importance weights ``w = exp(log_weights)`` (App. G.5 ablation).
+
+    Args:
+        log_weights: ``[B]`` log weights ``log w^{0 -> i-1}`` (one per rollout).
+
+    Returns:
+        ``ess_over_b`` = ESS/B = ``(sum w)^2 / (B sum w^2)`` (computed in log space),
+        ``log_ess_over_b`` = its log, ``p95``, ``p99`` (linear-interpolated quantiles), ``max``,
+        ``frac_gt_10`` = ``Pr[w > 10]``.
+
+    Raises:
+        ValueError: not 1-D, empty, NaN or +inf, or all -inf.
+    """
+    lw = log_weights.detach().double().cpu()
+    if lw.dim() != 1 or lw.numel() == 0:
+        raise ValueError(f"log_weights must be a non-empty 1-D [B] tensor; got {tuple(lw.shape)}.")
+    if bool(torch.isnan(lw).any() or (lw == math.inf).any()):
+        raise ValueError("log_weights contain NaN or +inf; check the log-prob sums they come from.")
+    if bool((lw == -math.inf).all()):
+        raise ValueError("every weight is 0 (log_weights all -inf); ESS is undefined.")
+    log_ess = 2.0 * torch.logsumexp(lw, 0) - torch.logsumexp(2.0 * lw, 0)
+    log_ess_frac = float(log_ess.item()) - math.log(lw.numel())
+    w = np.sort(torch.exp(lw).numpy())
+    return {
+        "ess_over_b": math.exp(log_ess_frac),
+        "log_ess_over_b": log_ess_frac,
+        "p95": _quantile(w, 0.95),
+        "p99": _quantile(w, 0.99),
+        "max": float(w.max()),
+        "frac_gt_10": float(np.mean(w > 10.0)),
+    }

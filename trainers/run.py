@@ -1,0 +1,336 @@
+"""A whole training run: models, behaviour cloning, evaluation, stages, checkpoints, logs, plot.
+
+``run_training(config)`` is what ``teamtr train`` calls. Layout of ``config.run_dir``::
+
+    config.yaml          the resolved configuration
+    models/tiny/         the tiny model (when the config names no team)
+    metrics.jsonl        every logged metric (one JSON object per step)
+    tb/                  TensorBoard event files
+    checkpoints/         stage_XXXX.pt (all agents, optimizers, beta, delta, counters, RNG) + latest
+    curves.png           learning curves
+    summary.json         before/after evaluation, totals, per-update records
+
+Resuming (``resume=True``) continues after the last completed stage and gives the same result as
+an uninterrupted run with the same seed: every random draw derives from (seed, stage, index).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+import teamtr_env
+from adapters.base import SamplingParams, TrainablePolicy
+from teamtr_env.config import dump_config
+from teamtr_env.errors import ConfigError
+from teamtr_env.evaluation import evaluate
+from teamtr_env.runner import Runner, derive_seed
+from trainers.config import TrainConfig
+from trainers.logger import JsonlLogger, MultiLogger, TensorBoardLogger, plot_learning_curves
+from trainers.team_trainer import TeamTrainer
+
+log = logging.getLogger(__name__)
+_EVAL_STREAM = 999_983
+
+
+class StopTraining(Exception):
+    """Raised by a ``stop_after`` hook (tests simulate a crash with it)."""
+
+
+def build_policies(config: TrainConfig, env: Any, run_dir: Path) -> dict[str, Any]:
+    """Every agent's policy: the team config's, or a separate copy of the tiny model each."""
+    if config.team is not None:
+        from adapters.team import build_team
+
+        policies, _ = build_team(config.team, env.possible_agents, env.task)
+        return policies
+    from adapters.hf import HFPolicy
+    from adapters.tiny import build_tiny_model
+
+    path = run_dir / "models" / "tiny"
+    if not (path / "config.json").exists():
+        build_tiny_model(path, config.tiny_model)
+    return {a: HFPolicy.from_pretrained(path) for a in env.possible_agents}
+
+
+def evaluate_team(
+    config: TrainConfig, env_fn: Callable[[], Any], policies: dict[str, Any]
+) -> dict[str, float]:
+    """avg@K / pass@K (and maj@K) on held-out problems from a seed stream disjoint from training."""
+    sampling = SamplingParams(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
+    runner = Runner(env_fn, policies, sampling, progress=False)
+    seed = derive_seed(config.seed, _EVAL_STREAM)
+    report = evaluate(
+        runner, runner.sample_problems(config.eval.problems, seed=seed), config.eval.k, seed=seed
+    )
+    return {f"eval/{name}": m.mean for name, m in report.metrics.items()}
+
+
+def save_checkpoint(
+    run_dir: Path, trainer: TeamTrainer, extra: dict[str, Any], keep: int = 2
+) -> Path:
+    """Atomically writes ``checkpoints/stage_XXXX.pt`` and points ``latest`` at it."""
+    folder = run_dir / "checkpoints"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"stage_{trainer.stage:04d}.pt"
+    tmp = path.with_suffix(".tmp")
+    torch.save({"trainer": trainer.state_dict(), "extra": extra}, tmp)
+    os.replace(tmp, path)
+    (folder / "latest.tmp").write_text(path.name)
+    os.replace(folder / "latest.tmp", folder / "latest")
+    for old in sorted(folder.glob("stage_*.pt"))[:-keep]:
+        old.unlink()
+    return path
+
+
+def load_checkpoint(run_dir: Path) -> dict[str, Any] | None:
+    latest = run_dir / "checkpoints" / "latest"
+    if not latest.exists():
+        return None
+    return torch.load(run_dir / "checkpoints" / latest.read_text().strip(), weights_only=False)
+
+
+def run_training(
+    config: TrainConfig,
+    *,
+    resume: bool = False,
+    console: Console | None = None,
+    stop_after: int | None = None,
+) -> dict[str, Any]:
+    """Runs (or resumes) a training run and returns its summary (also saved as summary.json).
+
+    Args:
+        config: the run configuration.
+        resume: continue after the last completed stage in ``config.run_dir``.
+        console: where to print; a default console when ``None``.
+        stop_after: raise ``StopTraining`` after this many completed stages (crash simulation).
+    """
+    console = console or Console()
+    run_dir = Path(config.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    checkpoint = load_checkpoint(run_dir) if resume else None
+    if resume and checkpoint is None:
+        console.print(f"no checkpoint in {run_dir}: starting from scratch")
+    dump_config(config, run_dir / "config.yaml")
+    env_fn = _env_factory(config)
+    env = env_fn()
+    policies = build_policies(config, env, run_dir)
+    if not any(isinstance(p, TrainablePolicy) for p in policies.values()):
+        raise ConfigError(
+            "train", ["no agent has a trainable policy (backend 'hf' or a TrainablePolicy)"]
+        )
+    trainer = TeamTrainer(config, env_fn, policies)
+    start_step = checkpoint["trainer"]["stage"] if checkpoint else None
+    logger = MultiLogger(
+        JsonlLogger(run_dir / "metrics.jsonl", resume_step=start_step),
+        TensorBoardLogger(run_dir / "tb"),
+    )
+    t0 = time.perf_counter()
+    try:
+        if checkpoint is not None:
+            trainer.load_state_dict(checkpoint["trainer"])
+            extra = checkpoint["extra"]
+            console.print(f"resumed {run_dir} after stage {trainer.stage}")
+        else:
+            extra = {"updates": [], "sft": None}
+            if config.sft is not None:
+                extra["sft"] = _behaviour_clone(config, env_fn, env, policies, console)
+            extra["before"] = evaluate_team(config, env_fn, policies)
+            logger.log(extra["before"], step=0)
+            console.print(_metrics_line("before training", extra["before"], config.eval.k))
+        _run_stages(config, trainer, logger, extra, run_dir, env_fn, policies, console, stop_after)
+        after = evaluate_team(config, env_fn, policies)
+        logger.log(after, step=trainer.stage)
+    finally:
+        logger.close()
+    summary = _summary(config, trainer, extra, after, time.perf_counter() - t0, run_dir)
+    plot_learning_curves(
+        run_dir / "metrics.jsonl",
+        run_dir / "curves.png",
+        title=f"{config.schedule.method} on {config.task}",
+    )
+    (run_dir / "summary.json").write_text(json.dumps(_finite(summary), indent=2, default=str))
+    _print_summary(console, config, summary, run_dir)
+    return summary
+
+
+def _env_factory(config: TrainConfig) -> Callable[[], Any]:
+    options = dict(config.task_options)
+    teamtr_env.make(config.task, **options)  # fail fast with every problem of the options
+    return lambda: teamtr_env.make(config.task, **options)
+
+
+def _behaviour_clone(
+    config: TrainConfig,
+    env_fn: Callable[[], Any],
+    env: Any,
+    policies: dict[str, Any],
+    console: Console,
+) -> dict[str, Any]:
+    from trainers.sft import behaviour_clone, collect_expert_data
+
+    sft = config.sft
+    assert sft is not None
+    trainable = {a: p for a, p in policies.items() if isinstance(p, TrainablePolicy)}
+    t0 = time.perf_counter()
+    data = collect_expert_data(
+        env_fn,
+        env.task,
+        list(trainable),
+        sft.problems,
+        error_rate=sft.expert_error_rate,
+        seed=sft.seed,
+    )
+    curves = behaviour_clone(trainable, data, sft, progress=config.progress)
+    seconds = time.perf_counter() - t0
+    console.print(
+        f"behaviour cloning: {len(trainable)} agents x {sft.steps} steps in {seconds:.1f} s"
+    )
+    return {"seconds": seconds, "final_loss": {a: c[-1] if c else None for a, c in curves.items()}}
+
+
+def _run_stages(
+    config: TrainConfig,
+    trainer: TeamTrainer,
+    logger: Any,
+    extra: dict[str, Any],
+    run_dir: Path,
+    env_fn: Callable[[], Any],
+    policies: dict[str, Any],
+    console: Console,
+    stop_after: int | None,
+) -> None:
+    total = config.schedule.stages
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=not config.progress,
+        transient=True,
+    ) as progress:
+        stages_bar = progress.add_task(
+            f"{config.schedule.method} stages", total=total, completed=trainer.stage
+        )
+        while trainer.stage < total:
+            update_bar = progress.add_task(
+                f"stage {trainer.stage + 1} updates", total=len(trainer.slots)
+            )
+
+            def advance(i: int, n: int, bar: TaskID = update_bar) -> None:
+                progress.update(bar, completed=i)
+
+            report = trainer.run_stage(on_update=advance)
+            progress.remove_task(update_bar)
+            metrics = dict(report.metrics)
+            if (
+                config.eval.every
+                and trainer.stage % config.eval.every == 0
+                and trainer.stage < total
+            ):
+                metrics.update(evaluate_team(config, env_fn, policies))
+            logger.log(metrics, step=trainer.stage)
+            extra["updates"].extend(report.updates)
+            save_checkpoint(run_dir, trainer, extra)
+            progress.update(stages_bar, completed=trainer.stage)
+            log.info("stage %d: %s", trainer.stage, metrics)
+            if stop_after is not None and trainer.stage >= stop_after:
+                raise StopTraining(f"stopped after stage {trainer.stage}")
+
+
+def _summary(
+    config: TrainConfig,
+    trainer: TeamTrainer,
+    extra: dict[str, Any],
+    after: dict[str, float],
+    seconds: float,
+    run_dir: Path,
+) -> dict[str, Any]:
+    updates = extra["updates"]
+    kls = [u["kl_raw"] for u in updates if math.isfinite(u["kl_raw"])]
+    return {
+        "method": config.schedule.method,
+        "task": config.task,
+        "seed": config.seed,
+        "stages": trainer.stage,
+        "before": extra.get("before", {}),
+        "after": after,
+        "sft": extra.get("sft"),
+        "totals": dict(trainer.totals),
+        "updates": updates,
+        "out_of_region_rate": sum(u["out_of_region_raw"] for u in updates) / max(len(updates), 1),
+        "accepted_in_region": all(u["in_region"] for u in updates if u["accepted"]),
+        "kl_raw_mean": sum(kls) / len(kls) if kls else None,
+        "wall_s": seconds,
+        "config": dataclasses.asdict(config),
+        "paths": {
+            "run_dir": str(run_dir),
+            "metrics": str(run_dir / "metrics.jsonl"),
+            "tensorboard": str(run_dir / "tb"),
+            "checkpoints": str(run_dir / "checkpoints"),
+            "plot": str(run_dir / "curves.png"),
+            "summary": str(run_dir / "summary.json"),
+        },
+    }
+
+
+def _metrics_line(label: str, metrics: dict[str, float], k: int) -> str:
+    return f"{label}: avg@{k} {metrics.get(f'eval/avg@{k}', math.nan):.3f}  pass@{k} {metrics.get(f'eval/pass@{k}', math.nan):.3f}"
+
+
+def _print_summary(
+    console: Console, config: TrainConfig, summary: dict[str, Any], run_dir: Path
+) -> None:
+    k = config.eval.k
+    table = Table(
+        title=f"{config.schedule.method} on {config.task}: {summary['stages']} stages, {summary['wall_s']:.0f} s"
+    )
+    for col in ("metric", "before", "after"):
+        table.add_column(col, justify="right" if col != "metric" else "left")
+    for name in (f"eval/avg@{k}", f"eval/pass@{k}", f"eval/maj@{k}", "eval/pass@1"):
+        before, after = summary["before"].get(name), summary["after"].get(name)
+        if after is not None:
+            table.add_row(
+                name.removeprefix("eval/"),
+                "-" if before is None else f"{before:.3f}",
+                f"{after:.3f}",
+            )
+    console.print(table)
+    console.print(
+        f"updates: {len(summary['updates'])}, raw KL out-of-region rate {summary['out_of_region_rate']:.2f}, "
+        f"every accepted update inside its trust region: {summary['accepted_in_region']}; "
+        f"rollouts {summary['totals'].get('rollouts', 0):.0f}, tokens {summary['totals'].get('tokens', 0):.0f}"
+    )
+    for name, path in summary["paths"].items():
+        console.print(f"  {name:12s} {path}")
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN/inf: they become null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

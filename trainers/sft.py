@@ -1,0 +1,226 @@
+"""Behaviour cloning: the supervised warm start of the team trainers.
+
+A scripted expert plays the team's episodes (:func:`collect_expert_data`); every agent then learns
+to write its expert messages in the very contexts it will see at rollout time
+(:func:`behaviour_clone`): the mean per-token negative log-likelihood of each message, its EOS token
+included so that the model learns to stop, is minimised with AdamW on random minibatches.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from adapters.base import Completion, SamplingParams, TrainablePolicy
+from adapters.scripted import ScriptedExpert
+from tasks.base import Task
+from teamtr_env.env import TeamEnv
+from teamtr_env.runner import Runner, derive_seed
+
+_log = logging.getLogger(__name__)
+_EVAL_EVERY = 10  # optimizer steps between held-out checks when target_accuracy is set
+_HOLDOUT = 64  # held-out messages per agent (at most a fifth of its data)
+
+
+@dataclass(frozen=True)
+class SFTConfig:
+    """Settings of the behaviour-cloning warm start (defaults: a weak start on Arith)."""
+
+    problems: int = field(default=512, metadata={"help": "problems the expert plays for the data"})
+    steps: int = field(default=200, metadata={"help": "optimizer steps per agent"})
+    batch_size: int = field(default=64, metadata={"help": "expert messages per step and agent"})
+    lr: float = field(default=3e-3, metadata={"help": "AdamW learning rate"})
+    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay"})
+    expert_error_rate: float = field(
+        default=0.0, metadata={"help": "probability that an expert message is a plausible error"}
+    )
+    seed: int = field(default=0, metadata={"help": "seeds the expert episodes and minibatches"})
+    max_grad_norm: float = field(default=1.0, metadata={"help": "gradient clipping norm"})
+    target_accuracy: float | None = field(
+        default=None,
+        metadata={
+            "help": "stop early once the held-out team match (the product over agents of the "
+            "probability of writing the expert message exactly at temperature 1) reaches this; "
+            "null: run all steps"
+        },
+    )
+
+    def __post_init__(self) -> None:
+        problems = [
+            f"{name} must be >= 1, got {getattr(self, name)}"
+            for name in ("problems", "steps", "batch_size")
+            if getattr(self, name) < 1
+        ]
+        if not (self.lr > 0 and self.max_grad_norm > 0 and self.weight_decay >= 0):
+            problems.append("lr and max_grad_norm must be > 0 and weight_decay >= 0")
+        if not 0.0 <= self.expert_error_rate <= 1.0:
+            problems.append(f"expert_error_rate must be in [0, 1], got {self.expert_error_rate}")
+        if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:
+            problems.append(
+                f"target_accuracy must be in (0, 1] or None, got {self.target_accuracy}"
+            )
+        if problems:
+            raise ValueError("Invalid SFTConfig: " + "; ".join(problems))
+
+
+def collect_expert_data(
+    env_fn: Callable[[], TeamEnv],
+    task: Task,
+    agents: Sequence[str],
+    n_problems: int,
+    *,
+    error_rate: float,
+    seed: int,
+) -> dict[str, list[tuple[str, str]]]:
+    """Plays ``n_problems`` episodes (group size 1) with ``ScriptedExpert(task, error_rate)`` as
+    every agent through the project's :class:`Runner`.
+
+    Returns:
+        For each of ``agents``, the ``(context, text)`` of every message it wrote, in episode
+        order; the contexts are exactly the prompts the agent's policy gets at rollout time.
+
+    Raises:
+        ValueError: ``agents`` names someone who is not on the environment's team.
+    """
+    expert = ScriptedExpert(task, error_rate)
+    runner = Runner(env_fn, expert, SamplingParams(), progress=False, description="expert")
+    unknown = [a for a in agents if a not in runner.agents]
+    if unknown:
+        raise ValueError(f"agents {unknown} are not on this team {runner.agents}")
+    batch = runner.rollout(runner.sample_problems(n_problems, seed=seed), seed=seed)
+    return {a: [(m.context, m.text) for m in batch.messages_of(a)] for a in agents}
+
+
+def _completion(policy: TrainablePolicy, text: str) -> Completion:
+    """``text`` as token ids with the EOS appended when the policy has a codec, else the text."""
+    codec: Any = getattr(policy, "codec", None)
+    if codec is None:
+        return text
+    eos = [codec.eos_id] if codec.eos_id is not None else []
+    return [*codec.completion_ids(text), *eos]
+
+
+def _message_logprobs(
+    policy: TrainablePolicy, contexts: Sequence[str], completions: Sequence[Completion]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Summed log-probs ``[B]`` and token counts ``[B]`` of the completions."""
+    scored = policy.logprobs(list(contexts), list(completions))
+    mask = scored.mask.to(scored.logprobs.dtype)
+    return (scored.logprobs * mask).sum(-1), mask.sum(-1)
+
+
+def behaviour_clone(
+    policies: Mapping[str, TrainablePolicy],
+    data: Mapping[str, Sequence[tuple[str, str]]],
+    config: SFTConfig,
+    *,
+    progress: bool = False,
+    on_step: Callable[[int, dict[str, float]], None] | None = None,
+) -> dict[str, list[float]]:
+    """Trains every agent of ``data`` to imitate its expert messages.
+
+    Each step updates every agent once (in the order of ``policies``) on ``config.batch_size``
+    random messages of its data: AdamW on the mean per-token NLL (EOS included), gradients clipped
+    to ``config.max_grad_norm``. Minibatches come from a ``torch.Generator`` seeded with
+    ``config.seed`` and the agent's index, so a seed gives the same curves.
+
+    With ``config.target_accuracy``, up to 64 messages per agent are held out and every 10 steps
+    the held-out match (mean probability of writing the expert message exactly at temperature 1)
+    is measured per agent; training stops once the product over agents reaches the target.
+
+    Args:
+        policies: ``agent -> policy``; each agent of ``data`` needs one.
+        data: ``agent -> [(context, expert text)]`` (see :func:`collect_expert_data`).
+        config: the settings.
+        progress: show a rich progress bar.
+        on_step: called after every step with the step index and the metrics
+            ``agent/<name>/sft_nll`` (and, at held-out checks, ``agent/<name>/sft_heldout_match``
+            and ``sft/heldout_team_match``), ready for a ``MetricsLogger``.
+
+    Returns:
+        ``agent -> loss per step`` (the minibatch NLL before each update).
+
+    Raises:
+        ValueError: an agent without a policy or without data.
+        RuntimeError: a non-finite loss or gradient (names the agent and step).
+    """
+    missing = [a for a in data if a not in policies]
+    empty = [a for a in data if not data[a]]
+    if missing or empty:
+        raise ValueError(f"behaviour_clone: no policy for {missing}; no data for {empty}")
+    agents = [a for a in policies if a in data]
+    train: dict[str, tuple[list[str], list[Completion]]] = {}
+    held: dict[str, tuple[list[str], list[Completion]]] = {}
+    gens, optims = {}, {}
+    for index, agent in enumerate(agents):
+        pairs, policy = list(data[agent]), policies[agent]
+        n_held = min(_HOLDOUT, len(pairs) // 5) if config.target_accuracy is not None else 0
+        contexts = [c for c, _ in pairs]
+        completions = [_completion(policy, t) for _, t in pairs]
+        cut = len(pairs) - n_held
+        train[agent] = (contexts[:cut], completions[:cut])
+        held[agent] = (contexts[cut:], completions[cut:]) if n_held else train[agent]
+        gens[agent] = torch.Generator().manual_seed(derive_seed(config.seed, index, 1031))
+        optims[agent] = torch.optim.AdamW(
+            list(policy.parameters()), lr=config.lr, weight_decay=config.weight_decay
+        )
+    curves: dict[str, list[float]] = {a: [] for a in agents}
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, TimeElapsedColumn(), disable=not progress, transient=True) as bar:
+        bar_task = bar.add_task("behaviour cloning", total=config.steps)
+        for step in range(config.steps):
+            metrics: dict[str, float] = {}
+            for agent in agents:
+                contexts, completions = train[agent]
+                idx = torch.randperm(len(contexts), generator=gens[agent])[: config.batch_size]
+                lp, count = _message_logprobs(
+                    policies[agent], [contexts[i] for i in idx], [completions[i] for i in idx]
+                )
+                loss = -lp.sum() / count.sum().clamp(min=1)
+                optims[agent].zero_grad(set_to_none=True)
+                loss.backward()
+                params = [p for g in optims[agent].param_groups for p in g["params"]]
+                norm = torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
+                value = float(loss.detach())
+                if not (math.isfinite(value) and math.isfinite(float(norm))):
+                    raise RuntimeError(
+                        f"behaviour_clone: non-finite loss ({value}) or gradient norm "
+                        f"({float(norm)}) for agent {agent!r} at step {step}; lower lr "
+                        f"(now {config.lr}) or check the policy"
+                    )
+                optims[agent].step()
+                curves[agent].append(value)
+                metrics[f"agent/{agent}/sft_nll"] = value
+            done = False
+            if config.target_accuracy is not None and (step + 1) % _EVAL_EVERY == 0:
+                team = 1.0
+                for agent in agents:
+                    match = _heldout_match(policies[agent], *held[agent])
+                    metrics[f"agent/{agent}/sft_heldout_match"] = match
+                    team *= match
+                metrics["sft/heldout_team_match"] = team
+                done = team >= config.target_accuracy
+            bar.advance(bar_task)
+            if on_step is not None:
+                on_step(step, metrics)
+            if done:
+                _log.info("behaviour_clone: held-out team match reached at step %d", step)
+                break
+    return curves
+
+
+@torch.no_grad()
+def _heldout_match(
+    policy: TrainablePolicy, contexts: Sequence[str], completions: Sequence[Completion]
+) -> float:
+    """Mean probability that the policy writes the expert message exactly (temperature 1)."""
+    if not contexts:
+        return 1.0
+    lp, _ = _message_logprobs(policy, contexts, completions)
+    return float(lp.exp().mean())

@@ -1,0 +1,260 @@
+"""One agent's policy update inside its token-level KL trust region (paper Sec. 4, App. F.6).
+
+``update_agent`` maximises the clipped message-level surrogate minus ``beta`` times a KL penalty on
+the agent's own messages of one rollout batch, then ENFORCES the trust region on the same rollouts:
+the monitored token KL (Eq. 18) of the new parameters against the behaviour parameters must be at
+most ``delta``. If it is not, the step is scaled back toward the old parameters (halving) until it
+is; if that fails, the update is reverted. A non-finite loss or KL rejects the update and restores
+the parameters and optimizer state. Every accepted update therefore satisfies KL_tok <= delta on
+its batch.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from adapters.base import TokenLogprobs, TrainablePolicy
+from teamtr_env.rollout import MessageRecord
+from trainers.kl import kl_penalty, token_kl_monitor
+from trainers.surrogate import clipped_surrogate, surrogate_value
+
+
+@dataclass(frozen=True)
+class UpdateSettings:
+    """What one update needs from the config (kept small so tests can build it directly)."""
+
+    epochs: int = 2
+    micro_batch_size: int = 64
+    ratio_clip: float = 0.2
+    max_grad_norm: float = 1.0
+    max_backtracks: int = 6
+    monitor_subsample: float = 1.0
+    score_temperature: float = 1.0
+
+
+@dataclass(frozen=True)
+class UpdateResult:
+    """What happened in one agent update (all floats are plain Python numbers for logging).
+
+    Attributes:
+        accepted: the new parameters were kept (possibly after backtracking).
+        reason: ``"ok"``, ``"backtracked"``, ``"out_of_region"`` (reverted), ``"nonfinite_loss"``,
+            ``"nonfinite_kl"`` or ``"no_messages"``.
+        kl_raw: monitored KL of the full step (before backtracking).
+        kl: monitored KL of the kept parameters (0 when reverted).
+        in_region: ``kl <= delta`` for the kept parameters.
+        backtracks: how many times the step was halved.
+        step_scale: the kept fraction of the step (0 when reverted).
+        l_seq: the surrogate estimate mean(w A) of the kept parameters on this batch.
+        ratio_clip_frac: fraction of messages whose ratio was clipped (last epoch).
+        n_messages, n_tokens: the agent's messages and their tokens in the batch.
+        update_s, monitor_s: wall time of the gradient steps and of KL monitoring/backtracking.
+    """
+
+    accepted: bool
+    reason: str
+    kl_raw: float
+    kl: float
+    in_region: bool
+    backtracks: int
+    step_scale: float
+    l_seq: float
+    ratio_clip_frac: float
+    n_messages: int
+    n_tokens: int
+    update_s: float
+    monitor_s: float
+
+
+def score(
+    policy: TrainablePolicy,
+    messages: Sequence[MessageRecord],
+    micro_batch_size: int,
+    temperature: float = 1.0,
+    grad: bool = False,
+) -> list[TokenLogprobs]:
+    """Log-probs of ``messages`` (their exact sampled tokens) under ``policy``, per micro-batch."""
+    out = []
+    with torch.set_grad_enabled(grad):
+        for start in range(0, len(messages), micro_batch_size):
+            chunk = messages[start : start + micro_batch_size]
+            prompts = [m.context for m in chunk]
+            completions: list[Any] = [list(m.token_ids) if m.token_ids else m.text for m in chunk]
+            if temperature == 1.0:
+                out.append(policy.logprobs(prompts, completions))
+            else:
+                out.append(policy.logprobs(prompts, completions, temperature=temperature))  # type: ignore[call-arg]
+    return out
+
+
+def concat_logprobs(parts: Sequence[TokenLogprobs]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Joins per-micro-batch results into ``[N, T]`` log-probs (detached) and mask."""
+    width = max(p.logprobs.shape[1] for p in parts)
+    lp = torch.cat(
+        [
+            torch.nn.functional.pad(p.logprobs.detach(), (0, width - p.logprobs.shape[1]))
+            for p in parts
+        ]
+    )
+    mask = torch.cat([torch.nn.functional.pad(p.mask, (0, width - p.mask.shape[1])) for p in parts])
+    return lp, mask
+
+
+def update_agent(
+    policy: TrainablePolicy,
+    optimizer: torch.optim.Optimizer,
+    messages: Sequence[MessageRecord],
+    advantages: torch.Tensor,
+    *,
+    beta: float,
+    delta: float | None,
+    settings: UpdateSettings,
+    weights: torch.Tensor | None = None,
+    behaviour: Sequence[TokenLogprobs] | None = None,
+) -> UpdateResult:
+    """Updates ``policy`` on its ``messages`` and enforces ``KL_tok <= delta`` on them.
+
+    Args:
+        policy: the agent's trainable policy (its parameters are changed in place).
+        optimizer: the agent's optimizer over ``policy.parameters()``.
+        messages: the agent's messages in the rollout batch (context, sampled tokens).
+        advantages: ``[N]`` the advantage of each message's episode.
+        beta: KL-penalty coefficient (Eq. 17).
+        delta: trust-region radius; ``None`` = no trust region (ablation).
+        settings: epochs, micro-batching, clipping, backtracking.
+        weights: ``[N]`` optional importance weights (stale-rollout IS ablation).
+        behaviour: precomputed behaviour log-probs (``score`` of the same messages), if any.
+    """
+    n = len(messages)
+    if n == 0:
+        return UpdateResult(True, "no_messages", 0.0, 0.0, True, 0, 0.0, 0.0, 0.0, 0, 0, 0.0, 0.0)
+    mb, temp = settings.micro_batch_size, settings.score_temperature
+    t0 = time.perf_counter()
+    old = list(behaviour) if behaviour is not None else score(policy, messages, mb, temp)
+    params = list(policy.parameters())
+    snapshot = [p.detach().clone() for p in params]
+    opt_state = copy.deepcopy(optimizer.state_dict())
+
+    def restore(reason: str, kl_raw: float = math.nan) -> UpdateResult:
+        with torch.no_grad():
+            for p, s in zip(params, snapshot):
+                p.copy_(s)
+        optimizer.load_state_dict(opt_state)
+        return UpdateResult(
+            False,
+            reason,
+            kl_raw,
+            0.0,
+            True,
+            0,
+            0.0,
+            0.0,
+            0.0,
+            n,
+            n_tokens,
+            time.perf_counter() - t0,
+            0.0,
+        )
+
+    n_tokens = int(sum(int(o.mask.sum()) for o in old))
+    clip_frac = 0.0
+    for _ in range(settings.epochs):
+        optimizer.zero_grad(set_to_none=True)
+        clipped = 0.0
+        for i, start in enumerate(range(0, n, mb)):
+            chunk = messages[start : start + mb]
+            new = score(policy, chunk, mb, temp, grad=True)[0]
+            cur = old[i]
+            adv = advantages[start : start + len(chunk)]
+            w = weights[start : start + len(chunk)] if weights is not None else None
+            sur = clipped_surrogate(
+                new.logprobs, cur.logprobs, cur.mask, adv, eps=settings.ratio_clip, weights=w
+            )
+            loss = sur.loss + beta * kl_penalty(cur.logprobs, new.logprobs, cur.mask)
+            loss = loss * (
+                len(chunk) / n
+            )  # accumulate the full-batch mean: micro-batching-invariant
+            if not torch.isfinite(loss):
+                return restore("nonfinite_loss")
+            loss.backward()
+            clipped += sur.clip_frac * len(chunk) / n
+        torch.nn.utils.clip_grad_norm_(params, settings.max_grad_norm)
+        optimizer.step()
+        clip_frac = clipped
+    update_s = time.perf_counter() - t0
+
+    t1 = time.perf_counter()
+    cur_lp, mask = concat_logprobs(old)
+    generator = torch.Generator().manual_seed(0)
+
+    def monitored() -> tuple[float, torch.Tensor]:
+        new_lp, _ = concat_logprobs(score(policy, messages, mb, temp))
+        est = token_kl_monitor(
+            cur_lp, new_lp, mask, subsample=settings.monitor_subsample, generator=generator
+        )
+        return est.value, new_lp
+
+    kl_raw, new_lp = monitored()
+    if not math.isfinite(kl_raw):
+        return restore("nonfinite_kl")
+    kl, scale, backtracks = kl_raw, 1.0, 0
+    full = [p.detach().clone() for p in params]
+    while delta is not None and kl > delta and backtracks < settings.max_backtracks:
+        scale *= 0.5
+        backtracks += 1
+        with torch.no_grad():
+            for p, s, f in zip(params, snapshot, full):
+                p.copy_(s + scale * (f - s))
+        kl, new_lp = monitored()
+    monitor_s = time.perf_counter() - t1
+    if delta is not None and kl > delta:
+        return dataclasses.replace(restore("out_of_region", kl_raw), monitor_s=monitor_s)
+    adv_all = advantages[:n]
+    l_seq = surrogate_value(new_lp, cur_lp, mask, adv_all, weights=weights)
+    return UpdateResult(
+        accepted=True,
+        reason="backtracked" if backtracks else "ok",
+        kl_raw=kl_raw,
+        kl=kl,
+        in_region=delta is None or kl <= delta,
+        backtracks=backtracks,
+        step_scale=scale,
+        l_seq=l_seq,
+        ratio_clip_frac=clip_frac,
+        n_messages=n,
+        n_tokens=n_tokens,
+        update_s=update_s,
+        monitor_s=monitor_s,
+    )
+
+
+def adapt_beta(
+    beta: float, kl_raw: float, delta: float, *, low: float = 1e-4, high: float = 1e3
+) -> float:
+    """The adaptive penalty rule: double ``beta`` when the full step left the region, halve it when
+    the step used less than half of it (bounded to ``[low, high]``)."""
+    if not math.isfinite(kl_raw):
+        return min(beta * 2.0, high)
+    if kl_raw > delta:
+        return min(beta * 2.0, high)
+    if kl_raw < delta / 2:
+        return max(beta / 2.0, low)
+    return beta
+
+
+def adapt_delta(delta: float, result: UpdateResult, *, low: float, high: float) -> float:
+    """The adaptive radius rule: grow x1.5 after an update that used less than half of the region,
+    shrink /1.5 after backtracking or reverting."""
+    if result.backtracks or not result.accepted:
+        return max(delta / 1.5, low)
+    if result.kl < delta / 2:
+        return min(delta * 1.5, high)
+    return delta
