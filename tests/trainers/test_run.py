@@ -3,6 +3,7 @@ the uninterrupted result, config errors from the CLI."""
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from pathlib import Path
@@ -44,7 +45,7 @@ def small(run_dir: Path, tiny_model_dir: Path, **extra) -> TrainConfig:
 @pytest.mark.parametrize("method", ["teamtr", "naive_sequential", "joint"])
 def test_every_schedule_runs_end_to_end(method: str, tmp_path: Path, tiny_model_dir: Path) -> None:
     cfg = small(tmp_path / method, tiny_model_dir, schedule__method=method)
-    summary = run_training(cfg, console=Console(file=open("/dev/null", "w")))
+    summary = run_training(cfg, console=Console(file=io.StringIO()))
     run_dir = Path(cfg.run_dir)
     for name in (
         "metrics.jsonl",
@@ -69,7 +70,7 @@ def test_every_schedule_runs_end_to_end(method: str, tmp_path: Path, tiny_model_
 def test_resume_after_a_crash_equals_the_uninterrupted_run(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
-    quiet = Console(file=open("/dev/null", "w"))
+    quiet = Console(file=io.StringIO())
     full = run_training(small(tmp_path / "full", tiny_model_dir), console=quiet)
     crashed_cfg = small(tmp_path / "crashed", tiny_model_dir)
     with pytest.raises(StopTraining):
