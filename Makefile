@@ -1,5 +1,5 @@
 # Two commands do all the set-up on a fresh machine:
-#   make demo   - create .venv, install teamtr, run the main job (CPU, a few seconds to minutes)
+#   make demo   - create .venv, install teamtr, run the main job: TeamTR on a team of tiny models (CPU)
 #   make test   - create .venv, install teamtr with test tools, run the test suite
 PYTHON ?= python3
 VENV   ?= .venv
@@ -30,10 +30,7 @@ install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
 
 demo: $(VENV)/.installed
-	$(BIN)/teamtr tasks
-	$(BIN)/teamtr play teamtr/Arith-v0 --policy scripted --error-rate 0.3 --seed 1
-	$(BIN)/teamtr eval teamtr/Arith-v0 --policy scripted --error-rate 0.3 --k 4 --problems 500 \
-		--seed 0 --out runs/demo/eval.json --transcripts runs/demo/transcripts.jsonl
+	$(BIN)/teamtr train --run-dir runs/teamtr-demo
 
 test: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest

@@ -53,6 +53,16 @@ for _yaml_class in (_Loader, _Dumper):
     )
 
 
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    # YAML reads NEL and the Unicode line/paragraph separators as line breaks: double-quote such
+    # strings so they are written as escapes and read back unchanged.
+    style = '"' if any(c in value for c in "\x85\u2028\u2029") else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
 def _init_fields(cls: type) -> list[dataclasses.Field[Any]]:
     return [f for f in dataclasses.fields(cls) if f.init]
 

@@ -13,3 +13,13 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from adapters.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One torch thread: the tiny models gain little from two, and on a 2-core machine two torch
+    threads stall badly whenever another process holds a core (timings vary 10x)."""
+    try:
+        import torch
+    except ImportError:  # model-free parts of the suite still run
+        return
+    torch.set_num_threads(1)

@@ -19,6 +19,10 @@ Method = Literal["teamtr", "naive_sequential", "joint"]
 Order = Literal["fixed", "reverse", "random"]
 DeltaMode = Literal["fixed", "adaptive", "none"]
 Budget = Literal["matched", "per_sample"]
+DEMO_TASK_OPTIONS: dict[str, Any] = {
+    "digits": 1,
+    "system_prompts": {"solver": "", "critic": "", "aggregator": ""},
+}
 
 
 def _help(text: str, default: Any) -> Any:
@@ -102,7 +106,7 @@ class OptimConfig:
     """The per-agent policy update (clipped surrogate + KL penalty, Adam)."""
 
     lr: float = _help("AdamW learning rate (tiny models: 1e-4; >= 3e-4 destabilises)", 1e-4)
-    epochs: int = _help("full-batch gradient steps per agent update", 2)
+    epochs: int = _help("full-batch gradient steps per agent update", 4)
     micro_batch_size: int = _help("messages per forward pass (gradients are accumulated)", 64)
     ratio_clip: float = _help("epsilon of the clipped message-level ratio", 0.2)
     a_clip: float | None = _help("hard clip of standardised advantages (null = none)", 5.0)
@@ -134,7 +138,11 @@ class TrainConfig:
 
     task: str = _help("registered task id", "teamtr/Arith-v0")
     task_options: dict[str, Any] = field(
-        default_factory=dict, metadata={"help": "options passed to teamtr_env.make"}
+        default_factory=lambda: dict(DEMO_TASK_OPTIONS),
+        metadata={
+            "help": "options passed to teamtr_env.make (default: the demo's one-digit sums and no "
+            "system prompts, short contexts a tiny char-level model learns from in seconds)"
+        },
     )
     team: TeamConfig | None = _help(
         "each agent's policy; null = every agent starts from the tiny model below", None
@@ -146,8 +154,13 @@ class TrainConfig:
     temperature: float = _help("rollout sampling temperature (the paper: 0.8)", 0.8)
     max_new_tokens: int = _help("message length in tokens", 12)
     sft: SFTConfig | None = field(
-        default_factory=SFTConfig,
+        default_factory=lambda: SFTConfig(problems=512, steps=150, batch_size=32, lr=3e-3),
         metadata={"help": "behaviour cloning from the task's scripted expert first (null = skip)"},
+    )
+    sft_shared: bool = _help(
+        "clone one model on every agent's expert messages and start each agent from a copy "
+        "(same architecture required; separate parameters afterwards)",
+        True,
     )
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     trust_region: TrustRegionConfig = field(default_factory=TrustRegionConfig)

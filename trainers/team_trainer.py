@@ -293,9 +293,12 @@ class TeamTrainer:
                 "in_region",
             ):
                 value = u[key]
-                if isinstance(value, float) and math.isinf(value):
-                    continue
+                if isinstance(value, float) and not math.isfinite(value):
+                    continue  # e.g. no stale gap for a stage's first update, no radius without TR
                 report.metrics[prefix + key] = float(value)
+        for key, value in timing.items():
+            self.totals[key] += value
+        self.totals["stage_wall_s"] += report.metrics["stage/wall_s"]
         self.stage += 1
         return report
 

@@ -419,3 +419,10 @@ def test_apply_overrides_copies_creates_and_reports_all() -> None:
         apply_overrides(data, ["nokey", "name.first=x", "ok=1", "also bad"])
     assert len(_problems(err)) == 3
     assert "set name=... instead" in _problems(err)[1]
+
+
+@pytest.mark.parametrize("text", ["\x85", "a\u2028b", "c\u2029", "é ☃"])
+def test_yaml_round_trip_keeps_unicode_line_separators(text: str, tmp_path: Path) -> None:
+    run = Run(name=text, agents={"a": Agent(path=text)})
+    dump_config(run, tmp_path / "run.yaml")
+    assert load_config(Run, tmp_path / "run.yaml") == run
