@@ -4,6 +4,7 @@ stop, and policies without a tokenizer (tabular)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -99,7 +100,8 @@ def test_behaviour_clone_learns_to_stop(cloned: dict[str, Any]) -> None:
         cloned["eos_before"],
         cloned["eos_after"],
     )
-    assert cloned["eos_after"] > -1.0
+    # EOS after the expert text: probability > 0.2 (uniform over the ~100-token vocabulary: 0.01).
+    assert cloned["eos_after"] > math.log(0.2)
 
 
 def test_same_seed_gives_identical_curves(tiny_model_dir: Path) -> None:
