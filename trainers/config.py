@@ -172,5 +172,22 @@ class TrainConfig:
         True,
     )
     seed: int = _help("everything random derives from it", 0)
+    torch_threads: int = _help(
+        "CPU threads for torch (0 = torch's default). Tiny models gain little from a second "
+        "thread and stall badly when another process holds a core, so the default is 1",
+        1,
+    )
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.torch_threads < 0:
+            problems.append(
+                f"torch_threads must be >= 0 (0 = torch's default), got {self.torch_threads}"
+            )
+        if self.temperature < 0 or self.max_new_tokens < 1:
+            problems.append("temperature must be >= 0 and max_new_tokens >= 1")
+        if problems:
+            raise ValueError("; ".join(problems))
+
     run_dir: str = _help("logs, checkpoints, plot and summary go here", "runs/teamtr-demo")
     progress: bool = _help("progress bars", True)

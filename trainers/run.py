@@ -125,6 +125,8 @@ def run_training(
         stop_after: raise ``StopTraining`` after this many completed stages (crash simulation).
     """
     console = console or Console()
+    if config.torch_threads > 0:
+        torch.set_num_threads(config.torch_threads)
     run_dir = Path(config.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     checkpoint = load_checkpoint(run_dir) if resume else None
