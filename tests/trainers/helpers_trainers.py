@@ -38,10 +38,15 @@ def config(**overrides: Any) -> TrainConfig:
         "trust_region": {"delta": 0.05},
         "eval": {"problems": 4, "k": 2},
     }
+    return from_dict(TrainConfig, with_overrides(data, overrides))
+
+
+def with_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """``section__field=value`` sets ``data[section][field]``; a plain key sets ``data[key]``."""
     for key, value in overrides.items():
         section, _, field = key.partition("__")
         if field:
             data.setdefault(section, {})[field] = value
         else:
             data[section] = value
-    return from_dict(TrainConfig, data)
+    return data

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers_trainers import with_overrides
 from rich.console import Console
 
 from teamtr_env.cli import main
@@ -32,13 +33,7 @@ def small(run_dir: Path, tiny_model_dir: Path, **extra) -> TrainConfig:
     (run_dir / "models").mkdir(parents=True, exist_ok=True)
     if not (run_dir / "models" / "tiny").exists():
         shutil.copytree(tiny_model_dir, run_dir / "models" / "tiny")
-    data = json.loads(json.dumps(SMALL))
-    for key, value in extra.items():
-        section, _, field = key.partition("__")
-        if field:
-            data.setdefault(section, {})[field] = value
-        else:
-            data[section] = value
+    data = with_overrides(json.loads(json.dumps(SMALL)), extra)
     return from_dict(TrainConfig, {**data, "run_dir": str(run_dir)})
 
 
