@@ -48,8 +48,14 @@ def main() -> int:
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--out", type=Path, default=Path("runs/compare"))
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument(
+        "--reuse", action="store_true", help="load runs whose summary.json already exists in --out"
+    )
+    parser.add_argument(
+        "--skip-missing", action="store_true", help="with --reuse: report only finished runs"
+    )
     args = parser.parse_args()
-    console = Console()
+    console = Console(width=170)
     console.print(f"command: {' '.join([sys.executable, *sys.argv])}")
     results: dict[str, list[dict]] = {m: [] for m in args.methods}
     for seed in args.seeds:
@@ -66,6 +72,12 @@ def main() -> int:
                 ],
             )
             config = from_dict(TrainConfig, data)
+            done = Path(config.run_dir) / "summary.json"
+            if args.reuse and done.exists():
+                results[method].append(json.loads(done.read_text()))
+                continue
+            if args.skip_missing:
+                continue
             t0 = time.perf_counter()
             summary = run_training(config, console=Console(file=io.StringIO()))
             console.print(
@@ -74,7 +86,8 @@ def main() -> int:
             results[method].append(summary)
 
     k = from_dict(TrainConfig, apply_overrides({}, args.overrides)).eval.k
-    table = Table(title=f"matched rollout budget, {len(args.seeds)} seeds, {args.stages} stages")
+    seeds = {m: len(r) for m, r in results.items()}
+    table = Table(title=f"matched rollout budget, seeds per method {seeds}, {args.stages} stages")
     for col in (
         "method",
         f"avg@{k} before",
@@ -90,6 +103,8 @@ def main() -> int:
         table.add_column(col, justify="right" if col != "method" else "left")
     rows = {}
     for method, runs in results.items():
+        if not runs:
+            continue
         stages = [r["stages"] for r in runs]
         gaps = [u["stale_gap"] for r in runs for u in r["updates"] if u["stale_gap"] is not None]
         per_stage_gap = sum(gaps) / max(sum(stages), 1) if gaps else None
