@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import math
 import statistics
 import sys
 import time
@@ -31,6 +32,12 @@ from trainers.config import TrainConfig
 from trainers.run import run_training
 
 METHODS = ("teamtr", "naive_sequential", "joint")
+
+
+def _gap(update: dict) -> float | None:
+    """An update's stale gap, or None where it is not defined (first update, joint)."""
+    gap = update.get("stale_gap")
+    return None if gap is None or math.isnan(gap) else float(gap)
 
 
 def spread(values: list[float]) -> str:
@@ -106,7 +113,7 @@ def main() -> int:
         if not runs:
             continue
         stages = [r["stages"] for r in runs]
-        gaps = [u["stale_gap"] for r in runs for u in r["updates"] if u["stale_gap"] is not None]
+        gaps = [g for r in runs for u in r["updates"] if (g := _gap(u)) is not None]
         per_stage_gap = sum(gaps) / max(sum(stages), 1) if gaps else None
         update_s = [r["totals"].get("update_s", 0.0) for r in runs]
         rows[method] = {
@@ -155,8 +162,8 @@ def _gap_by_index(runs: list[dict]) -> dict[int, float]:
     by_index: dict[int, list[float]] = {}
     for r in runs:
         for u in r["updates"]:
-            if u["stale_gap"] is not None:
-                by_index.setdefault(u["index"], []).append(u["stale_gap"])
+            if (gap := _gap(u)) is not None:
+                by_index.setdefault(u["index"], []).append(gap)
     return {i: round(statistics.mean(v), 5) for i, v in sorted(by_index.items())}
 
 
