@@ -154,7 +154,7 @@ class TrainConfig:
     temperature: float = _help("rollout sampling temperature (the paper: 0.8)", 0.8)
     max_new_tokens: int = _help("message length in tokens", 12)
     sft: SFTConfig | None = field(
-        default_factory=lambda: SFTConfig(problems=512, steps=150, batch_size=32, lr=3e-3),
+        default_factory=lambda: SFTConfig(problems=2000, steps=400, batch_size=32, lr=3e-3),
         metadata={"help": "behaviour cloning from the task's scripted expert first (null = skip)"},
     )
     sft_shared: bool = _help(

@@ -157,7 +157,7 @@ def behaviour_clone(
     agents = [a for a in policies if a in data]
     train: dict[str, tuple[list[str], list[Completion]]] = {}
     held: dict[str, tuple[list[str], list[Completion]]] = {}
-    gens, optims, scheds = {}, {}, {}
+    gens, optims = {}, {}
     for index, agent in enumerate(agents):
         pairs, policy = list(data[agent]), policies[agent]
         n_held = min(_HOLDOUT, len(pairs) // 5) if config.target_accuracy is not None else 0
@@ -168,9 +168,8 @@ def behaviour_clone(
         held[agent] = (contexts[cut:], completions[cut:]) if n_held else train[agent]
         gens[agent] = torch.Generator().manual_seed(derive_seed(config.seed, index, 1031))
         optims[agent] = torch.optim.AdamW(
-            list(policy.parameters()), lr=config.lr, weight_decay=config.weight_decay, betas=_BETAS
+            list(policy.parameters()), lr=config.lr, weight_decay=config.weight_decay
         )
-        scheds[agent] = torch.optim.lr_scheduler.LambdaLR(optims[agent], _schedule(config.steps))
     curves: dict[str, list[float]] = {a: [] for a in agents}
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, TimeElapsedColumn(), disable=not progress, transient=True) as bar:
@@ -196,7 +195,6 @@ def behaviour_clone(
                         f"(now {config.lr}) or check the policy"
                     )
                 optims[agent].step()
-                scheds[agent].step()
                 curves[agent].append(value)
                 metrics[f"agent/{agent}/sft_nll"] = value
             done = False
@@ -215,24 +213,6 @@ def behaviour_clone(
                 _log.info("behaviour_clone: held-out team match reached at step %d", step)
                 break
     return curves
-
-
-_BETAS = (0.9, 0.999)
-_WARMUP = 0.0
-_COSINE = False
-
-
-def _schedule(steps: int) -> Callable[[int], float]:
-    warm = int(_WARMUP * steps)
-
-    def factor(step: int) -> float:
-        if step < warm:
-            return (step + 1) / warm
-        if not _COSINE:
-            return 1.0
-        return 0.5 * (1 + math.cos(math.pi * (step - warm) / max(1, steps - warm)))
-
-    return factor
 
 
 @torch.no_grad()

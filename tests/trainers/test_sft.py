@@ -19,7 +19,7 @@ from adapters.tabular import TabularPolicy
 from teamtr_env.config import json_schema
 from trainers.sft import SFTConfig, behaviour_clone, collect_expert_data
 
-SMALL = SFTConfig(problems=32, steps=30, batch_size=16, lr=1e-2)
+SMALL = SFTConfig(problems=32, steps=30, batch_size=16, lr=3e-3)
 
 
 def _solo_env() -> teamtr_env.TeamEnv:
@@ -33,6 +33,7 @@ def _solo_data(n: int = 32, seed: int = 0) -> dict[str, list[tuple[str, str]]]:
 
 
 def _eos_logprob(policy: HFPolicy, context: str, text: str) -> float:
+    assert policy.eos_id is not None
     ids = [*policy.codec.completion_ids(text), policy.eos_id]
     with torch.no_grad():
         return float(policy.logprobs([context], [ids]).logprobs[0, len(ids) - 1])
