@@ -1,11 +1,13 @@
 """Task plugins: problems, rules and exact verifiers. Imports no torch and knows no agents."""
 
 from tasks.base import (
+    PROMPT_INDEX,
     BaseTask,
     Episode,
     InteractiveTask,
     Message,
     Problem,
+    PromptIndex,
     Score,
     SingleAnswerTask,
     SupportsExpert,
@@ -16,11 +18,13 @@ from tasks.base import (
 )
 
 __all__ = [
+    "PROMPT_INDEX",
     "BaseTask",
     "Episode",
     "InteractiveTask",
     "Message",
     "Problem",
+    "PromptIndex",
     "Score",
     "SingleAnswerTask",
     "SupportsExpert",
