@@ -219,10 +219,15 @@ def _behaviour_clone(
         curves = behaviour_clone(trainable, data, sft, progress=config.progress)
     seconds = time.perf_counter() - t0
     what = "one shared model" if shared else f"{len(trainable)} agents"
-    console.print(f"behaviour cloning: {what} x {sft.steps} steps in {seconds:.1f} s")
+    steps = max((len(c) for c in curves.values()), default=0)
+    stopped = (
+        f" (stopped early at the target accuracy; limit {sft.steps})" if steps < sft.steps else ""
+    )
+    console.print(f"behaviour cloning: {what} x {steps} steps{stopped} in {seconds:.1f} s")
     return {
         "seconds": seconds,
         "shared": shared,
+        "steps": steps,
         "final_loss": {a: c[-1] if c else None for a, c in curves.items()},
     }
 

@@ -191,16 +191,16 @@ class TeamTrainer:
                 if sched.importance_weighting
                 else None
             )
-            diag = (
-                self._diagnostic_inputs(i, agent, batch, stage_start, timed_sample)
-                if cfg.diagnostics
-                else None
-            )
             behaviour = score(
                 slot.policy,
                 messages,
                 self.settings.micro_batch_size,
                 self.settings.score_temperature,
+            )
+            diag = (
+                self._diagnostic_inputs(i, agent, batch, stage_start, timed_sample, behaviour)
+                if cfg.diagnostics
+                else None
             )
             delta = None if cfg.trust_region.delta_mode == "none" else slot.delta
             result = update_agent(
@@ -317,9 +317,12 @@ class TeamTrainer:
         batch: RolloutBatch,
         stage_start: RolloutBatch,
         sample: Callable[..., RolloutBatch],
+        behaviour: Any,
     ) -> dict[str, Any] | None:
         """Behaviour log-probs of the agent on stage-start and intermediate rollouts, taken before
-        its update (the agent is still at its stage-start parameters)."""
+        its update (the agent is still at its stage-start parameters). ``behaviour`` are the
+        log-probs already computed on the update batch ``batch``: reused, not recomputed, when
+        the intermediate batch is the update batch (TeamTR)."""
         if i == 0 or self.config.schedule.method == "joint":
             return None
         inter = (
@@ -336,11 +339,8 @@ class TeamTrainer:
         for name, b in (("stale", stage_start), ("inter", inter)):
             msgs = b.messages_of(agent)
             adv = self._advantages(b).advantages.flatten()
-            out[name] = (
-                msgs,
-                torch.tensor([float(adv[m.episode]) for m in msgs]),
-                score(slot.policy, msgs, mb, temp),
-            )
+            old = behaviour if b is batch else score(slot.policy, msgs, mb, temp)
+            out[name] = (msgs, torch.tensor([float(adv[m.episode]) for m in msgs]), old)
         return out
 
     def _stale_gap(self, agent: str, diag: dict[str, Any], l_seq: float) -> float:
