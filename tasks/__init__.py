@@ -15,6 +15,7 @@ from tasks.base import (
     TaskConfigError,
     load_problems,
     save_problems,
+    split_of,
 )
 
 __all__ = [
@@ -32,4 +33,5 @@ __all__ = [
     "TaskConfigError",
     "load_problems",
     "save_problems",
+    "split_of",
 ]

@@ -18,10 +18,11 @@ JSON-serialisable fields so rollouts can be saved and sent to other processes.
 from __future__ import annotations
 
 import abc
+import hashlib
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -32,6 +33,26 @@ import numpy as np
 Role = Literal["agent", "env", "system"]
 Split = Literal["train", "validation", "test"]
 SPLITS: tuple[Split, ...] = ("train", "validation", "test")
+SPLIT_FRACTIONS: tuple[tuple[Split, float], ...] = (
+    ("train", 0.8),
+    ("validation", 0.1),
+    ("test", 0.1),
+)
+"""How generated problems are partitioned into splits by a hash of their id (see :func:`split_of`)."""
+
+
+def split_of(problem_id: str) -> Split:
+    """The split a generated problem belongs to: a stable hash of its id partitions the problem
+    space 80/10/10 into train/validation/test, so a generator asked for one split never yields a
+    problem of another (held-out problems are disjoint from training problems by construction)."""
+    digest = hashlib.blake2b(problem_id.encode("utf-8"), digest_size=8).digest()
+    u = int.from_bytes(digest, "big") / 2**64
+    total = 0.0
+    for split, fraction in SPLIT_FRACTIONS:
+        total += fraction
+        if u < total:
+            return split
+    return SPLIT_FRACTIONS[-1][0]
 
 
 class TaskConfigError(ValueError):
@@ -296,6 +317,30 @@ class BaseTask(abc.ABC):
     def load(self, path: str | Path) -> list[Problem]:
         """Loads problems saved with :func:`save_problems` (one ``Problem.to_dict`` per line)."""
         return load_problems(path)
+
+    def draw_in_split(
+        self,
+        rng: np.random.Generator,
+        draw: Callable[[np.random.Generator], Problem],
+        split: Split,
+        max_tries: int = 10_000,
+    ) -> Problem:
+        """Draws problems with ``draw`` until one falls in ``split`` (:func:`split_of` of its id)
+        and returns it labelled with that split. Generators call this from ``sample``.
+
+        Raises:
+            RuntimeError: if ``max_tries`` draws found none (the problem space is too small).
+        """
+        for _ in range(max_tries):
+            problem = draw(rng)
+            if split_of(problem.id) == split:
+                if problem.split == split:
+                    return problem
+                return Problem(problem.id, problem.data, problem.answer, split, problem.meta)
+        raise RuntimeError(
+            f"{self.name}: no problem of split {split!r} in {max_tries} draws; the generator's "
+            "problem space is too small for a held-out split (use a larger configuration)."
+        )
 
     def remember(self, problem: Problem, prompt: str) -> str:
         """Records ``prompt`` as the rendering of ``problem`` for a privileged scripted expert

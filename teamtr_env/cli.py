@@ -17,9 +17,10 @@ from rich.table import Table
 from adapters.base import Policy
 from adapters.scripted import HumanPolicy, RandomPolicy, ScriptedExpert
 from adapters.team import SamplingConfig
+from teamtr_env.baselines import PROTOCOLS, InferenceProtocol, build_protocol
 from teamtr_env.env import TeamEnv
 from teamtr_env.errors import ConfigError, TeamTRError
-from teamtr_env.evaluation import EvalReport, evaluate
+from teamtr_env.evaluation import EvalReport, evaluate, report_schema
 from teamtr_env.registration import registry
 from teamtr_env.rollout import format_episode
 from teamtr_env.runner import Runner
@@ -97,6 +98,44 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--transcripts", type=Path, help="write per-episode JSONL transcripts here")
     ev.add_argument("--pass-hat", action="store_true", help="also report pass^k")
     ev.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    ev.add_argument(
+        "--protocol",
+        help="inference-time protocol(s), comma-separated: "
+        + ", ".join(PROTOCOLS)
+        + " (default: the task's registered team); several print a comparison",
+    )
+    ev.add_argument(
+        "--protocol-option",
+        type=_parse_option,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="protocol size: n, rounds (debate), roles, turns (role_play); repeatable",
+    )
+    ev.add_argument(
+        "--budget",
+        metavar="KIND:N",
+        help="matched budget per episode: samples:N (messages) or tokens:N (generated tokens)",
+    )
+    ev.add_argument(
+        "--split",
+        choices=("test", "validation", "train"),
+        default="test",
+        help="split of generated problems (tasks with a split option; default test)",
+    )
+    ev.add_argument(
+        "--allow-train",
+        action="store_true",
+        help="evaluate even if problems are labelled 'train' (refused by default)",
+    )
+    ev.add_argument(
+        "--breakdown",
+        action="append",
+        default=None,
+        metavar="META_KEY",
+        help="break metrics down by this problem meta key (default: every key with 2..20 values)",
+    )
+    ev.add_argument("--schema", action="store_true", help="print the report's JSON Schema and exit")
 
     train = sub.add_parser(
         "train", help="train a team (no arguments: the CPU demo, TeamTR on tiny models)"
@@ -129,10 +168,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _make_env(args: argparse.Namespace) -> TeamEnv:
+def _make_env(args: argparse.Namespace, protocol: InferenceProtocol | None = None) -> TeamEnv:
     options = dict(args.option)
     if args.data_path:
         options["data_path"] = args.data_path
+    elif (
+        getattr(args, "split", None)
+        and "split" not in options
+        and registry.spec(args.task_id).accepts("split")
+    ):
+        options["split"] = args.split
+    if protocol is not None:
+        clash = sorted(set(protocol.env_kwargs) & set(options))
+        if clash:
+            raise ConfigError(
+                "--protocol", [f"-o {k} conflicts with the protocol's own" for k in clash]
+            )
+        options.update(protocol.env_kwargs)
     return registry.make(args.task_id, **options)
 
 
@@ -147,20 +199,78 @@ def _make_policy(name: str, env: TeamEnv, args: argparse.Namespace) -> Policy:
     return HumanPolicy()
 
 
-def _runner(args: argparse.Namespace, progress: bool) -> Runner:
-    env = _make_env(args)
-    overrides = {"temperature": args.temperature, "max_new_tokens": args.max_new_tokens}
+def _runner(
+    args: argparse.Namespace, progress: bool, protocol: InferenceProtocol | None = None
+) -> Runner:
+    env = _make_env(args, protocol)
+    max_new = args.max_new_tokens
+    if protocol is not None and protocol.max_new_tokens is not None:
+        if max_new is not None:
+            raise ConfigError("--budget", ["a tokens budget sets --max-new-tokens: give one"])
+        max_new = protocol.max_new_tokens
+    overrides = {"temperature": args.temperature, "max_new_tokens": max_new}
+
+    def env_fn() -> TeamEnv:
+        return _make_env(args, protocol)
+
     if args.team is not None:
         from adapters.team import build_team, load_team_config
 
         config = load_team_config(args.team, args.team_set)
         policies, sampling = build_team(config, env.possible_agents, env.task, **overrides)
-        return Runner(lambda: _make_env(args), policies, sampling, progress=progress)
+        return Runner(env_fn, policies, sampling, progress=progress)
     if args.team_set:
         raise ConfigError("--set", ["--set overrides a team config: pass --team CONFIG too"])
     policy = _make_policy(args.policy, env, args)
     shared = SamplingConfig().params(**overrides)
-    return Runner(lambda: _make_env(args), policy, shared, progress=progress)
+    return Runner(env_fn, policy, shared, progress=progress)
+
+
+def _protocols(args: argparse.Namespace) -> tuple[list[InferenceProtocol | None], dict | None]:
+    """The protocols to evaluate (``[None]`` = the registered team) and the budget."""
+    budget = None
+    problems = []
+    if args.budget:
+        kind, _, size = args.budget.partition(":")
+        if kind not in ("samples", "tokens") or not size.isdigit() or int(size) < 1:
+            problems.append(f"--budget: expected samples:N or tokens:N, got {args.budget!r}")
+        else:
+            budget = {"kind": kind, "size": int(size)}
+    if args.protocol is None:
+        if args.budget or args.protocol_option:
+            problems.append("--budget and --protocol-option need --protocol")
+        if problems:
+            raise ConfigError("eval", problems)
+        return [None], None
+    names = [n.strip() for n in args.protocol.split(",") if n.strip()]
+    unknown = [n for n in names if n not in PROTOCOLS]
+    if unknown or not names:
+        problems.append(f"--protocol: unknown {unknown}; choose from {list(PROTOCOLS)}")
+    if problems:
+        raise ConfigError("eval", problems)
+    params = dict(args.protocol_option)
+    built: list[InferenceProtocol | None] = []
+    for name in names:
+        allowed = {
+            "self_consistency": {"n"},
+            "debate": {"n", "rounds"},
+            "debate_judge": {"n", "rounds"},
+            "role_play": {"roles", "turns"},
+        }.get(name, set())
+        own = {k: v for k, v in params.items() if k in allowed}
+        built.append(
+            build_protocol(
+                name,
+                budget_kind=budget["kind"] if budget else None,
+                budget=budget["size"] if budget else None,
+                **own,
+            )
+        )
+    known = {"n", "rounds", "roles", "turns"}
+    stray = sorted(set(params) - known)
+    if stray:
+        raise ConfigError("--protocol-option", [f"unknown keys {stray}; known: {sorted(known)}"])
+    return built, budget
 
 
 def cmd_tasks(console: Console) -> int:
@@ -199,46 +309,155 @@ def report_table(report: EvalReport, title: str) -> Table:
 
 
 def cmd_eval(args: argparse.Namespace, console: Console) -> int:
+    if args.schema:
+        console.print_json(json.dumps(report_schema()))
+        return 0
     if args.k < 1 or (args.problems is not None and args.problems < 1):
         raise ConfigError(
             "eval", [f"--k and --problems must be >= 1, got {args.k} and {args.problems}"]
         )
-    runner = _runner(args, progress=not args.no_progress)
+    protocols, budget = _protocols(args)
+    payloads, batches = [], []
+    for protocol in protocols:
+        payload, report = _eval_one(args, console, protocol, budget)
+        payloads.append(payload)
+        batches.append(report)
+    if len(payloads) > 1:
+        console.print(comparison_table(payloads, args))
+    if args.out:
+        doc = payloads[0] if len(payloads) == 1 else {"comparison": payloads, "budget": budget}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(doc, indent=2, default=str))
+        console.print(f"report written to {args.out}")
+    if args.transcripts:
+        args.transcripts.parent.mkdir(parents=True, exist_ok=True)
+        with args.transcripts.open("w", encoding="utf-8") as fh:
+            for protocol, report in zip(protocols, batches):
+                for ep in report.batch.to_dict()["episodes"]:
+                    if protocol is not None:
+                        ep = {"protocol": protocol.name, **ep}
+                    fh.write(json.dumps(ep, ensure_ascii=False, default=str) + "\n")
+        console.print(f"transcripts written to {args.transcripts}")
+    return 0
+
+
+def _eval_one(
+    args: argparse.Namespace,
+    console: Console,
+    protocol: InferenceProtocol | None,
+    budget: dict | None,
+) -> tuple[dict[str, Any], EvalReport]:
+    runner = _runner(args, progress=not args.no_progress, protocol=protocol)
     fixed = runner.env_fn().problems
     if fixed is not None:  # a data file: evaluate its problems in file order, each once
         problems = list(fixed[: args.problems or len(fixed)])
     else:
         problems = runner.sample_problems(args.problems or 100, seed=args.seed)
-    report = evaluate(runner, problems, args.k, seed=args.seed, include_pass_hat=args.pass_hat)
+    train = [p.id for p in problems if p.split == "train"]
+    if train and not args.allow_train:
+        raise ConfigError(
+            "eval",
+            [
+                f"{len(train)} of the {len(problems)} problems are labelled 'train' (e.g. "
+                f"{train[0]!r}): evaluating on training data is refused. Use a held-out file or "
+                "--split test, or pass --allow-train to do it knowingly."
+            ],
+        )
+    report = evaluate(
+        runner,
+        problems,
+        args.k,
+        seed=args.seed,
+        include_pass_hat=args.pass_hat,
+        breakdown_keys=args.breakdown,
+    )
     stats = report.batch.stats
     team = f"team={args.team}" if args.team else f"policy={args.policy}"
-    title = f"{args.task_id}: {team}, K={args.k}, {len(problems)} problems"
+    how = f", protocol={protocol.name}" if protocol is not None else ""
+    title = f"{args.task_id}: {team}{how}, K={args.k}, {len(problems)} problems"
     console.print(report_table(report, title))
+    for key, groups in report.breakdowns.items():
+        console.print(breakdown_table(report, key, groups))
+    if report.coordination is not None:
+        console.print(_coordination_line(report.coordination))
+    for name, value in report.task_metrics.items():
+        console.print(f"{name}: {value:.3f}" if isinstance(value, float) else f"{name}: {value}")
     console.print(
         f"{stats.envs} episodes, {stats.steps} steps, {stats.total_policy_calls} policy calls, "
-        f"{stats.wall_s:.2f} s ({stats.overhead_s / max(stats.wall_s, 1e-9):.0%} outside the policies)"
+        f"{stats.tokens_generated} tokens ({stats.tokens_generated / max(stats.envs, 1):.1f} per "
+        f"episode), {stats.wall_s:.2f} s ({stats.overhead_s / max(stats.wall_s, 1e-9):.0%} "
+        "outside the policies)"
     )
-    if args.out:
-        payload = {
-            "task": args.task_id,
-            "policy": None if args.team else args.policy,
-            "team": str(args.team) if args.team else None,
-            "team_overrides": list(args.team_set),
-            "error_rate": args.error_rate,
-            "seed": args.seed,
-            "options": dict(args.option),
-            **report.to_dict(),
-        }
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(payload, indent=2))
-        console.print(f"report written to {args.out}")
-    if args.transcripts:
-        args.transcripts.parent.mkdir(parents=True, exist_ok=True)
-        with args.transcripts.open("w", encoding="utf-8") as fh:
-            for ep in report.batch.to_dict()["episodes"]:
-                fh.write(json.dumps(ep, ensure_ascii=False) + "\n")
-        console.print(f"transcripts written to {args.transcripts}")
-    return 0
+    payload = {
+        "task": args.task_id,
+        "policy": None if args.team else args.policy,
+        "team": str(args.team) if args.team else None,
+        "team_overrides": list(args.team_set),
+        "error_rate": args.error_rate,
+        "seed": args.seed,
+        "options": dict(args.option),
+        "protocol": protocol.to_dict() if protocol is not None else None,
+        "budget": budget,
+        **report.to_dict(),
+    }
+    return payload, report
+
+
+def breakdown_table(report: EvalReport, key: str, groups: dict[str, dict[str, Any]]) -> Table:
+    """pass@1 / avg@K / pass@K per value of one ``meta`` key."""
+    k = report.k
+    table = Table(title=f"by {key}")
+    for col in (key, "problems", "pass@1", f"avg@{k}", f"pass@{k}"):
+        table.add_column(col, justify="left" if col == key else "right")
+    for value, sub in groups.items():
+        m = sub["metrics"]
+        cells = [
+            f"{m[name].mean:.3f}" if name in m else "-"
+            for name in ("pass@1", f"avg@{k}", f"pass@{k}")
+        ]
+        table.add_row(value, str(sub["n_problems"]), *cells)
+    return table
+
+
+def comparison_table(payloads: list[dict[str, Any]], args: argparse.Namespace) -> Table:
+    """One row per protocol: accuracy (± half the 95% bootstrap interval), consensus-on-correct and
+    the budget actually used (messages and tokens per episode)."""
+    k = args.k
+    table = Table(title=f"{args.task_id}: protocols compared (K={k})")
+    cols = ("protocol", "msgs/ep", "tokens/ep", f"avg@{k}", f"pass@{k}", f"maj@{k}", "consensus")
+    for col in cols:
+        table.add_column(col, justify="left" if col == "protocol" else "right")
+    for p in payloads:
+        m = p["metrics"]
+
+        def cell(name: str, m: dict[str, Any] = m) -> str:
+            e = m.get(name)
+            return f"{e['mean']:.3f}±{(e['ci_high'] - e['ci_low']) / 2:.2f}" if e else "-"
+
+        coord = p.get("coordination") or {}
+        cons = coord.get("consensus_on_correct")
+        table.add_row(
+            p["protocol"]["name"] if p["protocol"] else "team",
+            f"{p['tokens']['messages_per_episode']:.1f}",
+            f"{p['tokens']['per_episode']:.1f}",
+            cell(f"avg@{k}"),
+            cell(f"pass@{k}"),
+            cell(f"maj@{k}"),
+            "-" if cons is None else f"{cons:.3f}",
+        )
+    return table
+
+
+def _coordination_line(c: dict[str, Any]) -> str:
+    def f(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:.3f}"
+
+    return (
+        f"coordination: consensus-on-correct {f(c['consensus_on_correct'])}, agreement "
+        f"{f(c['agreement'])}, regression rate {f(c['regression_rate'])} "
+        f"({c['regressions']}/{c['transitions_from_correct']}), fix rate {f(c['fix_rate'])} "
+        f"({c['fixes']}/{c['transitions_from_wrong']})"
+    )
 
 
 def cmd_train(args: argparse.Namespace, console: Console) -> int:

@@ -68,6 +68,13 @@ class TeamEnv(AECEnv):
             errors.append(
                 f"render_mode: expected one of {self.metadata['render_modes']} or None, got {render_mode!r}"
             )
+        if self.protocol.final_answer == "majority" and (
+            getattr(task, "interactive", False) or not callable(getattr(task, "grade", None))
+        ):
+            errors.append(
+                "final_answer: 'majority' needs a single-answer task with grade(problem, text); "
+                f"{getattr(task, 'name', task)!r} is not one"
+            )
         if problems_list is not None and not problems_list:
             errors.append("problems: expected a non-empty problem set or None, got an empty one")
         if errors:
@@ -114,6 +121,7 @@ class TeamEnv(AECEnv):
         self._prompt = self.task.prompt(self.problem)
         self._state = self.task.start(self.problem, self._rng)
         self.transcript = []
+        self._origin: list[tuple[str, int]] = []  # per message: (the turn's agent, turn)
         self.score = None
         self.turn = 0
         self._notes: list[dict[str, Any]] = []
@@ -146,12 +154,14 @@ class TeamEnv(AECEnv):
         self._clear_rewards()
         cleaned = self.protocol.clean(action)
         self.transcript.append(Message("agent", agent, cleaned.text))
+        self._origin.append((agent, self.turn))
         if cleaned.notes:
             self._notes.append({"turn": self.turn, "speaker": agent, "notes": list(cleaned.notes)})
         feedback = self.task.respond(self._state, agent, cleaned.text)
         if feedback is not None:
             env_msg = self.protocol.clean(feedback)
             self.transcript.append(Message("env", self.task.name, env_msg.text))
+            self._origin.append((agent, self.turn))
             if env_msg.notes:
                 self._notes.append(
                     {"turn": self.turn, "speaker": "env", "notes": list(env_msg.notes)}
@@ -186,7 +196,14 @@ class TeamEnv(AECEnv):
         """The rendered shared context as ``agent`` sees it (the observation's ``text``)."""
         if self.problem is None:
             raise EpisodeOverError("No episode yet: call reset() before observing.")
-        text, truncated = self.protocol.render(self._prompt, self.transcript, agent)
+        shown: Sequence[Message] = self.transcript
+        if self.protocol.visibility != "all":
+            shown = [
+                m
+                for m, (owner, turn) in zip(self.transcript, self._origin)
+                if self.protocol.sees(agent, self.turn, owner, turn)
+            ]
+        text, truncated = self.protocol.render(self._prompt, shown, agent)
         self._context_truncated |= truncated
         return text
 
@@ -211,6 +228,31 @@ class TeamEnv(AECEnv):
             if message.role == "agent" and message.speaker == self.protocol.final_agent:
                 return message.text
         return None
+
+    def _majority_vote(self) -> tuple[str | None, Score]:
+        """Grades each voter's last message and keeps the most common extracted answer."""
+        assert self.problem is not None
+        last: dict[str, str] = {}
+        for message in self.transcript:
+            if message.role == "agent" and message.speaker not in self.protocol.full_view:
+                last.pop(message.speaker, None)  # re-insert: order by each agent's last message
+                last[message.speaker] = message.text
+        grade = self.task.grade  # type: ignore[attr-defined]
+        graded = [(text, grade(self.problem, text)) for text in last.values()]
+        if not graded:
+            return None, Score(0.0, False, None, {"reason": "no_final_message", "votes": {}})
+        votes: dict[str, int] = {}
+        for _, score in graded:
+            if score.answer is not None:
+                votes[str(score.answer)] = votes.get(str(score.answer), 0) + 1
+        if not votes:
+            text, score = graded[-1]
+        else:
+            best = max(votes.values())
+            winner = next(a for a, c in votes.items() if c == best)  # ties: the earliest
+            text, score = next((t, s) for t, s in graded if str(s.answer) == winner)
+        details = {**dict(score.details), "aggregation": "majority", "votes": votes}
+        return text, Score(score.reward, score.correct, score.answer, details)
 
     def _choose_problem(self, options: Mapping[str, Any]) -> Problem:
         problem = options.get("problem")
@@ -245,9 +287,13 @@ class TeamEnv(AECEnv):
 
     def _finish(self, truncated: bool) -> None:
         assert self.problem is not None
-        episode = Episode(self.problem, tuple(self.transcript), self.final_text(), self._state)
+        final_text = self.final_text()
         try:
-            self.score = self.task.score(episode)
+            if self.protocol.final_answer == "majority":
+                final_text, self.score = self._majority_vote()
+            else:
+                episode = Episode(self.problem, tuple(self.transcript), final_text, self._state)
+                self.score = self.task.score(episode)
         except Exception as exc:  # a verifier bug must not kill a long rollout; it scores 0, logged
             self.score = Score(
                 0.0, False, None, {"reason": "verifier_error", "error": repr(exc)[:500]}
@@ -258,7 +304,7 @@ class TeamEnv(AECEnv):
             "turn": self.turn,
             "transcript": [m.to_dict() for m in self.transcript],
             "score": self.score.to_dict(),
-            "final_text": episode.final_text,
+            "final_text": final_text,
             "message_notes": list(self._notes),
             "context_truncated": self._context_truncated,
             "turn_limit_reached": self.turn >= self.protocol.turn_limit,

@@ -1,17 +1,32 @@
-"""Evaluate a team: K samples per problem through the runner, then pass@k / avg@K / maj@K with
-bootstrap confidence intervals."""
+"""Evaluate a team: K samples per problem through the runner, then pass@k / avg@K / maj@K (and
+pass^k) with bootstrap confidence intervals, per-subset breakdowns, coordination metrics from the
+transcripts, tokens and wall time. ``EvalReport.to_dict`` is the JSON report described by the
+published schema ``teamtr_env/schemas/eval_report.schema.json`` (``teamtr eval --schema``)."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from importlib import resources
 from typing import Any
 
 from tasks.base import Problem
+from teamtr_env.coordination import coordination_metrics
 from teamtr_env.metrics import MetricEstimate, ProblemSamples, majority_answer, summarize
 from teamtr_env.rollout import RolloutBatch
 from teamtr_env.runner import Runner
+
+MAX_BREAKDOWN_VALUES = 20
+"""A ``meta`` key is broken down automatically when it has 2..20 distinct scalar values."""
+
+
+def report_schema() -> dict[str, Any]:
+    """The published JSON Schema of the evaluation report (``EvalReport.to_dict`` plus the CLI's
+    run fields)."""
+    text = resources.files("teamtr_env").joinpath("schemas/eval_report.schema.json").read_text()
+    return dict(json.loads(text))
 
 
 @dataclass(frozen=True)
@@ -22,22 +37,53 @@ class EvalReport:
         k: samples per problem.
         metrics: ``"pass@1"``, ``"pass@K"``, ``"avg@K"``, ``"maj@K"`` (and ``"pass^k"`` when asked)
             with bootstrap confidence intervals over problems.
-        per_problem: one dict per problem: id, samples, correct count, answers, majority answer.
+        per_problem: one dict per problem: id, split, samples, correct count, answers, majority.
         batch: the underlying rollouts (transcripts, stats).
+        breakdowns: ``meta key -> value -> {"n_problems", "metrics"}`` (e.g. subject, level,
+            size bucket), each subset with its own bootstrap intervals.
+        coordination: consensus-on-correct, regression and fix rates (single-answer tasks; see
+            :mod:`teamtr_env.coordination`), or ``None``.
+        task_metrics: the task's own aggregates over all episodes (e.g. ZebraLogic's pooled cell
+            accuracy), from its optional ``aggregate_details(details)`` hook.
+        splits: how many evaluated problems carry each split label.
     """
 
     k: int
     metrics: dict[str, MetricEstimate]
     per_problem: list[dict[str, Any]]
     batch: RolloutBatch
+    breakdowns: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    coordination: dict[str, Any] | None = None
+    task_metrics: dict[str, float] = field(default_factory=dict)
+    splits: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable summary (without the per-message records)."""
         stats = self.batch.stats
+        episodes = max(stats.envs, 1)
         return {
             "k": self.k,
             "n_problems": len(self.per_problem),
-            "metrics": {name: dataclasses.asdict(m) for name, m in self.metrics.items()},
+            "splits": dict(self.splits),
+            "metrics": _metrics_dict(self.metrics),
+            "breakdowns": {
+                key: {
+                    value: {
+                        "n_problems": sub["n_problems"],
+                        "metrics": _metrics_dict(sub["metrics"]),
+                    }
+                    for value, sub in groups.items()
+                }
+                for key, groups in self.breakdowns.items()
+            },
+            "coordination": self.coordination,
+            "task_metrics": dict(self.task_metrics),
+            "tokens": {
+                "total": stats.tokens_generated,
+                "per_episode": stats.tokens_generated / episodes,
+                "messages_per_episode": stats.messages / episodes,
+            },
+            "wall_s": stats.wall_s,
             "per_problem": self.per_problem,
             "stats": {
                 **dataclasses.asdict(stats),
@@ -45,6 +91,10 @@ class EvalReport:
                 "total_policy_calls": stats.total_policy_calls,
             },
         }
+
+
+def _metrics_dict(metrics: dict[str, MetricEstimate]) -> dict[str, dict[str, Any]]:
+    return {name: dataclasses.asdict(m) for name, m in metrics.items()}
 
 
 def evaluate(
@@ -55,6 +105,8 @@ def evaluate(
     seed: int = 0,
     confidence: float = 0.95,
     include_pass_hat: bool = False,
+    breakdown_keys: Sequence[str] | None = None,
+    coordination: bool = True,
 ) -> EvalReport:
     """Samples ``k`` episodes per problem with ``runner`` and aggregates the metrics.
 
@@ -65,25 +117,64 @@ def evaluate(
         seed: the rollout seed.
         confidence: the bootstrap interval's confidence level.
         include_pass_hat: also report tau-bench's pass^k (for interactive tasks).
+        breakdown_keys: ``Problem.meta`` keys to break the metrics down by; default every key with
+            2..20 distinct scalar values among the problems.
+        coordination: grade every message for the coordination metrics (single-answer tasks).
     """
     batch = runner.rollout(problems, group_size=k, seed=seed)
     samples, per_problem = [], []
     for g, problem in enumerate(problems):
         eps = batch.episodes[g * k : (g + 1) * k]
         correct = tuple(e.correct for e in eps)
-        answers = tuple(e.answer for e in eps)
+        answers = tuple(None if e.answer is None else str(e.answer) for e in eps)
         samples.append(ProblemSamples(correct=correct, answers=answers))
         per_problem.append(
             {
                 "problem_id": problem.id,
+                "split": problem.split,
                 "samples": k,
                 "correct": sum(correct),
-                "answers": list(answers),
+                "answers": [e.answer for e in eps],
                 "majority": majority_answer(answers),
                 "meta": dict(problem.meta),
             }
         )
-    metrics = summarize(
-        samples, confidence=confidence, seed=seed, include_pass_hat=include_pass_hat
-    )
-    return EvalReport(k, metrics, per_problem, batch)
+    options = {"confidence": confidence, "seed": seed, "include_pass_hat": include_pass_hat}
+    metrics = summarize(samples, **options)  # type: ignore[arg-type]
+    keys = _breakdown_keys(problems) if breakdown_keys is None else list(breakdown_keys)
+    breakdowns: dict[str, dict[str, dict[str, Any]]] = {}
+    for key in keys:
+        groups: dict[str, list[int]] = {}
+        for i, problem in enumerate(problems):
+            if key in problem.meta:
+                groups.setdefault(str(problem.meta[key]), []).append(i)
+        breakdowns[key] = {
+            value: {
+                "n_problems": len(idx),
+                "metrics": summarize([samples[i] for i in idx], **options),  # type: ignore[arg-type]
+            }
+            for value, idx in sorted(groups.items())
+        }
+    task = runner.env_fn().task
+    coord = None
+    grade = getattr(task, "grade", None)
+    if coordination and callable(grade) and not getattr(task, "interactive", False):
+        by_id = {p.id: p for p in problems}
+        coord = coordination_metrics(batch.episodes, by_id, grade).to_dict()
+    task_metrics: dict[str, float] = {}
+    aggregate = getattr(task, "aggregate_details", None)
+    if callable(aggregate):
+        task_metrics = dict(aggregate([e.details for e in batch.episodes]))
+    splits: dict[str, int] = {}
+    for problem in problems:
+        splits[problem.split] = splits.get(problem.split, 0) + 1
+    return EvalReport(k, metrics, per_problem, batch, breakdowns, coord, task_metrics, splits)
+
+
+def _breakdown_keys(problems: Sequence[Problem]) -> list[str]:
+    values: dict[str, set[str]] = {}
+    for problem in problems:
+        for key, value in problem.meta.items():
+            if isinstance(value, str | int | bool) or value is None:
+                values.setdefault(key, set()).add(str(value))
+    return sorted(k for k, v in values.items() if 2 <= len(v) <= MAX_BREAKDOWN_VALUES)

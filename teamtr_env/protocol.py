@@ -20,6 +20,8 @@ from teamtr_env.errors import ConfigError
 
 ReasoningMode = Literal["keep", "strip"]
 ToolCallMode = Literal["keep", "canonical"]
+Visibility = Literal["all", "own", "rounds"]
+FinalAnswer = Literal["final_agent", "majority"]
 
 DEFAULT_AGENTS: tuple[str, ...] = ("solver", "critic", "aggregator")
 DEFAULT_SYSTEM_PROMPTS: Mapping[str, str] = MappingProxyType(
@@ -69,6 +71,16 @@ class TeamProtocol:
         tool_calls: ``"canonical"`` rewrites every tool call a model writes (Hermes/Qwen, Llama,
             OpenAI, Mistral, fenced JSON) into ``<tool_call>{"arguments":...,"name":...}
             </tool_call>`` before the message enters the context (``adapters.toolcalls``).
+        visibility: which earlier messages an agent sees. ``"all"`` (a shared context, the
+            default); ``"own"``: only its own messages (independent samples, as in
+            self-consistency); ``"rounds"``: every message of the *completed* rounds of
+            ``round_size`` turns plus its own (debate: answers stay private within a round).
+        round_size: turns per round for ``visibility="rounds"`` (default: the number of agents
+            outside ``full_view``).
+        full_view: agents that always see every message (e.g. a debate's judge).
+        final_answer: ``"final_agent"`` grades the final agent's last message; ``"majority"``
+            grades each agent's last message (agents in ``full_view`` excluded) and keeps the
+            most common extracted answer (ties: the earliest); single-answer tasks only.
 
     Raises:
         ConfigError: listing every invalid field at once.
@@ -83,6 +95,10 @@ class TeamProtocol:
     reasoning: ReasoningMode = "keep"
     header: str = "Problem"
     tool_calls: ToolCallMode = "keep"
+    visibility: Visibility = "all"
+    round_size: int | None = None
+    full_view: tuple[str, ...] = ()
+    final_answer: FinalAnswer = "final_agent"
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -94,6 +110,13 @@ class TeamProtocol:
         else:
             problems.append(f"agents: expected a list of names, got {self.agents!r}")
         object.__setattr__(self, "agents", agents)
+        if isinstance(self.full_view, str):
+            object.__setattr__(self, "full_view", (self.full_view,))
+        elif isinstance(self.full_view, Sequence):
+            object.__setattr__(self, "full_view", tuple(self.full_view))
+        else:
+            problems.append(f"full_view: expected a list of agent names, got {self.full_view!r}")
+            object.__setattr__(self, "full_view", ())
         if isinstance(self.system_prompts, Mapping):
             object.__setattr__(self, "system_prompts", MappingProxyType(dict(self.system_prompts)))
         else:
@@ -108,6 +131,20 @@ class TeamProtocol:
             object.__setattr__(self, "final_agent", agents[-1])
         if self.max_turns is None:
             object.__setattr__(self, "max_turns", len(agents))
+        if self.round_size is None:
+            object.__setattr__(
+                self, "round_size", max(1, len([a for a in agents if a not in self.full_view]))
+            )
+
+    def sees(self, viewer: str, viewer_turn: int, speaker: str, message_turn: int) -> bool:
+        """Whether ``viewer``, about to play turn ``viewer_turn``, sees a message of turn
+        ``message_turn`` by ``speaker`` (environment feedback counts as its turn's agent's)."""
+        if self.visibility == "all" or viewer in self.full_view or speaker == viewer:
+            return True
+        if self.visibility == "own":
+            return False
+        size = int(self.round_size or 1)
+        return message_turn // size < viewer_turn // size
 
     @property
     def turn_limit(self) -> int:
@@ -222,6 +259,23 @@ def _validate(protocol: TeamProtocol, earlier: list[str]) -> list[str]:
         )
     if protocol.tool_calls not in ("keep", "canonical"):
         problems.append(f"tool_calls: expected 'keep' or 'canonical', got {protocol.tool_calls!r}")
+    if protocol.visibility not in ("all", "own", "rounds"):
+        problems.append(
+            f"visibility: expected 'all', 'own' or 'rounds', got {protocol.visibility!r}"
+        )
+    if protocol.final_answer not in ("final_agent", "majority"):
+        problems.append(
+            f"final_answer: expected 'final_agent' or 'majority', got {protocol.final_answer!r}"
+        )
+    if protocol.round_size is not None and (
+        not isinstance(protocol.round_size, int) or protocol.round_size < 1
+    ):
+        problems.append(f"round_size: expected a positive integer, got {protocol.round_size!r}")
+    outsiders = sorted(set(protocol.full_view) - set(agents))
+    if outsiders:
+        problems.append(f"full_view: {outsiders} are not agents {list(agents)}")
+    if protocol.final_answer == "majority" and not set(agents) - set(protocol.full_view):
+        problems.append("final_answer: 'majority' needs at least one agent outside full_view")
     if protocol.reasoning not in ("keep", "strip"):
         problems.append(f"reasoning: expected 'keep' or 'strip', got {protocol.reasoning!r}")
     return problems

@@ -129,6 +129,11 @@ class TaskSpec:
                 f"entry point of {self.id}", [f"{module_name!r} has no attribute {attr!r}"]
             ) from exc
 
+    def accepts(self, param: str) -> bool:
+        """Whether the task factory takes the keyword ``param`` (e.g. ``"split"``)."""
+        accepted = _accepted_params(self.load_factory())
+        return accepted is None or param in accepted
+
     def make(self, **overrides: Any) -> TeamEnv:
         """Builds the environment; ``overrides`` are merged over the spec's defaults.
 

@@ -125,10 +125,30 @@ class EvalConfig:
     """Evaluation before and after training (and every ``every`` stages when > 0)."""
 
     problems: int = _help(
-        "held-out problems (drawn from a seed stream disjoint from training)", 200
+        "problems per evaluation (generated tasks: drawn from the held-out split's partition)", 200
     )
     k: int = _help("samples per problem (pass@k, avg@k)", 4)
-    every: int = _help("also evaluate every this many stages (0 = before and after only)", 0)
+    every: int = _help(
+        "also evaluate on the validation split every this many stages (0 = before and after only)",
+        0,
+    )
+    split: Literal["test", "validation"] = _help(
+        "split of the before/after evaluation (tasks with a 'split' option; never 'train')", "test"
+    )
+    select: Literal["last", "best_validation"] = _help(
+        "which stage's team the final evaluation uses: the last, or the best validation avg@K "
+        "(needs every >= 1; model selection never looks at the test split)",
+        "last",
+    )
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.problems < 1 or self.k < 1 or self.every < 0:
+            problems.append("eval needs problems >= 1, k >= 1 and every >= 0")
+        if self.select == "best_validation" and self.every < 1:
+            problems.append("eval.select 'best_validation' needs eval.every >= 1")
+        if problems:
+            raise ValueError("; ".join(problems))
 
 
 @dataclass(frozen=True)

@@ -178,7 +178,7 @@ def plot_learning_curves(
     Args:
         jsonl_path: A file written by :class:`JsonlLogger`.
         png_path: Where to save; parent directories are created.
-        keys: Keys to plot; default every ``stage/`` or ``eval/`` key with a numeric value.
+        keys: Keys to plot; default every ``stage/``, ``eval/`` or ``val/`` key with a numeric value.
         title: Figure title.
 
     Returns:
@@ -191,7 +191,9 @@ def plot_learning_curves(
         for key, value in record.items():
             if "/" in key and isinstance(value, int | float):  # skips step, time, nulls
                 series.setdefault(key, []).append((int(record["step"]), float(value)))
-    keys = [k for k in series if k.startswith(("stage/", "eval/"))] if keys is None else keys
+    keys = (
+        [k for k in series if k.startswith(("stage/", "eval/", "val/"))] if keys is None else keys
+    )
     for key in keys:
         check_key(key)
     ncols = max(1, min(3, len(keys)))

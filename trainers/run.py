@@ -73,16 +73,23 @@ def build_policies(config: TrainConfig, env: Any, run_dir: Path) -> dict[str, An
 
 
 def evaluate_team(
-    config: TrainConfig, env_fn: Callable[[], Any], policies: dict[str, Any]
+    config: TrainConfig,
+    env_fn: Callable[[], Any],
+    policies: dict[str, Any],
+    prefix: str = "eval",
 ) -> dict[str, float]:
-    """avg@K / pass@K (and maj@K) on held-out problems from a seed stream disjoint from training."""
+    """avg@K / pass@K (and maj@K) on ``config.eval.problems`` problems of ``env_fn``'s problem set
+    (for generated tasks, the held-out split's partition: disjoint from the training problems).
+
+    ``prefix`` namespaces the keys: ``eval/`` for the before/after (test) evaluation, ``val/`` for
+    the validation evaluations used for model selection."""
     sampling = SamplingParams(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
     runner = Runner(env_fn, policies, sampling, progress=False)
     seed = derive_seed(config.seed, _EVAL_STREAM)
     report = evaluate(
         runner, runner.sample_problems(config.eval.problems, seed=seed), config.eval.k, seed=seed
     )
-    return {f"eval/{name}": m.mean for name, m in report.metrics.items()}
+    return {f"{prefix}/{name}": m.mean for name, m in report.metrics.items()}
 
 
 def save_checkpoint(
@@ -133,8 +140,11 @@ def run_training(
     if resume and checkpoint is None:
         console.print(f"no checkpoint in {run_dir}: starting from scratch")
     dump_config(config, run_dir / "config.yaml")
-    env_fn = _env_factory(config)
+    env_fn = _env_factory(config, "train")
+    eval_fn = _env_factory(config, config.eval.split)
+    val_fn = _env_factory(config, "validation")
     env = env_fn()
+    _check_training_split(config, env, eval_fn(), console)
     policies = build_policies(config, env, run_dir)
     if not any(isinstance(p, TrainablePolicy) for p in policies.values()):
         raise ConfigError(
@@ -156,11 +166,18 @@ def run_training(
             extra = {"updates": [], "sft": None}
             if config.sft is not None:
                 extra["sft"] = _behaviour_clone(config, env_fn, env, policies, console)
-            extra["before"] = evaluate_team(config, env_fn, policies)
+            extra["before"] = evaluate_team(config, eval_fn, policies)
             logger.log(extra["before"], step=0)
             console.print(_metrics_line("before training", extra["before"], config.eval.k))
-        _run_stages(config, trainer, logger, extra, run_dir, env_fn, policies, console, stop_after)
-        after = evaluate_team(config, env_fn, policies)
+        _run_stages(config, trainer, logger, extra, run_dir, val_fn, policies, console, stop_after)
+        if config.eval.select == "best_validation" and extra.get("best"):
+            _load_best(run_dir, policies)
+            best = extra["best"]
+            console.print(
+                f"final evaluation uses the team of stage {best['stage']} "
+                f"(best validation avg@{config.eval.k} {best['value']:.3f})"
+            )
+        after = evaluate_team(config, eval_fn, policies)
         logger.log(after, step=trainer.stage)
     finally:
         logger.close()
@@ -175,10 +192,57 @@ def run_training(
     return summary
 
 
-def _env_factory(config: TrainConfig) -> Callable[[], Any]:
+def _env_factory(config: TrainConfig, split: str) -> Callable[[], Any]:
+    """Environments of ``split``: tasks with a ``split`` option generate that split's partition;
+    a problem file (``data_path``) or an explicit ``split`` option is used as given."""
     options = dict(config.task_options)
+    if (
+        "split" not in options
+        and "data_path" not in options
+        and teamtr_env.spec(config.task).accepts("split")
+    ):
+        options["split"] = split
     teamtr_env.make(config.task, **options)  # fail fast with every problem of the options
     return lambda: teamtr_env.make(config.task, **options)
+
+
+def _check_training_split(
+    config: TrainConfig, train_env: Any, eval_env: Any, console: Console
+) -> None:
+    """Refuses to train on held-out problems; warns when evaluation cannot be held out."""
+    if train_env.problems is not None:
+        held = [p.id for p in train_env.problems if p.split != "train"]
+        if held:
+            raise ConfigError(
+                "train",
+                [
+                    f"{len(held)} of the {len(train_env.problems)} training problems are labelled "
+                    f"validation/test (e.g. {held[0]!r}); training on held-out data is refused. "
+                    "Give a file of 'train' problems (tasks.save_problems with split='train')."
+                ],
+            )
+    same = (
+        eval_env.problems is None and getattr(eval_env.task, "split", None) != config.eval.split
+    ) or (eval_env.problems is not None and eval_env.problems is train_env.problems)
+    if same:
+        console.print(
+            f"[yellow]warning:[/] {config.task} has no '{config.eval.split}' split: the "
+            "evaluation draws from the training distribution"
+        )
+
+
+def _save_best(run_dir: Path, policies: dict[str, Any]) -> None:
+    folder = run_dir / "checkpoints"
+    folder.mkdir(parents=True, exist_ok=True)
+    states = {a: p.state_dict() for a, p in policies.items() if isinstance(p, TrainablePolicy)}
+    torch.save(states, folder / "best.tmp")
+    os.replace(folder / "best.tmp", folder / "best.pt")
+
+
+def _load_best(run_dir: Path, policies: dict[str, Any]) -> None:
+    states = torch.load(run_dir / "checkpoints" / "best.pt", weights_only=False)
+    for agent, state in states.items():
+        policies[agent].load_state_dict(state)
 
 
 def _behaviour_clone(
@@ -243,7 +307,7 @@ def _run_stages(
     logger: Any,
     extra: dict[str, Any],
     run_dir: Path,
-    env_fn: Callable[[], Any],
+    val_fn: Callable[[], Any],
     policies: dict[str, Any],
     console: Console,
     stop_after: int | None,
@@ -272,12 +336,15 @@ def _run_stages(
             report = trainer.run_stage(on_update=advance)
             progress.remove_task(update_bar)
             metrics = dict(report.metrics)
-            if (
-                config.eval.every
-                and trainer.stage % config.eval.every == 0
-                and trainer.stage < total
-            ):
-                metrics.update(evaluate_team(config, env_fn, policies))
+            if config.eval.every and trainer.stage % config.eval.every == 0:
+                val = evaluate_team(config, val_fn, policies, prefix="val")
+                metrics.update(val)
+                value = val[f"val/avg@{config.eval.k}"]
+                if config.eval.select == "best_validation" and (
+                    not extra.get("best") or value > extra["best"]["value"]
+                ):
+                    _save_best(run_dir, policies)
+                    extra["best"] = {"stage": trainer.stage, "value": value}
             logger.log(metrics, step=trainer.stage)
             extra["updates"].extend(report.updates)
             save_checkpoint(run_dir, trainer, extra)
@@ -304,6 +371,8 @@ def _summary(
         "stages": trainer.stage,
         "before": extra.get("before", {}),
         "after": after,
+        "eval_split": config.eval.split,
+        "selected_stage": (extra.get("best") or {}).get("stage", trainer.stage),
         "sft": extra.get("sft"),
         "totals": dict(trainer.totals),
         "updates": updates,

@@ -50,6 +50,11 @@ class ArithTask(SingleAnswerTask):
         self.split = split
 
     def sample(self, rng: np.random.Generator) -> Problem:
+        """A problem of this task's split: the train, validation and test generators partition the
+        expressions by a hash of their id (``tasks.base.split_of``), so they never overlap."""
+        return self.draw_in_split(rng, self._draw, self.split)  # type: ignore[arg-type]
+
+    def _draw(self, rng: np.random.Generator) -> Problem:
         numbers, ops = rules.generate(rng, self.digits, self.operators, self.operands)
         expression = rules.render(numbers, ops)
         return Problem(

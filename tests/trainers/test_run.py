@@ -112,3 +112,52 @@ def test_cli_config_file_and_schema(tmp_path: Path, capsys) -> None:
     assert "group_size must be >= 1" in capsys.readouterr().err
     assert main(["train", "--schema"]) == 0
     assert '"trust_region"' in capsys.readouterr().out
+
+
+def test_model_selection_uses_validation_and_final_eval_uses_test(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    cfg = small(
+        tmp_path / "select",
+        tiny_model_dir,
+        eval__every=1,
+        eval__select="best_validation",
+    )
+    summary = run_training(cfg, console=Console(file=io.StringIO()))
+    run_dir = Path(cfg.run_dir)
+    records = read_jsonl(run_dir / "metrics.jsonl")
+    val = {r["step"]: r["val/avg@2"] for r in records if "val/avg@2" in r}
+    assert set(val) == {1, 2}
+    assert not any("eval/avg@2" in r for r in records if r["step"] in (1,))  # test not peeked at
+    best = max(val, key=lambda s: (val[s], -s))
+    assert summary["selected_stage"] == best and summary["eval_split"] == "test"
+    assert (run_dir / "checkpoints" / "best.pt").exists()
+
+
+def test_training_on_held_out_problems_is_refused(tmp_path: Path, tiny_model_dir: Path) -> None:
+    from tasks import Problem, save_problems
+
+    data = tmp_path / "test.jsonl"
+    save_problems(data, [Problem(id="x", data={"expression": "1 + 1"}, answer=2, split="test")])
+    cfg = small(tmp_path / "refuse", tiny_model_dir, task_options={"data_path": str(data)})
+    with pytest.raises(Exception, match="training on held-out data is refused"):
+        run_training(cfg, console=Console(file=io.StringIO()))
+
+
+def test_generated_splits_keep_evaluation_disjoint_from_training(tmp_path: Path) -> None:
+    from trainers.run import _env_factory
+
+    cfg = from_dict(TrainConfig, {"task_options": {"digits": 2}})
+    train, test = _env_factory(cfg, "train")(), _env_factory(cfg, "test")()
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    train_ids = {train.task.sample(rng).id for _ in range(300)}
+    test_ids = {test.task.sample(rng).id for _ in range(300)}
+    assert train.task.split == "train" and test.task.split == "test"
+    assert not train_ids & test_ids
+
+
+def test_select_best_needs_periodic_validation() -> None:
+    with pytest.raises(Exception, match="needs eval.every >= 1"):
+        from_dict(TrainConfig, {"eval": {"select": "best_validation"}})
