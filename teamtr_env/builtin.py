@@ -13,3 +13,12 @@ def register_builtin(registry: Registry) -> None:
         description="Integer arithmetic (2-digit addition by default); exact integer verifier.",
         kwargs={"digits": 2, "operators": "+", "operands": 2},
     )
+    registry.register(
+        "teamtr/ZebraLogic-v0",
+        "tasks.zebra:ZebraTask",
+        description=(
+            "ZebraLogic grid-mode logic puzzles (generated 3x3 by default; official grid_mode rows "
+            "via --data-path); ZeroEval JSON grading, per-cell and per-puzzle."
+        ),
+        kwargs={"houses": 3, "attributes": 3},
+    )
