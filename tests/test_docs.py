@@ -16,6 +16,7 @@ PAGES = [
     "docs/environment.md",
     "docs/runner-and-metrics.md",
     "docs/policies.md",
+    "docs/evaluation.md",
 ]
 
 

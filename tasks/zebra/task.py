@@ -31,7 +31,7 @@ from tasks.zebra.expert import (
     swap_two_values,
 )
 from tasks.zebra.generate import build_puzzle, draw_solution
-from tasks.zebra.grading import gold_table, grade_grid
+from tasks.zebra.grading import aggregate, gold_table, grade_grid
 from tasks.zebra.puzzle import MAX_SIZE, MIN_SIZE, Puzzle, render_puzzle, solution_table
 
 INSTRUCTION = (
@@ -164,6 +164,17 @@ class ZebraTask(SingleAnswerTask):
             details["reason"] = "no_gold_solution"
             return Score(0.0, False, answer, details)
         return Score(float(result.correct), result.correct, answer, details)
+
+    def aggregate_details(self, details: Sequence[Any]) -> dict[str, float]:
+        """ZeroEval's summary over many episodes' score details, for evaluation reports: puzzle
+        accuracy, pooled cell accuracy and no-answer rate per size bucket and overall."""
+        out: dict[str, float] = {}
+        for bucket, summary in aggregate(details).items():
+            key = bucket.lower()
+            out[f"{key}/puzzle_acc"] = summary.puzzle_acc
+            out[f"{key}/cell_acc"] = summary.cell_acc
+            out[f"{key}/no_answer_rate"] = summary.no_answer_rate
+        return out
 
     def expert_reply(self, context: str, rng: np.random.Generator, *, make_error: bool) -> str:
         """Reads the puzzle from ``context``, solves it with the SAT solver and answers in the
