@@ -14,6 +14,15 @@ def register_builtin(registry: Registry) -> None:
         kwargs={"digits": 2, "operators": "+", "operands": 2},
     )
     registry.register(
+        "teamtr/Math-v0",
+        "tasks.math:MathTask",
+        description=(
+            "Generated algebra (or MATH-500 / AIME via --data-path); last \\boxed{} graded by "
+            "math-verify with a hard per-answer timeout."
+        ),
+        kwargs={"difficulty": 1, "timeout_s": 5.0},
+    )
+    registry.register(
         "teamtr/ZebraLogic-v0",
         "tasks.zebra:ZebraTask",
         description=(

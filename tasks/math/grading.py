@@ -1,0 +1,80 @@
+"""Grading a model's text against a gold LaTeX answer: extraction, then math-verify.
+
+Steps (documented in ``docs/tasks/math.md``):
+
+1. :func:`tasks.math.extract.extract_answer` finds the answer (think format, last box, ``Answer:``
+   last line).
+2. An answer longer than ``max_answer_chars`` is not parsed at all (``"answer_too_long"``).
+3. math-verify decides, in a worker process with a hard deadline
+   (:mod:`tasks.math.verifier`): ``verify(parse(gold), parse(pred))``, gold first.
+
+Model text never reaches ``eval``, ``exec`` or ``sympify``: math-verify's LaTeX/expression parser
+is the only path from text to sympy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tasks.base import Score
+from tasks.math.extract import extract_answer
+from tasks.math.verifier import VerifierPool, default_pool
+
+DEFAULT_TIMEOUT_S = 5.0
+DEFAULT_MAX_ANSWER_CHARS = 1000
+_SNIPPET = 200  # characters of the raw answer kept in Score.details
+
+
+def _squash(text: str) -> str:
+    return "".join(text.split())
+
+
+def grade_answer(
+    gold: str,
+    text: str,
+    *,
+    require_think_format: bool = False,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
+    pool: VerifierPool | None = None,
+) -> Score:
+    """Grades ``text`` against the ``gold`` LaTeX answer. Never raises on any ``text``.
+
+    Returns:
+        A :class:`~tasks.base.Score` (reward 1.0 iff correct). ``answer`` is the parsed
+        prediction as math-verify prints it (so ``\\dfrac{28}{6}`` and ``\\frac{14}{3}`` vote
+        together) or the raw extracted answer when it was not parsed. ``details["reason"]`` is
+        ``"correct"``, ``"wrong_answer"``, ``"unparseable_answer"``, ``"timeout"``,
+        ``"verifier_error"``, ``"answer_too_long"``, ``"invalid_gold"``, or an extraction reason
+        (``"no_answer"``, ``"unbalanced_box"``, ``"empty_box"``, ``"missing_think_close"``).
+    """
+    found = extract_answer(text, require_think_format=require_think_format)
+    if found.answer is None:
+        details: dict[str, Any] = {"reason": found.reason, "extraction": found.how}
+        if found.reason == "missing_think_close":
+            details["format_error"] = True
+        return Score(0.0, False, None, details)
+    answer = found.answer
+    details = {"extraction": found.how, "raw": answer[:_SNIPPET]}
+    if len(answer) > max_answer_chars:
+        details.update(reason="answer_too_long", chars=len(answer))
+        return Score(0.0, False, None, details)
+    if not isinstance(gold, str) or not gold.strip():
+        details.update(reason="invalid_gold", gold=repr(gold)[:_SNIPPET])
+        return Score(0.0, False, _squash(answer), details)
+    verdict = (pool or default_pool()).verify(gold, answer, timeout_s)
+    details["seconds"] = round(verdict.seconds, 4)
+    if verdict.status == "timeout":
+        details.update(reason="timeout", timeout_s=timeout_s)
+        return Score(0.0, False, _squash(answer), details)
+    if verdict.status == "error":
+        details.update(reason="verifier_error", error=verdict.error)
+        return Score(0.0, False, _squash(answer), details)
+    if verdict.gold is None:
+        details.update(reason="invalid_gold", gold=gold[:_SNIPPET])
+        return Score(0.0, False, _squash(answer), details)
+    if verdict.pred is None:
+        details["reason"] = "unparseable_answer"
+        return Score(0.0, False, _squash(answer), details)
+    details["reason"] = "correct" if verdict.correct else "wrong_answer"
+    return Score(float(verdict.correct), verdict.correct, verdict.pred, details)
