@@ -22,6 +22,28 @@ def register_builtin(registry: Registry) -> None:
         ),
         kwargs={"difficulty": 1, "timeout_s": 5.0},
     )
+    # AR-Bench: 25 interaction rounds, then the final answer, so the team's turn limit is 26.
+    registry.register(
+        "teamtr/ARBench-GN-v0",
+        "tasks.arbench:GuessingNumbersTask",
+        description="AR-Bench Guessing Numbers: 4 distinct digits, A/B feedback, 25 rounds.",
+        kwargs={"max_rounds": 25, "early_stop": True},
+        env_kwargs={"max_turns": 26},
+    )
+    registry.register(
+        "teamtr/ARBench-SP-v0",
+        "tasks.arbench:SituationPuzzleTask",
+        description="AR-Bench Situation Puzzles: yes/no referee, word F1 vs the hidden story.",
+        kwargs={"max_rounds": 25, "responder": "scripted"},
+        env_kwargs={"max_turns": 26},
+    )
+    registry.register(
+        "teamtr/ARBench-DC-v0",
+        "tasks.arbench:DetectiveCaseTask",
+        description="AR-Bench Detective Cases: interrogate 5 suspects, name the murderer (A-E).",
+        kwargs={"max_rounds": 25, "responder": "scripted"},
+        env_kwargs={"max_turns": 26},
+    )
     registry.register(
         "teamtr/ZebraLogic-v0",
         "tasks.zebra:ZebraTask",
