@@ -53,3 +53,20 @@ def register_builtin(registry: Registry) -> None:
         ),
         kwargs={"houses": 3, "attributes": 3},
     )
+    # tau-bench retail mechanics: 30 steps, canonical tool calls, room for tool results (JSON
+    # orders and products) and a ~8k-character prompt (policy + tool list) plus 30 messages.
+    registry.register(
+        "teamtr/ToolUse-v0",
+        "tasks.tooluse:ToolUseTask",
+        description=(
+            "tau-bench-style retail support: 16 tools on a JSON database + a simulated user; "
+            "reward = final DB matches gold and outputs said (tau-bench task files via --data-path)."
+        ),
+        kwargs={"user_sim": "scripted"},
+        env_kwargs={
+            "max_turns": 30,
+            "tool_calls": "canonical",
+            "max_message_chars": 6000,
+            "max_context_chars": 80000,
+        },
+    )
