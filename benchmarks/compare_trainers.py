@@ -1,8 +1,9 @@
 """TeamTR vs naive sequential vs joint on the default task at a matched rollout budget.
 
 For each method and seed it runs the same configuration (the demo's: a 3-agent team of tiny local
-models on teamtr/Arith-v0, behaviour-cloned to a weak start) and reports final avg@K / pass@K
-(mean and spread over seeds), the stale gap per update index, the raw out-of-region rate, tokens
+models on teamtr/Arith-v0, behaviour-cloned to a weak start) and reports avg@K before/after on fresh
+draws of the training split (the objective the schedules optimise) and avg@K / pass@K after on the
+held-out test split (mean and spread over seeds), the stale gap per update index, the raw out-of-region rate, tokens
 and wall time per stage, and the split of update time into gradient steps and KL monitoring.
 
 Usage::
@@ -97,9 +98,10 @@ def main() -> int:
     table = Table(title=f"matched rollout budget, seeds per method {seeds}, {args.stages} stages")
     for col in (
         "method",
-        f"avg@{k} before",
-        f"avg@{k} after",
-        f"pass@{k} after",
+        f"train avg@{k} before",
+        f"train avg@{k} after",
+        f"test avg@{k} after",
+        f"test pass@{k} after",
         "Δ_stale / stage",
         "out-of-region (raw)",
         "rollouts / stage",
@@ -117,9 +119,10 @@ def main() -> int:
         per_stage_gap = sum(gaps) / max(sum(stages), 1) if gaps else None
         update_s = [r["totals"].get("update_s", 0.0) for r in runs]
         rows[method] = {
-            "avg_before": [r["before"][f"eval/avg@{k}"] for r in runs],
-            "avg_after": [r["after"][f"eval/avg@{k}"] for r in runs],
-            "pass_after": [r["after"][f"eval/pass@{k}"] for r in runs],
+            "avg_before": [r["before"][f"train_eval/avg@{k}"] for r in runs],
+            "avg_after": [r["after"][f"train_eval/avg@{k}"] for r in runs],
+            "test_avg_after": [r["after"][f"eval/avg@{k}"] for r in runs],
+            "test_pass_after": [r["after"][f"eval/pass@{k}"] for r in runs],
             "delta_stale_per_stage": per_stage_gap,
             "out_of_region": statistics.mean(r["out_of_region_rate"] for r in runs),
             "rollouts_per_stage": statistics.mean(
@@ -140,7 +143,8 @@ def main() -> int:
             method,
             spread(row["avg_before"]),
             spread(row["avg_after"]),
-            spread(row["pass_after"]),
+            spread(row["test_avg_after"]),
+            spread(row["test_pass_after"]),
             "-" if per_stage_gap is None else f"{per_stage_gap:.4f}",
             f"{row['out_of_region']:.2f}",
             f"{row['rollouts_per_stage']:.0f}",
@@ -181,7 +185,7 @@ def _plot(rows: dict, k: int, path: Path) -> None:
             for n in names
         ],
     )
-    ax1.set_title(f"avg@{k} after training")
+    ax1.set_title(f"train-split avg@{k} after training")
     for n in names:
         gaps = rows[n]["stale_gap_by_index"]
         if gaps:

@@ -135,6 +135,11 @@ class EvalConfig:
     split: Literal["test", "validation"] = _help(
         "split of the before/after evaluation (tasks with a 'split' option; never 'train')", "test"
     )
+    train_distribution: bool = _help(
+        "also evaluate before/after on fresh draws of the training split (the RL objective; keys "
+        "train_eval/...), next to the held-out split",
+        True,
+    )
     select: Literal["last", "best_validation"] = _help(
         "which stage's team the final evaluation uses: the last, or the best validation avg@K "
         "(needs every >= 1; model selection never looks at the test split)",

@@ -192,7 +192,9 @@ def plot_learning_curves(
             if "/" in key and isinstance(value, int | float):  # skips step, time, nulls
                 series.setdefault(key, []).append((int(record["step"]), float(value)))
     keys = (
-        [k for k in series if k.startswith(("stage/", "eval/", "val/"))] if keys is None else keys
+        [k for k in series if k.startswith(("stage/", "eval/", "val/", "train_eval/"))]
+        if keys is None
+        else keys
     )
     for key in keys:
         check_key(key)

@@ -92,6 +92,19 @@ def evaluate_team(
     return {f"{prefix}/{name}": m.mean for name, m in report.metrics.items()}
 
 
+def _evaluate_all(
+    config: TrainConfig,
+    eval_fn: Callable[[], Any],
+    train_fn: Callable[[], Any],
+    policies: dict[str, Any],
+) -> dict[str, float]:
+    """The held-out evaluation (``eval/``) and, if asked, the training split's (``train_eval/``)."""
+    out = evaluate_team(config, eval_fn, policies)
+    if config.eval.train_distribution:
+        out.update(evaluate_team(config, train_fn, policies, prefix="train_eval"))
+    return out
+
+
 def save_checkpoint(
     run_dir: Path, trainer: TeamTrainer, extra: dict[str, Any], keep: int = 2
 ) -> Path:
@@ -166,7 +179,7 @@ def run_training(
             extra = {"updates": [], "sft": None}
             if config.sft is not None:
                 extra["sft"] = _behaviour_clone(config, env_fn, env, policies, console)
-            extra["before"] = evaluate_team(config, eval_fn, policies)
+            extra["before"] = _evaluate_all(config, eval_fn, env_fn, policies)
             logger.log(extra["before"], step=0)
             console.print(_metrics_line("before training", extra["before"], config.eval.k))
         _run_stages(config, trainer, logger, extra, run_dir, val_fn, policies, console, stop_after)
@@ -177,7 +190,7 @@ def run_training(
                 f"final evaluation uses the team of stage {best['stage']} "
                 f"(best validation avg@{config.eval.k} {best['value']:.3f})"
             )
-        after = evaluate_team(config, eval_fn, policies)
+        after = _evaluate_all(config, eval_fn, env_fn, policies)
         logger.log(after, step=trainer.stage)
     finally:
         logger.close()
@@ -393,7 +406,10 @@ def _summary(
 
 
 def _metrics_line(label: str, metrics: dict[str, float], k: int) -> str:
-    return f"{label}: avg@{k} {metrics.get(f'eval/avg@{k}', math.nan):.3f}  pass@{k} {metrics.get(f'eval/pass@{k}', math.nan):.3f}"
+    line = f"{label}: held-out avg@{k} {metrics.get(f'eval/avg@{k}', math.nan):.3f}  pass@{k} {metrics.get(f'eval/pass@{k}', math.nan):.3f}"
+    if f"train_eval/avg@{k}" in metrics:
+        line += f"; train split avg@{k} {metrics[f'train_eval/avg@{k}']:.3f}"
+    return line
 
 
 def _print_summary(
@@ -405,14 +421,16 @@ def _print_summary(
     )
     for col in ("metric", "before", "after"):
         table.add_column(col, justify="right" if col != "metric" else "left")
-    for name in (f"eval/avg@{k}", f"eval/pass@{k}", f"eval/maj@{k}", "eval/pass@1"):
-        before, after = summary["before"].get(name), summary["after"].get(name)
-        if after is not None:
-            table.add_row(
-                name.removeprefix("eval/"),
-                "-" if before is None else f"{before:.3f}",
-                f"{after:.3f}",
-            )
+    for prefix, label in (("eval", config.eval.split), ("train_eval", "train split")):
+        for metric in (f"avg@{k}", f"pass@{k}", f"maj@{k}"):
+            name = f"{prefix}/{metric}"
+            before, after = summary["before"].get(name), summary["after"].get(name)
+            if after is not None:
+                table.add_row(
+                    f"{metric} ({label})",
+                    "-" if before is None else f"{before:.3f}",
+                    f"{after:.3f}",
+                )
     console.print(table)
     console.print(
         f"updates: {len(summary['updates'])}, raw KL out-of-region rate {summary['out_of_region_rate']:.2f}, "
