@@ -45,3 +45,13 @@ def test_api_test_team_sizes(n_agents: int) -> None:
     agents = [f"agent_{i}" for i in range(n_agents)]
     api_test(teamtr_env.make("teamtr/Arith-v0", agents=agents, max_turns=2 * n_agents), 30)
     seed_test(lambda: teamtr_env.make("teamtr/Arith-v0", agents=agents), num_cycles=10)
+
+
+@pytest.mark.parametrize(
+    "name", ["single", "self_consistency", "debate", "debate_judge", "role_play"]
+)
+def test_api_test_inference_protocols(name: str) -> None:
+    from teamtr_env.baselines import build_protocol
+
+    proto = build_protocol(name, budget_kind="samples", budget=4)
+    api_test(teamtr_env.make("teamtr/Arith-v0", **proto.env_kwargs), num_cycles=10)

@@ -156,3 +156,12 @@ def test_cli_budget_and_protocol_errors(capsys) -> None:
     assert "unknown ['chorus']" in capsys.readouterr().err
     assert main(["eval", "teamtr/Arith-v0", "--budget", "samples:3"]) == 2
     assert "need --protocol" in capsys.readouterr().err
+
+
+def test_task_aggregates_reach_the_report() -> None:
+    env_fn = lambda: teamtr_env.make("teamtr/ZebraLogic-v0", houses=2, attributes=2)  # noqa: E731
+    runner = Runner(env_fn, ScriptedExpert(env_fn().task, 0.5, seed=0), progress=False)
+    report = evaluate(runner, runner.sample_problems(6, seed=0), 2, seed=0)
+    tm = report.task_metrics
+    assert tm["all/puzzle_acc"] == pytest.approx(report.metrics["avg@2"].mean)
+    assert 0 < tm["all/cell_acc"] <= 1 and tm["all/no_answer_rate"] == 0
