@@ -11,7 +11,8 @@ Usage::
     .venv/bin/python benchmarks/compare_trainers.py [--seeds 0 1 2] [--stages 6] [--out runs/compare]
         [--set KEY=VALUE ...]
 
-Prints a table, writes ``compare.json`` and ``compare.png`` under ``--out``.
+Prints a table, writes ``compare.json`` and ``compare.png`` under ``--out``. Behaviour cloning runs
+once per seed (``sft.cache_dir``): every method of a seed starts from the same cloned team.
 """
 
 from __future__ import annotations
@@ -77,6 +78,8 @@ def main() -> int:
                     f"seed={seed}",
                     f"run_dir={args.out / f'{method}-seed{seed}'}",
                     "progress=false",
+                    # the methods of one seed start from the same behaviour-cloned team: clone once
+                    f"sft.cache_dir={args.out / 'bc-cache'}",
                 ],
             )
             config = from_dict(TrainConfig, data)

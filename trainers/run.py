@@ -274,6 +274,13 @@ def _behaviour_clone(
     assert sft is not None
     trainable = {a: p for a, p in policies.items() if isinstance(p, TrainablePolicy)}
     t0 = time.perf_counter()
+    cache = _bc_cache_path(config)
+    if cache is not None and cache.exists():
+        cached = torch.load(cache, weights_only=False)
+        for agent, policy in trainable.items():
+            policy.load_state_dict(cached["states"][agent])
+        console.print(f"behaviour cloning: loaded from the cache {cache}")
+        return {**cached["info"], "cached": str(cache)}
     data = collect_expert_data(
         env_fn,
         env.task,
@@ -301,12 +308,37 @@ def _behaviour_clone(
         f" (stopped early at the target accuracy; limit {sft.steps})" if steps < sft.steps else ""
     )
     console.print(f"behaviour cloning: {what} x {steps} steps{stopped} in {seconds:.1f} s")
-    return {
+    info = {
         "seconds": seconds,
         "shared": shared,
         "steps": steps,
         "final_loss": {a: c[-1] if c else None for a, c in curves.items()},
     }
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        states = {a: p.state_dict() for a, p in trainable.items()}
+        torch.save({"states": states, "info": info}, cache.with_suffix(".tmp"))
+        os.replace(cache.with_suffix(".tmp"), cache)
+    return info
+
+
+def _bc_cache_path(config: TrainConfig) -> Path | None:
+    """Where ``sft.cache_dir`` keeps this run's behaviour-cloned weights (``None``: no cache)."""
+    if config.sft is None or config.sft.cache_dir is None:
+        return None
+    import hashlib
+
+    key = {
+        "task": config.task,
+        "task_options": config.task_options,
+        "team": dataclasses.asdict(config.team) if config.team is not None else None,
+        "tiny_model": dataclasses.asdict(config.tiny_model),
+        "sft": {k: v for k, v in dataclasses.asdict(config.sft).items() if k != "cache_dir"},
+        "sft_shared": config.sft_shared,
+        "seed": config.seed,
+    }
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
+    return Path(config.sft.cache_dir) / f"bc-{digest[:16]}.pt"
 
 
 def _same_shapes(policies: list[Any]) -> bool:

@@ -42,6 +42,14 @@ class SFTConfig:
     )
     seed: int = field(default=0, metadata={"help": "seeds the expert episodes and minibatches"})
     max_grad_norm: float = field(default=1.0, metadata={"help": "gradient clipping norm"})
+    cache_dir: str | None = field(
+        default=None,
+        metadata={
+            "help": "reuse behaviour-cloned weights across runs: saved here under a hash of "
+            "everything that determines them (task, options, model, team, these settings, seed); "
+            "null: no cache"
+        },
+    )
     target_accuracy: float | None = field(
         default=None,
         metadata={

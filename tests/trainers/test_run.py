@@ -161,3 +161,24 @@ def test_generated_splits_keep_evaluation_disjoint_from_training(tmp_path: Path)
 def test_select_best_needs_periodic_validation() -> None:
     with pytest.raises(Exception, match="needs eval.every >= 1"):
         from_dict(TrainConfig, {"eval": {"select": "best_validation"}})
+
+
+def test_behaviour_cloning_cache_is_reused_with_the_same_result(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    quiet = Console(file=io.StringIO())
+    cache = tmp_path / "bc-cache"
+    first = run_training(
+        small(tmp_path / "a", tiny_model_dir, sft__cache_dir=str(cache)), console=quiet
+    )
+    assert len(list(cache.glob("bc-*.pt"))) == 1 and "cached" not in first["sft"]
+    second = run_training(
+        small(tmp_path / "b", tiny_model_dir, sft__cache_dir=str(cache)), console=quiet
+    )
+    assert second["sft"]["cached"].startswith(str(cache))
+    assert second["before"] == first["before"]
+    other = run_training(
+        small(tmp_path / "c", tiny_model_dir, sft__cache_dir=str(cache), sft__steps=3),
+        console=quiet,
+    )
+    assert "cached" not in other["sft"] and len(list(cache.glob("bc-*.pt"))) == 2
