@@ -85,6 +85,11 @@ class MathTask(SingleAnswerTask):
         self.max_answer_chars = max_answer_chars
 
     def sample(self, rng: np.random.Generator) -> Problem:
+        """A generated problem of this task's split (train/validation/test partition the problem
+        space by a hash of the id, so held-out problems never appear in training)."""
+        return self.draw_in_split(rng, self._draw, self.split)  # type: ignore[arg-type]
+
+    def _draw(self, rng: np.random.Generator) -> Problem:
         kind = self.kinds[int(rng.integers(len(self.kinds)))]
         made = GENERATORS[kind](rng, self.difficulty)
         digest = hashlib.sha1(made.question.encode("utf-8")).hexdigest()[:12]
