@@ -45,6 +45,15 @@ def register_builtin(registry: Registry) -> None:
         env_kwargs={"max_turns": 26},
     )
     registry.register(
+        "teamtr/Blocksworld-v0",
+        "tasks.blocksworld:BlocksworldTask",
+        description=(
+            "PlanBench Blocksworld plan generation (4 blocks by default; PlanBench PDDL/prompt "
+            "files via --data-path); plans graded by STRIPS simulation."
+        ),
+        kwargs={"blocks": 4, "require_optimal": False},
+    )
+    registry.register(
         "teamtr/ZebraLogic-v0",
         "tasks.zebra:ZebraTask",
         description=(
