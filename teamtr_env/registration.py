@@ -162,9 +162,47 @@ class TaskSpec:
             task,
             protocol=protocol,
             router=env_kwargs.get("router"),
-            problems=task.load(data_path) if data_path is not None else env_kwargs.get("problems"),
+            problems=(
+                _load_problems(task, data_path, {**self.kwargs, **task_over})
+                if data_path is not None
+                else env_kwargs.get("problems")
+            ),
             render_mode=env_kwargs.get("render_mode"),
         )
+
+
+_LOADED: dict[tuple[Any, ...], list[Any]] = {}
+_LOADED_MAX = 16
+
+
+def _load_problems(task: Task, path: Any, task_kwargs: Mapping[str, Any]) -> list[Any]:
+    """``task.load(path)``, once per process for the same file (path, size and modification
+    time of the file, or of every file in a directory) and the same task arguments: a runner
+    makes one environment per episode, and some loaders are expensive (optimal plans, parsing)."""
+    from pathlib import Path
+
+    target = Path(path)
+    try:
+        files = sorted(target.rglob("*")) if target.is_dir() else [target]
+        stamp = tuple(
+            (str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.is_file()
+        )
+        key: tuple[Any, ...] | None = (
+            type(task),
+            str(target.resolve()),
+            stamp,
+            repr(sorted(task_kwargs.items())),
+        )
+    except OSError:
+        key = None  # let the task's loader report the problem
+    if key is not None and key in _LOADED:
+        return list(_LOADED[key])
+    problems = list(task.load(path))
+    if key is not None:
+        if len(_LOADED) >= _LOADED_MAX:
+            _LOADED.pop(next(iter(_LOADED)))
+        _LOADED[key] = problems
+    return list(problems)
 
 
 def _accepted_params(factory: Callable[..., Any]) -> set[str] | None:

@@ -219,3 +219,32 @@ def test_entry_point_strings_need_module_and_attr(reg: Registry) -> None:
     reg.register("demo/Missing-v0", "tasks.arith:NoSuchTask")
     with pytest.raises(InvalidKwargsError, match="has no attribute 'NoSuchTask'"):
         reg.make("demo/Missing-v0")
+
+
+def test_a_data_file_is_loaded_once_per_process_until_it_changes(tmp_path) -> None:
+    import os
+
+    from tasks import Problem, save_problems
+    from tasks.arith import ArithTask
+    from teamtr_env.registration import Registry
+
+    calls = []
+
+    class CountingArith(ArithTask):
+        def load(self, path):
+            calls.append(path)
+            return super().load(path)
+
+    reg = Registry(plugins=False)
+    reg.register("count/Arith-v0", CountingArith)
+    data = tmp_path / "p.jsonl"
+    save_problems(data, [Problem(id="a", data={"expression": "1 + 1"}, answer=2, split="test")])
+    for _ in range(3):
+        assert [p.id for p in reg.make("count/Arith-v0", data_path=str(data)).problems] == ["a"]
+    assert len(calls) == 1
+    reg.make("count/Arith-v0", data_path=str(data), digits=3)  # other task arguments: reload
+    assert len(calls) == 2
+    save_problems(data, [Problem(id="b", data={"expression": "1 + 2"}, answer=3, split="test")])
+    os.utime(data, ns=(1, 1))
+    assert [p.id for p in reg.make("count/Arith-v0", data_path=str(data)).problems] == ["b"]
+    assert len(calls) == 3
