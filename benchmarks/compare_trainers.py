@@ -29,8 +29,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from teamtr_env.config import apply_overrides, from_dict
-from trainers.config import TrainConfig
+from trainers.config import config_from_overrides
 from trainers.run import run_training
 
 METHODS = ("teamtr", "naive_sequential", "joint")
@@ -69,8 +68,7 @@ def main() -> int:
     results: dict[str, list[dict]] = {m: [] for m in args.methods}
     for seed in args.seeds:
         for method in args.methods:
-            data = apply_overrides(
-                {},
+            config = config_from_overrides(
                 [
                     *args.overrides,
                     f"schedule.method={method}",
@@ -82,7 +80,6 @@ def main() -> int:
                     f"sft.cache_dir={args.out / 'bc-cache'}",
                 ],
             )
-            config = from_dict(TrainConfig, data)
             done = Path(config.run_dir) / "summary.json"
             if args.reuse and done.exists():
                 results[method].append(json.loads(done.read_text()))
@@ -96,7 +93,7 @@ def main() -> int:
             )
             results[method].append(summary)
 
-    k = from_dict(TrainConfig, apply_overrides({}, args.overrides)).eval.k
+    k = config_from_overrides(args.overrides).eval.k
     seeds = {m: len(r) for m, r in results.items()}
     table = Table(title=f"matched rollout budget, seeds per method {seeds}, {args.stages} stages")
     for col in (

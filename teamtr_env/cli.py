@@ -461,8 +461,8 @@ def _coordination_line(c: dict[str, Any]) -> str:
 
 
 def cmd_train(args: argparse.Namespace, console: Console) -> int:
-    from teamtr_env.config import apply_overrides, from_dict, json_schema, load_config
-    from trainers.config import TrainConfig
+    from teamtr_env.config import json_schema, load_config
+    from trainers.config import TrainConfig, config_from_overrides
     from trainers.run import run_training
 
     if args.schema:
@@ -472,7 +472,7 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
     if args.config is not None:
         config = load_config(TrainConfig, args.config, overrides)
     else:
-        config = from_dict(TrainConfig, apply_overrides({}, overrides), what="training config")
+        config = config_from_overrides(overrides)
     run_training(config, resume=args.resume, console=console)
     return 0
 

@@ -179,7 +179,7 @@ class TrainConfig:
     temperature: float = _help("rollout sampling temperature (the paper: 0.8)", 0.8)
     max_new_tokens: int = _help("message length in tokens", 12)
     sft: SFTConfig | None = field(
-        default_factory=lambda: SFTConfig(problems=2000, steps=400, batch_size=32, lr=3e-3),
+        default_factory=SFTConfig,
         metadata={"help": "behaviour cloning from the task's scripted expert first (null = skip)"},
     )
     sft_shared: bool = _help(
@@ -216,3 +216,15 @@ class TrainConfig:
 
     run_dir: str = _help("logs, checkpoints, plot and summary go here", "runs/teamtr-demo")
     progress: bool = _help("progress bars", True)
+
+
+def config_from_overrides(overrides: list[str]) -> TrainConfig:
+    """The default configuration with ``--set KEY=VALUE`` overrides merged into it: a partial
+    section (``sft.steps=100``) keeps the defaults of its other fields. The demo's task options
+    are only kept while the task is the default one (``task=...`` starts from no options)."""
+    from teamtr_env.config import apply_overrides, from_dict, parse_override, to_dict
+
+    base = to_dict(TrainConfig())
+    if any(parse_override(o)[0] == ["task"] for o in overrides):
+        base["task_options"] = {}
+    return from_dict(TrainConfig, apply_overrides(base, overrides), what="training config")

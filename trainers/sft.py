@@ -32,9 +32,9 @@ _HOLDOUT = 64  # held-out messages per agent (at most a fifth of its data)
 class SFTConfig:
     """Settings of the behaviour-cloning warm start (defaults: a weak start on Arith)."""
 
-    problems: int = field(default=512, metadata={"help": "problems the expert plays for the data"})
-    steps: int = field(default=200, metadata={"help": "optimizer steps per agent"})
-    batch_size: int = field(default=64, metadata={"help": "expert messages per step and agent"})
+    problems: int = field(default=2000, metadata={"help": "problems the expert plays for the data"})
+    steps: int = field(default=400, metadata={"help": "optimizer steps per agent"})
+    batch_size: int = field(default=32, metadata={"help": "expert messages per step and agent"})
     lr: float = field(default=3e-3, metadata={"help": "AdamW learning rate"})
     weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay"})
     expert_error_rate: float = field(

@@ -182,3 +182,18 @@ def test_behaviour_cloning_cache_is_reused_with_the_same_result(
         console=quiet,
     )
     assert "cached" not in other["sft"] and len(list(cache.glob("bc-*.pt"))) == 2
+
+
+def test_set_overrides_merge_into_the_defaults() -> None:
+    from trainers.config import config_from_overrides
+
+    assert config_from_overrides([]) == TrainConfig()
+    cfg = config_from_overrides(["sft.steps=5", "task_options.digits=2"])
+    assert cfg.sft is not None and (cfg.sft.steps, cfg.sft.problems) == (
+        5,
+        TrainConfig().sft.problems,
+    )
+    assert cfg.task_options["digits"] == 2 and "system_prompts" in cfg.task_options
+    other = config_from_overrides(["task=teamtr/Math-v0", "task_options.difficulty=2"])
+    assert other.task_options == {"difficulty": 2}
+    assert config_from_overrides(["sft=null"]).sft is None
