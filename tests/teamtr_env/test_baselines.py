@@ -148,10 +148,14 @@ def test_tokens_budget_is_matched_by_counting_tokens(tiny_model_dir) -> None:
     policy = HFPolicy.from_pretrained(tiny_model_dir)
     budget = 24
     per_episode = {}
-    for name in ("single", "self_consistency", "debate"):
-        params = {"n": 3} if name != "single" else {}
-        if name == "debate":
-            params["rounds"] = 2
+    for name in PROTOCOLS:
+        params: dict = {
+            "single": {},
+            "self_consistency": {"n": 3},
+            "debate": {"n": 3, "rounds": 2},
+            "debate_judge": {"n": 2, "rounds": 2},
+            "role_play": {"turns": 4},
+        }[name]
         proto = build_protocol(name, budget_kind="tokens", budget=budget, **params)
         env_fn = lambda p=proto: teamtr_env.make("teamtr/Arith-v0", **p.env_kwargs)  # noqa: E731
         sampling = SamplingParams(max_new_tokens=proto.max_new_tokens, temperature=1.0, seed=0)
