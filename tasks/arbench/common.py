@@ -1,11 +1,15 @@
-"""Argument checks and context helpers shared by the three ARBench plugins."""
+"""Argument checks, context helpers and the case-pool base shared by the ARBench plugins."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from tasks.base import SPLITS
+import numpy as np
+
+from tasks.arbench import data
+from tasks.base import SPLITS, InteractiveTask, Problem, Split
 
 DEFAULT_ROUNDS = 25  # AR-Bench's max_turn
 
@@ -39,3 +43,29 @@ def mean_details(details: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> d
         if values:
             out[key] = sum(values) / len(values)
     return out
+
+
+class CasePoolTask(InteractiveTask):
+    """An ARBench game over a fixed pool of cases (SP, DC): ``sample`` draws uniformly from
+    ``data_file`` or the bundled demo cases, ``load`` reads official files (or the project's JSONL)
+    labelled ``data_split``. Subclasses set ``bundled_file`` and ``convert``."""
+
+    bundled_file: str = ""
+    convert: data.Converter
+
+    def _open_pool(self, data_file: str | None, split: Split, data_split: Split) -> None:
+        self.split: Split = split
+        self.data_split: Split = data_split
+        self._pool = (
+            data.load_file(data_file, self.convert, split)
+            if data_file
+            else data.bundled(self.bundled_file, self.convert, split)
+        )
+
+    def sample(self, rng: np.random.Generator) -> Problem:
+        """One case of ``data_file`` (default: the bundled demo cases), uniformly."""
+        return self._pool[int(rng.integers(len(self._pool)))]
+
+    def load(self, path: str | Path) -> list[Problem]:
+        """AR-Bench's official JSON (``data/sp|dc/*.json``) or the project's JSONL."""
+        return data.load_file(path, self.convert, self.data_split)

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tasks.arbench import data, dc_rules, prompts
-from tasks.arbench.common import DEFAULT_ROUNDS, check_common, env_turns, mean_details
+from tasks.arbench.common import (
+    DEFAULT_ROUNDS,
+    CasePoolTask,
+    check_common,
+    env_turns,
+    mean_details,
+)
 from tasks.arbench.responders import Responder, resolve
-from tasks.base import Episode, InteractiveTask, Problem, Score, Split, TaskConfigError
+from tasks.base import Episode, Problem, Score, Split, TaskConfigError
 
 
 @dataclass
@@ -30,7 +35,7 @@ class DCState:
     finished: bool = False
 
 
-class DetectiveCaseTask(InteractiveTask):
+class DetectiveCaseTask(CasePoolTask):
     """Find the murderer among five suspects by interrogating them, then name them A-E.
 
     Every agent message is one turn: ``Suspect: <whole name>`` and ``Question: ...`` interrogate
@@ -53,6 +58,8 @@ class DetectiveCaseTask(InteractiveTask):
     """
 
     name = "arbench_dc"
+    bundled_file = "dc.json"
+    convert = staticmethod(data.dc_problem)
     description = "AR-Bench Detective Cases: interrogate 5 suspects, name the murderer (A-E)."
 
     def __init__(
@@ -70,21 +77,7 @@ class DetectiveCaseTask(InteractiveTask):
         if problems:
             raise TaskConfigError("DetectiveCaseTask", problems)
         self.max_rounds = max_rounds
-        self.split: Split = split
-        self.data_split: Split = data_split
-        self._pool = (
-            data.load_file(data_file, data.dc_problem, split)
-            if data_file
-            else data.bundled("dc.json", data.dc_problem, split)
-        )
-
-    def sample(self, rng: np.random.Generator) -> Problem:
-        """One case of ``data_file`` (default: the bundled demo cases), uniformly."""
-        return self._pool[int(rng.integers(len(self._pool)))]
-
-    def load(self, path: str | Path) -> list[Problem]:
-        """AR-Bench's ``data/dc/*.json`` or the project's JSONL."""
-        return data.load_file(path, data.dc_problem, self.data_split)
+        self._open_pool(data_file, split, data_split)
 
     def prompt(self, problem: Problem) -> str:
         return self.remember(problem, prompts.dc_prompt(problem.data, self.max_rounds))

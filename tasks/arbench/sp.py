@@ -4,15 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tasks.arbench import data, prompts, sp_rules
-from tasks.arbench.common import DEFAULT_ROUNDS, check_common, env_turns, mean_details
+from tasks.arbench.common import (
+    DEFAULT_ROUNDS,
+    CasePoolTask,
+    check_common,
+    env_turns,
+    mean_details,
+)
 from tasks.arbench.responders import Responder, resolve
-from tasks.base import Episode, InteractiveTask, Problem, Score, Split, TaskConfigError
+from tasks.base import Episode, Problem, Score, Split, TaskConfigError
 
 WRONG_ANSWER = "A: It was all a coincidence; nothing unusual happened and nobody was involved."
 OFF_TOPIC = "Q: Was it raining on that day?"
@@ -30,7 +35,7 @@ class SPState:
     finished: bool = False
 
 
-class SituationPuzzleTask(InteractiveTask):
+class SituationPuzzleTask(CasePoolTask):
     """Uncover a situation puzzle's hidden story with yes/no questions, then tell it.
 
     Every agent message is one turn: ``Q: ...`` is a question for the referee (the responder),
@@ -55,6 +60,8 @@ class SituationPuzzleTask(InteractiveTask):
     """
 
     name = "arbench_sp"
+    bundled_file = "sp.json"
+    convert = staticmethod(data.sp_problem)
     description = (
         "AR-Bench Situation Puzzles: yes/no questions to a referee, F1 vs the hidden story."
     )
@@ -78,21 +85,7 @@ class SituationPuzzleTask(InteractiveTask):
             raise TaskConfigError("SituationPuzzleTask", problems)
         self.max_rounds = max_rounds
         self.success_f1 = float(success_f1)
-        self.split: Split = split
-        self.data_split: Split = data_split
-        self._pool = (
-            data.load_file(data_file, data.sp_problem, split)
-            if data_file
-            else data.bundled("sp.json", data.sp_problem, split)
-        )
-
-    def sample(self, rng: np.random.Generator) -> Problem:
-        """One puzzle of ``data_file`` (default: the bundled demo puzzles), uniformly."""
-        return self._pool[int(rng.integers(len(self._pool)))]
-
-    def load(self, path: str | Path) -> list[Problem]:
-        """AR-Bench's ``data/sp/*.json`` or the project's JSONL."""
-        return data.load_file(path, data.sp_problem, self.data_split)
+        self._open_pool(data_file, split, data_split)
 
     def prompt(self, problem: Problem) -> str:
         return self.remember(problem, prompts.sp_prompt(problem.data["surface"], self.max_rounds))
