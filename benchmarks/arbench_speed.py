@@ -25,14 +25,12 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
-from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _bench import markdown_table, median_time
 
 import teamtr_env
 from adapters.scripted import ConstantPolicy, ScriptedExpert
@@ -50,16 +48,6 @@ FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "arbench
 IDS = {"GN": "teamtr/ARBench-GN-v0", "SP": "teamtr/ARBench-SP-v0", "DC": "teamtr/ARBench-DC-v0"}
 Row = tuple[str, ...]
 OFF_TOPIC = ["Was it raining?", "Is a cat involved?", "Did it happen at night?", "What happened?"]
-
-
-def median_time(fn: Callable[[], object], repeats: int) -> float:
-    """Median wall seconds of ``fn()`` over ``repeats`` runs."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def _sample_many(task: Any, rng: np.random.Generator, n: int) -> None:
@@ -176,23 +164,13 @@ def grading_section(repeats: int) -> list[Row]:
     return rows
 
 
-def table(title: str, header: Row, rows: Sequence[Row]) -> str:
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-
-    def line(cells: Row) -> str:
-        return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"
-
-    rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
-    return "\n".join([f"### {title}", line(header), rule, *(line(r) for r in rows)])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--episodes", type=int, default=64, help="episodes per rollout")
     parser.add_argument("--repeats", type=int, default=3, help="timings per figure (median)")
     args = parser.parse_args()
     print(
-        table(
+        markdown_table(
             "Problems",
             ("game", "sample / instance", "load official"),
             problems_section(args.repeats),
@@ -200,7 +178,7 @@ def main() -> None:
     )
     print()
     print(
-        table(
+        markdown_table(
             f"Episodes (3-agent team, scripted expert, {args.episodes} in lockstep)",
             ("game", "episodes/s", "ms/turn", "turns/episode", "solved"),
             episodes_section(args.episodes, args.repeats),
@@ -208,14 +186,18 @@ def main() -> None:
     )
     print()
     print(
-        table(
+        markdown_table(
             "Responders (answers/s)",
             ("responder", "SP referee", "DC suspect"),
             responder_section(args.repeats),
         )
     )
     print()
-    print(table("Grading (score() calls/s)", ("game", "answers/s"), grading_section(args.repeats)))
+    print(
+        markdown_table(
+            "Grading (score() calls/s)", ("game", "answers/s"), grading_section(args.repeats)
+        )
+    )
 
 
 if __name__ == "__main__":

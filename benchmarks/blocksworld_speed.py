@@ -29,6 +29,7 @@ import statistics
 import time
 
 import numpy as np
+from _bench import grading_rates
 
 from tasks import Problem
 from tasks.blocksworld import BlocksworldTask, text
@@ -121,14 +122,7 @@ def grading_rows(answers: int) -> list[tuple[str, float, str]]:
         ("1 MB reply", large, "pick up the red block " * 50_000, 20),
     ]
     grader = BlocksworldTask()
-    rows = []
-    for name, problem, reply, count in cases:
-        reasons = set()
-        start = time.perf_counter()
-        for _ in range(count):
-            reasons.add(str(grader.grade(problem, reply).details["reason"]))
-        rows.append((name, count / (time.perf_counter() - start), ",".join(sorted(reasons))))
-    return rows
+    return grading_rates(grader, cases)
 
 
 def main() -> None:

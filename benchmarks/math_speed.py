@@ -36,20 +36,12 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+from _bench import median_time
 
 from tasks.base import Problem
 from tasks.math import MathTask
 from tasks.math.expert import wrong_candidates
 from tasks.math.generate import DIFFICULTIES, GENERATORS
-
-
-def _median_time(fn: Callable[[], object], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def generation_table(samples: int, repeats: int) -> list[tuple[str, int, float]]:
@@ -64,7 +56,7 @@ def generation_table(samples: int, repeats: int) -> list[tuple[str, int, float]]
                 for _ in range(samples):
                     task.sample(rng)
 
-            rows.append((kind, difficulty, _median_time(run, repeats) / samples * 1e6))
+            rows.append((kind, difficulty, median_time(run, repeats) / samples * 1e6))
     return rows
 
 

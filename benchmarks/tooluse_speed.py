@@ -28,13 +28,11 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
-from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
 import numpy as np
+from _bench import markdown_table, median_time
 
 import teamtr_env
 from adapters.scripted import ScriptedExpert
@@ -54,16 +52,6 @@ ADDRESS = {
     "country": "USA",
     "zip": "62701",
 }
-
-
-def median_time(fn: Callable[[], object], repeats: int) -> float:
-    """Median wall seconds of ``fn()`` over ``repeats`` runs."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def scaled_store(scale: int) -> dict[str, Any]:
@@ -198,13 +186,6 @@ def grading_section(repeats: int) -> list[tuple[str, ...]]:
     ]
 
 
-def table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    line = lambda cells: "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
-    rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
-    return "\n".join([f"### {title}", line(header), rule, *(line(r) for r in rows)])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--episodes", type=int, default=64, help="episodes per rollout")
@@ -212,17 +193,17 @@ def main() -> None:
     parser.add_argument("--scale", type=int, default=100, help="replicas in the synthetic store")
     args = parser.parse_args()
     header, *rows = tool_section(args.scale, args.repeats)
-    print(table("Tool calls/s (validation included)", header, rows))
+    print(markdown_table("Tool calls/s (validation included)", header, rows))
     print()
     print(
-        table(
+        markdown_table(
             f"Episodes (3-agent team, scripted expert, {args.episodes} in lockstep)",
             ("error rate", "episodes/s", "ms/turn", "turns/episode", "solved"),
             episodes_section(args.episodes, args.repeats),
         )
     )
     print()
-    print(table("Grading", ("what", "rate"), grading_section(args.repeats)))
+    print(markdown_table("Grading", ("what", "rate"), grading_section(args.repeats)))
 
 
 if __name__ == "__main__":

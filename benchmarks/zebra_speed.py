@@ -27,6 +27,7 @@ import statistics
 import time
 
 import numpy as np
+from _bench import grading_rates
 
 from tasks.zebra import ZebraTask, generate_puzzle
 from tasks.zebra.expert import answer_json, solve_text, swap_two_values
@@ -84,14 +85,7 @@ def grading_rows(answers: int) -> list[tuple[str, float, str]]:
         ("1 MB answer", large, "x" * 1_000_000 + answer_json(large.answer, "ok"), 20),
     ]
     grader = ZebraTask()
-    rows = []
-    for name, problem, text, count in cases:
-        reasons = set()
-        start = time.perf_counter()
-        for _ in range(count):
-            reasons.add(str(grader.grade(problem, text).details["reason"]))
-        rows.append((name, count / (time.perf_counter() - start), ",".join(sorted(reasons))))
-    return rows
+    return grading_rates(grader, cases)
 
 
 def main() -> None:
