@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -296,15 +294,3 @@ def test_cli_eval_reports_pass_hat(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert code == 0
     assert re.search(r"pass\^4\s*│\s*1\.000", out), out
-
-
-def test_docs_example_runs(tmp_path: Path) -> None:
-    page = (ROOT / "docs" / "tasks" / "tooluse.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```python\n(.*?)```", page, flags=re.DOTALL)
-    assert blocks
-    script = tmp_path / "example.py"
-    script.write_text("\n\n".join(blocks), encoding="utf-8")
-    proc = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=ROOT
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr

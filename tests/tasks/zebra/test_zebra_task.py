@@ -4,7 +4,6 @@ expert, file loading, and whole episodes through the registered environment."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import numpy as np
@@ -257,10 +256,3 @@ def test_registered_env_scripted_expert_random_policy_and_data_path() -> None:
     assert run_eval(RandomPolicy(seed=0)) == 0.0
     expert = ScriptedExpert(task, error_rate=0.0, seed=0)
     assert run_eval(expert, data_path=str(FIXTURE)) == 1.0
-
-
-def test_docs_page_example_runs() -> None:
-    page = Path(__file__).resolve().parents[3] / "docs" / "tasks" / "zebra.md"
-    blocks = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.DOTALL)
-    assert blocks, "docs/tasks/zebra.md has no python example"
-    exec(compile("\n\n".join(blocks), str(page), "exec"), {"__name__": "zebra_docs"})
