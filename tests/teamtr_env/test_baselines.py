@@ -36,8 +36,8 @@ class ByName:
         return [Generation(f"Answer: {self.value}") for _ in prompts]
 
 
-def _play(env, policies) -> None:
-    env.reset(seed=0)
+def _play(env, policies, problem=None, seed: int = 0) -> None:
+    env.reset(seed=seed, options={"problem": problem} if problem is not None else None)
     for agent in env.agent_iter():
         _, _, term, trunc, _ = env.last()
         if term or trunc:
@@ -86,24 +86,12 @@ def test_majority_vote_grades_the_most_common_answer() -> None:
     problem = env.task.sample(np.random.default_rng(0))
     gold = problem.answer
     policies = {"a": ByName(str(gold)), "b": ByName(str(gold + 1)), "c": ByName(str(gold))}
-    env.reset(seed=0, options={"problem": problem})
-    for agent in env.agent_iter():
-        _, _, term, trunc, _ = env.last()
-        if term or trunc:
-            env.step(None)
-            continue
-        env.step(policies[agent].generate([""], SamplingParams())[0].text)
+    _play(env, policies, problem)
     assert env.score is not None and env.score.correct
     assert env.score.details["votes"] == {str(gold): 2, str(gold + 1): 1}
     # a wrong majority loses even though one agent was right
     policies = {"a": ByName("1000"), "b": ByName(str(gold)), "c": ByName("1000")}
-    env.reset(seed=1, options={"problem": problem})
-    for agent in env.agent_iter():
-        _, _, term, trunc, _ = env.last()
-        if term or trunc:
-            env.step(None)
-            continue
-        env.step(policies[agent].generate([""], SamplingParams())[0].text)
+    _play(env, policies, problem, seed=1)
     assert env.score is not None and not env.score.correct and env.score.answer == "1000"
 
 
