@@ -164,7 +164,15 @@ def role_play(
     )
 
 
-PROTOCOLS = ("single", "self_consistency", "debate", "debate_judge", "role_play")
+PROTOCOL_PARAMS: Mapping[str, frozenset[str]] = {
+    "single": frozenset(),
+    "self_consistency": frozenset({"n"}),
+    "debate": frozenset({"n", "rounds"}),
+    "debate_judge": frozenset({"n", "rounds"}),
+    "role_play": frozenset({"roles", "turns"}),
+}
+"""Each protocol's own size parameters."""
+PROTOCOLS = tuple(PROTOCOL_PARAMS)
 
 
 def build_protocol(
@@ -196,13 +204,7 @@ def build_protocol(
         problems.append(f"budget_kind: expected 'samples' or 'tokens', got {budget_kind!r}")
     if budget is not None and (not isinstance(budget, int) or budget < 1):
         problems.append(f"budget: expected a positive integer, got {budget!r}")
-    allowed = {
-        "single": set(),
-        "self_consistency": {"n"},
-        "debate": {"n", "rounds"},
-        "debate_judge": {"n", "rounds"},
-        "role_play": {"roles", "turns"},
-    }.get(name, set())
+    allowed = PROTOCOL_PARAMS.get(name, frozenset())
     unknown = sorted(set(params) - allowed)
     if unknown and name in PROTOCOLS:
         problems.append(f"{name}: unknown parameters {unknown}; it takes {sorted(allowed)}")

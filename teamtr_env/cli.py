@@ -17,7 +17,7 @@ from rich.table import Table
 from adapters.base import Policy
 from adapters.scripted import HumanPolicy, RandomPolicy, ScriptedExpert
 from adapters.team import SamplingConfig
-from teamtr_env.baselines import PROTOCOLS, InferenceProtocol, build_protocol
+from teamtr_env.baselines import PROTOCOL_PARAMS, PROTOCOLS, InferenceProtocol, build_protocol
 from teamtr_env.env import TeamEnv
 from teamtr_env.errors import ConfigError, TeamTRError
 from teamtr_env.evaluation import EvalReport, evaluate, report_schema
@@ -251,12 +251,7 @@ def _protocols(args: argparse.Namespace) -> tuple[list[InferenceProtocol | None]
     params = dict(args.protocol_option)
     built: list[InferenceProtocol | None] = []
     for name in names:
-        allowed = {
-            "self_consistency": {"n"},
-            "debate": {"n", "rounds"},
-            "debate_judge": {"n", "rounds"},
-            "role_play": {"roles", "turns"},
-        }.get(name, set())
+        allowed = PROTOCOL_PARAMS[name]
         own = {k: v for k, v in params.items() if k in allowed}
         built.append(
             build_protocol(
@@ -266,7 +261,7 @@ def _protocols(args: argparse.Namespace) -> tuple[list[InferenceProtocol | None]
                 **own,
             )
         )
-    known = {"n", "rounds", "roles", "turns"}
+    known = set().union(*PROTOCOL_PARAMS.values())
     stray = sorted(set(params) - known)
     if stray:
         raise ConfigError("--protocol-option", [f"unknown keys {stray}; known: {sorted(known)}"])
@@ -348,7 +343,7 @@ def _eval_one(
     budget: dict | None,
 ) -> tuple[dict[str, Any], EvalReport]:
     runner = _runner(args, progress=not args.no_progress, protocol=protocol)
-    fixed = runner.env_fn().problems
+    fixed = runner.env.problems
     if fixed is not None:  # a data file: evaluate its problems in file order, each once
         problems = list(fixed[: args.problems or len(fixed)])
     else:

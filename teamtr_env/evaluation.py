@@ -155,7 +155,7 @@ def evaluate(
             }
             for value, idx in sorted(groups.items())
         }
-    task = runner.env_fn().task
+    task = runner.env.task
     coord = None
     grade = getattr(task, "grade", None)
     if coordination and callable(grade) and not getattr(task, "interactive", False):

@@ -19,6 +19,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -179,8 +180,6 @@ def _load_problems(task: Task, path: Any, task_kwargs: Mapping[str, Any]) -> lis
     """``task.load(path)``, once per process for the same file (path, size and modification
     time of the file, or of every file in a directory) and the same task arguments: a runner
     makes one environment per episode, and some loaders are expensive (optimal plans, parsing)."""
-    from pathlib import Path
-
     target = Path(path)
     try:
         files = sorted(target.rglob("*")) if target.is_dir() else [target]

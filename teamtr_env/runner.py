@@ -61,6 +61,12 @@ class Runner:
         self.progress = progress
         self.description = description
 
+    @property
+    def env(self) -> TeamEnv:
+        """The runner's first environment, for its task, protocol and problem set (do not step
+        it: the runner does)."""
+        return self._pool[0]
+
     def _per_agent(self, value: object, what: str) -> dict:
         if not isinstance(value, Mapping):
             return {a: value for a in self.agents}
@@ -74,7 +80,7 @@ class Runner:
 
     def sample_problems(self, n: int, seed: int = 0) -> list[Problem]:
         """``n`` problems from the environment's problem set or task generator, seeded."""
-        env = self._pool[0]
+        env = self.env
         rng = np.random.default_rng(seed)
         if env.problems is not None:
             idx = rng.choice(len(env.problems), size=n, replace=n > len(env.problems))

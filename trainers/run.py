@@ -17,6 +17,7 @@ an uninterrupted run with the same seed: every random draw derives from (seed, s
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import math
@@ -326,8 +327,6 @@ def _bc_cache_path(config: TrainConfig) -> Path | None:
     """Where ``sft.cache_dir`` keeps this run's behaviour-cloned weights (``None``: no cache)."""
     if config.sft is None or config.sft.cache_dir is None:
         return None
-    import hashlib
-
     key = {
         "task": config.task,
         "task_options": config.task_options,
