@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -44,9 +42,6 @@ from tasks.blocksworld.pddl import (
 )
 
 MAX_JSON_BYTES = 200_000_000
-_CACHE_SIZE = 8
-_CACHE: OrderedDict[tuple[object, ...], tuple[Problem, ...]] = OrderedDict()
-_CACHE_LOCK = threading.Lock()
 LOAD_MAX_EXPANSIONS = 500_000
 """Search cap when computing optimal lengths of loaded instances (12 blocks need < 100k)."""
 
@@ -168,9 +163,8 @@ def load_path(path: str | Path, split: Split = "test", optimality: bool = False)
       one problem per query, example and all, checked to re-render to the query exactly.
     * ``.jsonl``: rows written by ``tasks.save_problems``, checked.
 
-    Loading computes every optimal plan, and an environment built with ``data_path`` loads the file
-    once per environment, so results are cached per process (keyed by the path, the files' sizes
-    and modification times, ``split`` and ``optimality``; problems are immutable).
+    Loading computes every optimal plan; ``teamtr_env.make(..., data_path=...)`` loads a file once
+    per process (the registry caches loaded problem sets), not once per environment.
 
     Raises:
         ValueError: naming the file (and line) of what cannot be read.
@@ -178,25 +172,10 @@ def load_path(path: str | Path, split: Split = "test", optimality: bool = False)
     path = Path(path)
     if not path.exists():
         raise ValueError(f"{path}: no such file or directory")
-    key = (str(path.resolve()), _fingerprint(path), split, optimality)
-    with _CACHE_LOCK:
-        cached = _CACHE.get(key)
-    if cached is None:
-        cached = tuple(_load_uncached(path, split, optimality))
-        with _CACHE_LOCK:
-            _CACHE[key] = cached
-            while len(_CACHE) > _CACHE_SIZE:
-                _CACHE.popitem(last=False)
-    return list(cached)
+    return _load_path(path, split, optimality)
 
 
-def _fingerprint(path: Path) -> tuple[tuple[str, int, int], ...]:
-    """Names, sizes and modification times of the file (or of a directory's PDDL files)."""
-    files = sorted(path.glob("*.pddl")) if path.is_dir() else [path]
-    return tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files)
-
-
-def _load_uncached(path: Path, split: Split, optimality: bool) -> list[Problem]:
+def _load_path(path: Path, split: Split, optimality: bool) -> list[Problem]:
     if path.is_dir():
         return _load_directory(path, split)
     if path.suffix.lower() == ".pddl":

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import teamtr_env
 from tasks import load_problems, save_problems
 from tasks.blocksworld import BlocksworldTask, pddl, text
 from tasks.blocksworld.domain import Instance, optimal_plan, parse_action
@@ -197,9 +198,10 @@ def test_example_plan_from_json_must_solve_the_example(tmp_path: Path) -> None:
 def test_loads_are_cached_until_the_file_changes(tmp_path: Path) -> None:
     path = tmp_path / "instance-1.pddl"
     path.write_text((FIXTURES / "instance-1.pddl").read_text())
-    task = BlocksworldTask()
-    first, again = task.load(path), task.load(path)
+    first = teamtr_env.make("teamtr/Blocksworld-v0", data_path=str(path)).problems
+    again = teamtr_env.make("teamtr/Blocksworld-v0", data_path=str(path)).problems
     assert first == again and first[0] is again[0]
-    assert task.load(path, split="train")[0].split == "train"
+    assert BlocksworldTask().load(path, split="train")[0].split == "train"
     path.write_text((FIXTURES / "instance-2.pddl").read_text() + "\n; edited\n")
-    assert task.load(path)[0].answer["optimal_length"] == 8
+    edited = teamtr_env.make("teamtr/Blocksworld-v0", data_path=str(path)).problems
+    assert edited[0].answer["optimal_length"] == 8
