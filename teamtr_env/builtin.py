@@ -13,6 +13,25 @@ def register_builtin(registry: Registry) -> None:
         description="Integer arithmetic (2-digit addition by default); exact integer verifier.",
         kwargs={"digits": 2, "operators": "+", "operands": 2},
     )
+    # A relay: the first agent sees the chain, each later agent only the message before its turn.
+    registry.register(
+        "teamtr/Pipeline-v0",
+        "tasks.pipeline:PipelineTask",
+        description=(
+            "A chain of +/- steps done one step per agent; each later agent sees only the previous "
+            "message, so every message matters."
+        ),
+        kwargs={"steps": 3, "max_operand": 9, "max_value": 99},
+        env_kwargs={
+            "agents": ["step1", "step2", "step3"],
+            "visibility": "previous",
+            "system_prompts": {
+                a: "Apply the first operation of the chain and write the new chain; with one "
+                "operation left, reply: Answer: <integer>"
+                for a in ("step1", "step2", "step3")
+            },
+        },
+    )
     registry.register(
         "teamtr/Math-v0",
         "tasks.math:MathTask",

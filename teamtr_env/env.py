@@ -203,7 +203,8 @@ class TeamEnv(AECEnv):
                 for m, (owner, turn) in zip(self.transcript, self._origin)
                 if self.protocol.sees(agent, self.turn, owner, turn)
             ]
-        text, truncated = self.protocol.render(self._prompt, shown, agent)
+        prompt = self._prompt if self.protocol.shows_prompt(agent, self.turn) else None
+        text, truncated = self.protocol.render(prompt, shown, agent)
         self._context_truncated |= truncated
         return text
 

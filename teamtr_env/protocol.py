@@ -12,7 +12,7 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Literal
+from typing import Literal, get_args
 
 from adapters.toolcalls import canonicalize_tool_calls
 from tasks.base import Message
@@ -20,7 +20,7 @@ from teamtr_env.errors import ConfigError
 
 ReasoningMode = Literal["keep", "strip"]
 ToolCallMode = Literal["keep", "canonical"]
-Visibility = Literal["all", "own", "rounds"]
+Visibility = Literal["all", "own", "rounds", "previous"]
 FinalAnswer = Literal["final_agent", "majority"]
 
 DEFAULT_AGENTS: tuple[str, ...] = ("solver", "critic", "aggregator")
@@ -74,7 +74,11 @@ class TeamProtocol:
         visibility: which earlier messages an agent sees. ``"all"`` (a shared context, the
             default); ``"own"``: only its own messages (independent samples, as in
             self-consistency); ``"rounds"``: every message of the *completed* rounds of
-            ``round_size`` turns plus its own (debate: answers stay private within a round).
+            ``round_size`` turns plus its own (debate: answers stay private within a round);
+            ``"previous"``: a relay or pipeline, where the agent of turn 0 sees the problem and
+            every later agent sees only the message(s) of the turn just before its own (not the
+            problem, not its own earlier messages), so each message carries what the next agent
+            needs.
         round_size: turns per round for ``visibility="rounds"`` (default: the number of agents
             outside ``full_view``).
         full_view: agents that always see every message (e.g. a debate's judge).
@@ -139,7 +143,11 @@ class TeamProtocol:
     def sees(self, viewer: str, viewer_turn: int, speaker: str, message_turn: int) -> bool:
         """Whether ``viewer``, about to play turn ``viewer_turn``, sees a message of turn
         ``message_turn`` by ``speaker`` (environment feedback counts as its turn's agent's)."""
-        if self.visibility == "all" or viewer in self.full_view or speaker == viewer:
+        if self.visibility == "all" or viewer in self.full_view:
+            return True
+        if self.visibility == "previous":
+            return message_turn == viewer_turn - 1
+        if speaker == viewer:
             return True
         if self.visibility == "own":
             return False
@@ -190,16 +198,25 @@ class TeamProtocol:
             notes.append("control_chars_removed")
         return CleanedMessage(cleaned, tuple(notes))
 
-    def render(self, prompt: str, transcript: Sequence[Message], agent: str) -> tuple[str, bool]:
-        """The context ``agent`` sees: system prompt, the task's prompt, every message so far and a
-        cue line naming the active agent.
+    def shows_prompt(self, viewer: str, viewer_turn: int) -> bool:
+        """Whether ``viewer``, about to play turn ``viewer_turn``, sees the task's opening prompt
+        (always, except for ``visibility="previous"`` after turn 0)."""
+        return self.visibility != "previous" or viewer_turn == 0 or viewer in self.full_view
+
+    def render(
+        self, prompt: str | None, transcript: Sequence[Message], agent: str
+    ) -> tuple[str, bool]:
+        """The context ``agent`` sees: system prompt, the task's prompt (``None``: not shown),
+        every message so far and a cue line naming the active agent.
 
         Returns:
             ``(text, truncated)``; ``truncated`` is true when old messages were dropped or the
             text was cut to ``max_context_chars``.
         """
         system = self.system_prompt(agent)
-        head = (f"{system}\n" if system else "") + f"### {self.header}\n{prompt}\n"
+        head = (f"{system}\n" if system else "") + (
+            f"### {self.header}\n{prompt}\n" if prompt is not None else ""
+        )
         cue = f"### {agent}\n"
         blocks = [f"### {m.speaker}\n{m.text}\n" for m in transcript]
         budget = self.max_context_chars - len(head) - len(cue)
@@ -259,9 +276,9 @@ def _validate(protocol: TeamProtocol, earlier: list[str]) -> list[str]:
         )
     if protocol.tool_calls not in ("keep", "canonical"):
         problems.append(f"tool_calls: expected 'keep' or 'canonical', got {protocol.tool_calls!r}")
-    if protocol.visibility not in ("all", "own", "rounds"):
+    if protocol.visibility not in get_args(Visibility):
         problems.append(
-            f"visibility: expected 'all', 'own' or 'rounds', got {protocol.visibility!r}"
+            f"visibility: expected one of {list(get_args(Visibility))}, got {protocol.visibility!r}"
         )
     if protocol.final_answer not in ("final_agent", "majority"):
         problems.append(

@@ -1,0 +1,97 @@
+"""The ``teamtr/Pipeline-v0`` task plugin: a chain of operations, one step per agent."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tasks.arith.rules import extract_answer
+from tasks.base import Problem, Score, SingleAnswerTask, TaskConfigError
+from tasks.pipeline import rules
+
+
+class PipelineTask(SingleAnswerTask):
+    """A computation split into steps that a relay of agents carries out one step each.
+
+    The problem is a chain such as ``7 +5 -3 +8``. Played with ``visibility="previous"`` (as
+    registered), the first agent sees the chain and every later agent sees only the message just
+    before its turn, so agent ``i`` must apply one operation and pass the rest on
+    (``12 -3 +8``), and the last agent states the result (``Answer: 17``). Every agent's message
+    matters by construction: a later agent cannot see the problem, so it cannot repair an earlier
+    mistake, and its input is whatever its predecessor writes. Give the team as many agents as
+    the chain has ``steps``.
+
+    Args:
+        steps: operations per chain (1-8); one per agent.
+        max_operand: operations are ``+d`` or ``-d`` with ``1 <= d <= max_operand`` (1-9).
+        max_value: every running value stays in ``[0, max_value]`` (9-999).
+        split: the split generated problems are labelled with.
+
+    Raises:
+        TaskConfigError: listing every invalid argument at once.
+    """
+
+    name = "pipeline"
+    description = (
+        "A chain of +/- steps done one step per agent; later agents see only the previous message."
+    )
+
+    def __init__(
+        self, steps: int = 3, max_operand: int = 9, max_value: int = 99, split: str = "train"
+    ) -> None:
+        problems = []
+        if not _is_int(steps) or not 1 <= steps <= rules.MAX_STEPS:
+            problems.append(f"steps must be an integer in 1..{rules.MAX_STEPS}, got {steps!r}")
+        if not _is_int(max_operand) or not 1 <= max_operand <= 9:
+            problems.append(f"max_operand must be an integer in 1..9, got {max_operand!r}")
+        if not _is_int(max_value) or not 9 <= max_value <= 999:
+            problems.append(f"max_value must be an integer in 9..999, got {max_value!r}")
+        if split not in ("train", "validation", "test"):
+            problems.append(f"split must be 'train', 'validation' or 'test', got {split!r}")
+        if problems:
+            raise TaskConfigError("PipelineTask", problems)
+        self.steps = steps
+        self.max_operand = max_operand
+        self.max_value = max_value
+        self.split = split
+
+    def sample(self, rng: np.random.Generator) -> Problem:
+        """A chain of this task's split (the splits partition chains by a hash of their id)."""
+        return self.draw_in_split(rng, self._draw, self.split)  # type: ignore[arg-type]
+
+    def _draw(self, rng: np.random.Generator) -> Problem:
+        start, ops = rules.generate(rng, self.steps, self.max_operand, self.max_value)
+        chain = rules.render(start, ops)
+        return Problem(
+            id="pipeline:" + chain.replace(" ", ""),
+            data={"chain": chain},
+            answer=rules.result(start, ops),
+            split=self.split,  # type: ignore[arg-type]
+            meta={"steps": len(ops)},
+        )
+
+    def prompt(self, problem: Problem) -> str:
+        return str(problem.data["chain"])
+
+    def grade(self, problem: Problem, text: str) -> Score:
+        value, how = extract_answer(text)
+        if value is None:
+            return Score(0.0, False, None, {"reason": "no_integer_found"})
+        if how != "answer_tag":
+            # An unfinished chain ("9 +8") ends in an integer that is not the team's answer.
+            return Score(0.0, False, str(value), {"reason": "no_answer_tag", "extraction": how})
+        correct = value == problem.answer
+        details = {"reason": "correct" if correct else "wrong_answer", "extraction": how}
+        return Score(float(correct), correct, str(value), details)
+
+    def expert_reply(self, context: str, rng: np.random.Generator, *, make_error: bool) -> str:
+        """Does one step of the last chain in the context (the problem for the first agent, the
+        previous message for the others); off by 1-3 when ``make_error``."""
+        chain = rules.last_chain(context)
+        if chain is None:
+            return "I cannot find the chain."
+        error = int(rng.choice([-1, 1])) * int(rng.integers(1, 4)) if make_error else 0
+        return rules.step(*chain, error=error)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
