@@ -17,7 +17,7 @@ import numpy as np
 MAX_STEPS = 8
 # A chain: an integer, then up to MAX_STEPS signed one- or two-digit operations, space-separated.
 _CHAIN = re.compile(
-    r"^[ \t]{0,3}(-?\d{1,4})((?:[ \t]{1,3}[+-]\d{1,2}){0,%d})[ \t]{0,3}$" % MAX_STEPS
+    r"^[ \t]{0,3}(-?\d{1,4})((?:[ \t]{1,3}[+-]\d{1,2}){0," + str(MAX_STEPS) + r"})[ \t]{0,3}$"
 )
 _OP = re.compile(r"([+-])(\d{1,2})")
 
