@@ -7,7 +7,7 @@ another process (rollout workers later) unchanged.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -132,6 +132,46 @@ class RolloutBatch:
     def group_rewards(self) -> np.ndarray:
         """Team rewards, shape ``(num_problems, group_size)`` (the layout of group advantages)."""
         return self.rewards().reshape(-1, self.group_size)
+
+    @property
+    def num_groups(self) -> int:
+        """How many problems (advantage groups) the batch holds."""
+        return len(self.episodes) // self.group_size
+
+    def groups(self, start: int, stop: int) -> RolloutBatch:
+        """The sub-batch of groups ``[start, stop)``, renumbered from 0 (episode ``e`` of the
+        sub-batch is episode ``start * group_size + e`` here). Its stats count only its own
+        episodes, messages and generated text; wall and policy times are pro-rated.
+
+        Raises:
+            ValueError: the range is empty or outside ``[0, num_groups]``.
+        """
+        if not 0 <= start < stop <= self.num_groups:
+            raise ValueError(
+                f"groups({start}, {stop}): expected 0 <= start < stop <= {self.num_groups}"
+            )
+        g, first = self.group_size, start * self.group_size
+        last = stop * g
+        episodes = tuple(
+            replace(e, episode=e.episode - first, group=e.group - start)
+            for e in self.episodes[first:last]
+        )
+        messages = tuple(
+            replace(m, episode=m.episode - first, group=m.group - start)
+            for m in self.messages
+            if first <= m.episode < last
+        )
+        share = len(episodes) / max(len(self.episodes), 1)
+        stats = replace(
+            self.stats,
+            envs=len(episodes),
+            messages=len(messages),
+            chars_generated=sum(len(m.text) for m in messages),
+            tokens_generated=sum(len(m.token_ids) for m in messages),
+            wall_s=self.stats.wall_s * share,
+            policy_s=self.stats.policy_s * share,
+        )
+        return RolloutBatch(messages, episodes, g, stats)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (inverse: :meth:`from_dict`); ``pickle`` works too."""

@@ -18,7 +18,7 @@ from trainers.sft import SFTConfig
 Method = Literal["teamtr", "naive_sequential", "joint"]
 Order = Literal["fixed", "reverse", "random"]
 DeltaMode = Literal["fixed", "adaptive", "none"]
-Budget = Literal["matched", "per_sample"]
+Budget = Literal["disjoint", "matched", "per_sample"]
 DEMO_TASK_OPTIONS: dict[str, Any] = {
     "digits": 1,
     "system_prompts": {"solver": "", "critic": "", "aggregator": ""},
@@ -46,9 +46,13 @@ class ScheduleConfig:
     problems_per_batch: int = _help("B: prompts per rollout batch", 16)
     group_size: int = _help("G: rollouts per prompt (the advantage group)", 4)
     budget: Budget = _help(
-        "matched: single-batch methods sample as many rollouts per stage as teamtr does "
-        "(one batch n/r times larger); per_sample: every sampling event uses B prompts",
-        "matched",
+        "disjoint: every update gets its own B prompts x G rollouts (single-batch methods sample "
+        "n*B prompts at the stage start and update agent i on the i-th disjoint slice), so data, "
+        "gradient work and tokens per update are equal and only staleness differs; matched: "
+        "single-batch methods sample as many rollouts per stage as teamtr does (one batch n/r "
+        "times larger) and update every agent on all of it; per_sample: every sampling event "
+        "uses B prompts",
+        "disjoint",
     )
     importance_weighting: bool = _help(
         "naive_sequential ablation: reweight stale rollouts by the already-updated agents' ratios",
@@ -79,7 +83,11 @@ class TrustRegionConfig:
     delta_min: float = _help("lower bound of the adaptive delta", 0.002)
     delta_max: float = _help("upper bound of the adaptive delta", 0.05)
     beta: float = _help("initial KL-penalty coefficient (Eq. 17)", 0.1)
-    adapt_beta: bool = _help("double beta when KL > delta, halve when KL < delta / 2", True)
+    adapt_beta: bool = _help(
+        "adapt beta on the kept (post-backtracking) KL: double it when an update is reverted, "
+        "halve it when the kept step used < delta / 2",
+        True,
+    )
     max_backtracks: int = _help(
         "halvings of the step toward the old parameters before reverting", 6
     )

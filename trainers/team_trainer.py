@@ -10,10 +10,17 @@ One stage updates every trainable agent once, in an update order sigma (fixed, r
   reweighting, joint and naive sequential produce the same parameters; they differ in what is
   measured (joint has no intermediate teams, so no stale-gap diagnostics).
 
-Every update is an ``update_agent`` call (trust region enforced there). Diagnostics per update: the
-stale gap |L_stale - L_inter| between the new parameters' surrogate on stage-start rollouts and on
-rollouts of the intermediate team (naive/joint sample those extra intermediate batches only for the
-diagnostic, outside the training budget).
+Every update is an ``update_agent`` call (trust region enforced there). The ``disjoint`` budget (the
+default) gives every update its own B prompts x G rollouts: naive sequential and joint sample n*B
+prompts at the stage start and update agent i on the i-th disjoint slice, TeamTR samples B fresh
+prompts per update, so the learners differ only in staleness.
+
+Diagnostics per update i >= 1 (naive sequential and TeamTR; outside the training budget): the
+updated agent's surrogate ``mean(w A)`` on three batches of B prompts that are independent of the
+update batch: ``L_stale`` on a stage-start batch, ``L_inter`` on a fresh batch of the intermediate
+team pi_hat^{i-1}, and the same surrogate on a second stage-start batch. ``stale_gap = |L_stale -
+L_inter|`` (summed: Delta_stale) and ``noise_floor = |L_stale - L_stale'|``, the gap two
+independent batches of the same team show by sampling noise alone.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import numpy as np
 import torch
 
 from adapters.base import SamplingParams, TrainablePolicy
+from tasks.base import Problem
 from teamtr_env.env import TeamEnv
 from teamtr_env.rollout import MessageRecord, RolloutBatch
 from teamtr_env.runner import Runner, derive_seed
@@ -45,6 +53,7 @@ from trainers.update import (
 )
 
 _ORDER_STREAM, _TRAIN_STREAM, _DIAG_STREAM, _PROBLEM_STREAM = 11, 13, 17, 19
+_STALE_INDEX = 1_000  # sample index of the stage-start diagnostic batches (updates use 0..n-1)
 
 
 @dataclass
@@ -129,7 +138,7 @@ class TeamTrainer:
         stream = _TRAIN_STREAM if purpose == "train" else _DIAG_STREAM
         seed = derive_seed(self.config.seed, stream, stage, index)
         batch = self.runner.rollout(
-            self.runner.sample_problems(problems, seed=derive_seed(seed, _PROBLEM_STREAM)),
+            self._draw_problems(problems, derive_seed(seed, _PROBLEM_STREAM)),
             group_size=self.config.schedule.group_size,
             seed=seed,
         )
@@ -140,6 +149,15 @@ class TeamTrainer:
         self.totals[key] += batch.stats.envs
         self.totals["tokens" if purpose == "train" else "diagnostic_tokens"] += tokens
         return batch
+
+    def _draw_problems(self, n: int, seed: int) -> list[Problem]:
+        """``n`` training prompts drawn i.i.d. from the training distribution (a problem set or
+        the task's generator). Unlike evaluation, training may draw a problem twice: a batch is
+        a sample of the distribution the RL objective averages over, not a set of test items."""
+        env, rng = self.runner.env, np.random.default_rng(seed)
+        if env.problems is not None:
+            return [env.problems[int(i)] for i in rng.integers(0, len(env.problems), size=n)]
+        return [env.task.sample(rng) for _ in range(n)]
 
     def update_order(self, stage: int) -> list[str]:
         """sigma for this stage, over the trainable agents."""
@@ -153,13 +171,33 @@ class TeamTrainer:
         return order
 
     # -- one stage ----------------------------------------------------------------------------
+    def sampling_plan(self, n: int) -> list[tuple[int, int, int]]:
+        """The stage's sampling events as ``(first update, updates covered, problems)``.
+
+        TeamTR samples before every ``resample_every``-th update; naive sequential and joint sample
+        once, at the stage start. ``budget`` sizes each event: ``disjoint`` gives every update
+        its own ``B`` problems (the event's batch is sliced), ``matched`` gives single-batch
+        methods one batch as large as all of TeamTR's together, ``per_sample`` gives ``B``.
+        """
+        sched = self.config.schedule
+        r = n if sched.method != "teamtr" else sched.resample_every
+        b, events = sched.problems_per_batch, []
+        for first in range(0, n, r):
+            covered = min(r, n - first)
+            if sched.budget == "disjoint":
+                problems = b * covered
+            elif sched.budget == "matched" and sched.method != "teamtr":
+                problems = b * math.ceil(n / sched.resample_every)
+            else:
+                problems = b
+            events.append((first, covered, problems))
+        return events
+
     def run_stage(self, on_update: Callable[[int, int], None] | None = None) -> StageReport:
         """Runs stage ``self.stage`` and advances it. ``on_update(i, n)`` reports progress."""
         cfg, sched = self.config, self.config.schedule
         stage, order = self.stage, self.update_order(self.stage)
-        n, r = len(order), sched.resample_every
-        per_event = sched.problems_per_batch
-        events = math.ceil(n / r)
+        n = len(order)
         t_stage = time.perf_counter()
         timing: dict[str, float] = defaultdict(float)
         report = StageReport()
@@ -172,22 +210,40 @@ class TeamTrainer:
             )
             return batch
 
-        single = sched.method != "teamtr"
-        first = per_event * events if single and sched.budget == "matched" else per_event
-        stage_start = batch = timed_sample(0, first, "train")
-        rewards = [float(batch.rewards().mean())]
-        stale_log_ratio = torch.zeros(len(batch.episodes), dtype=torch.float64)
+        plan = {first: (covered, problems) for first, covered, problems in self.sampling_plan(n)}
+        stale = None
+        if cfg.diagnostics and sched.method != "joint" and n > 1:
+            # Two independent stage-start batches: L_stale on one, the noise floor against the other.
+            b = sched.problems_per_batch
+            stale = (
+                timed_sample(_STALE_INDEX, b, "diagnostic"),
+                timed_sample(_STALE_INDEX + 1, b, "diagnostic"),
+            )
+        rewards: list[float] = []
+        stage_start: RolloutBatch | None = None
+        stale_log_ratio: torch.Tensor | None = None
         for i, agent in enumerate(order):
-            if not single and i > 0 and i % r == 0:
-                batch = timed_sample(i, per_event, "train")
-                rewards.append(float(batch.rewards().mean()))
+            if i in plan:
+                event_start, (covered, problems) = i, plan[i]
+                event = timed_sample(i, problems, "train")
+                rewards.append(float(event.rewards().mean()))
+                if stage_start is None:
+                    stage_start = event
+                    stale_log_ratio = torch.zeros(len(event.episodes), dtype=torch.float64)
+            assert stage_start is not None and stale_log_ratio is not None
+            offset, batch = 0, event
+            if sched.budget == "disjoint" and covered > 1:
+                size = event.num_groups // covered
+                j = i - event_start
+                batch = event.groups(j * size, (j + 1) * size)
+                offset = j * size * event.group_size
             slot = self.slots[agent]
             messages = batch.messages_of(agent)
             groups = self._advantages(batch)
             adv = groups.advantages.flatten()
             msg_adv = torch.tensor([float(adv[m.episode]) for m in messages], dtype=torch.float32)
             weights = (
-                self._stale_weights(messages, stale_log_ratio)
+                self._stale_weights(messages, stale_log_ratio, offset)
                 if sched.importance_weighting
                 else None
             )
@@ -197,11 +253,21 @@ class TeamTrainer:
                 self.settings.micro_batch_size,
                 self.settings.score_temperature,
             )
-            diag = (
-                self._diagnostic_inputs(i, agent, batch, stage_start, timed_sample, behaviour)
-                if cfg.diagnostics
-                else None
-            )
+            pre_weights = None
+            if sched.importance_weighting:  # the agent's stage-start log-probs on the whole batch
+                pre_weights = (
+                    behaviour
+                    if batch is stage_start
+                    else self._score(agent, stage_start.messages_of(agent))
+                )
+            diag = None
+            if stale is not None and i > 0:
+                t0 = time.perf_counter()
+                inter = self.sample(stage, i, sched.problems_per_batch, "diagnostic")
+                diag = self._diagnostic_inputs(
+                    agent, {"stale": stale[0], "floor": stale[1], "inter": inter}
+                )
+                timing["diagnostic_s"] += time.perf_counter() - t0
             delta = None if cfg.trust_region.delta_mode == "none" else slot.delta
             result = update_agent(
                 slot.policy,
@@ -219,13 +285,17 @@ class TeamTrainer:
             if result.accepted and result.step_scale > 0:
                 slot.version += 1
             if cfg.trust_region.adapt_beta and delta is not None:
-                slot.beta = adapt_beta(slot.beta, result.kl_raw, delta)
+                slot.beta = adapt_beta(slot.beta, result, delta)
             if cfg.trust_region.delta_mode == "adaptive":
                 tr = cfg.trust_region
                 slot.delta = adapt_delta(slot.delta, result, low=tr.delta_min, high=tr.delta_max)
-            gap = self._stale_gap(agent, diag, result.l_seq) if diag is not None else math.nan
-            if sched.importance_weighting:  # naive only: the update batch is the stage-start batch
-                stale_log_ratio += self._episode_log_ratio(agent, stage_start, behaviour)
+            surrogates = {"stale": math.nan, "inter": math.nan, "floor": math.nan}
+            if diag is not None:
+                t0 = time.perf_counter()
+                surrogates = self._surrogates(agent, diag)
+                timing["diagnostic_s"] += time.perf_counter() - t0
+            if sched.importance_weighting:  # the trajectory weight's factor of this agent
+                stale_log_ratio += self._episode_log_ratio(agent, stage_start, pre_weights)
             record = {
                 "stage": stage,
                 "index": i,
@@ -241,7 +311,10 @@ class TeamTrainer:
                 "beta": slot.beta,
                 "delta": math.inf if delta is None else delta,
                 "l_seq": result.l_seq,
-                "stale_gap": gap,
+                "l_stale": surrogates["stale"],
+                "l_inter": surrogates["inter"],
+                "stale_gap": abs(surrogates["stale"] - surrogates["inter"]),
+                "noise_floor": abs(surrogates["stale"] - surrogates["floor"]),
                 "ratio_clip_frac": result.ratio_clip_frac,
                 "adv_clip_frac": groups.clip_frac,
                 "messages": result.n_messages,
@@ -250,59 +323,72 @@ class TeamTrainer:
             report.updates.append(record)
             if on_update is not None:
                 on_update(i + 1, n)
-
-        gaps = [u["stale_gap"] for u in report.updates if not math.isnan(u["stale_gap"])]
-        kls = [u["kl_raw"] for u in report.updates if math.isfinite(u["kl_raw"])]
-        report.metrics.update(
-            {
-                "stage/reward_mean": float(np.mean(rewards)),
-                "stage/delta_stale": float(sum(gaps)) if gaps else math.nan,
-                "stage/kl_tok_mean": float(np.mean(kls)) if kls else math.nan,
-                "stage/kl_tok_max": float(np.max(kls)) if kls else math.nan,
-                "stage/out_of_region_rate": float(
-                    np.mean([u["out_of_region_raw"] for u in report.updates])
-                ),
-                "stage/accepted_rate": float(np.mean([u["accepted"] for u in report.updates])),
-                "stage/rollouts": float(
-                    sum(
-                        e.episodes
-                        for e in self.samples
-                        if e.stage == stage and e.purpose == "train"
-                    )
-                ),
-                "stage/tokens": float(
-                    sum(e.tokens for e in self.samples if e.stage == stage and e.purpose == "train")
-                ),
-                "stage/wall_s": time.perf_counter() - t_stage,
-                **{f"stage/{k}": v for k, v in timing.items()},
-            }
-        )
-        for u in report.updates:
-            prefix = f"agent/{u['agent']}/"
-            for key in (
-                "kl_tok",
-                "kl_raw",
-                "beta",
-                "delta",
-                "backtracks",
-                "l_seq",
-                "stale_gap",
-                "ratio_clip_frac",
-                "adv_clip_frac",
-                "accepted",
-                "in_region",
-            ):
-                value = u[key]
-                if isinstance(value, float) and not math.isfinite(value):
-                    continue  # e.g. no stale gap for a stage's first update, no radius without TR
-                report.metrics[prefix + key] = float(value)
+        self._stage_metrics(report, stage, rewards, timing, t_stage)
         for key, value in timing.items():
             self.totals[key] += value
         self.totals["stage_wall_s"] += report.metrics["stage/wall_s"]
         self.stage += 1
         return report
 
+    def _stage_metrics(
+        self,
+        report: StageReport,
+        stage: int,
+        rewards: list[float],
+        timing: Mapping[str, float],
+        t_stage: float,
+    ) -> None:
+        """Fills ``report.metrics``: the stage's means and sums, and each agent's namespaced keys."""
+        updates = report.updates
+        gaps = [u["stale_gap"] for u in updates if not math.isnan(u["stale_gap"])]
+        floors = [u["noise_floor"] for u in updates if not math.isnan(u["noise_floor"])]
+        kls = [u["kl_raw"] for u in updates if math.isfinite(u["kl_raw"])]
+        train = [e for e in self.samples if e.stage == stage and e.purpose == "train"]
+        report.metrics.update(
+            {
+                "stage/reward_mean": float(np.mean(rewards)),
+                "stage/delta_stale": float(sum(gaps)) if gaps else math.nan,
+                "stage/delta_stale_noise_floor": float(sum(floors)) if floors else math.nan,
+                "stage/kl_tok_mean": float(np.mean(kls)) if kls else math.nan,
+                "stage/kl_tok_max": float(np.max(kls)) if kls else math.nan,
+                "stage/out_of_region_rate": float(
+                    np.mean([u["out_of_region_raw"] for u in updates])
+                ),
+                "stage/accepted_rate": float(np.mean([u["accepted"] for u in updates])),
+                "stage/rollouts": float(sum(e.episodes for e in train)),
+                "stage/tokens": float(sum(e.tokens for e in train)),
+                "stage/wall_s": time.perf_counter() - t_stage,
+                **{f"stage/{k}": v for k, v in timing.items()},
+            }
+        )
+        keys = (
+            "kl_tok",
+            "kl_raw",
+            "beta",
+            "delta",
+            "backtracks",
+            "l_seq",
+            "stale_gap",
+            "noise_floor",
+            "ratio_clip_frac",
+            "adv_clip_frac",
+            "accepted",
+            "in_region",
+        )
+        for u in updates:
+            prefix = f"agent/{u['agent']}/"
+            for key in keys:
+                value = u[key]
+                if isinstance(value, float) and not math.isfinite(value):
+                    continue  # e.g. no stale gap for a stage's first update, no radius without TR
+                report.metrics[prefix + key] = float(value)
+
     # -- helpers -------------------------------------------------------------------------------
+    def _score(self, agent: str, messages: list[MessageRecord]) -> list[Any]:
+        """``agent``'s current log-probs of ``messages`` (no gradient)."""
+        mb, temp = self.settings.micro_batch_size, self.settings.score_temperature
+        return score(self.slots[agent].policy, messages, mb, temp)
+
     def _advantages(self, batch: RolloutBatch) -> GroupAdvantages:
         o = self.config.optim
         rewards = torch.tensor(batch.group_rewards(), dtype=torch.float32)
@@ -311,67 +397,49 @@ class TeamTrainer:
         )
 
     def _diagnostic_inputs(
-        self,
-        i: int,
-        agent: str,
-        batch: RolloutBatch,
-        stage_start: RolloutBatch,
-        sample: Callable[..., RolloutBatch],
-        behaviour: Any,
-    ) -> dict[str, Any] | None:
-        """Behaviour log-probs of the agent on stage-start and intermediate rollouts, taken before
-        its update (the agent is still at its stage-start parameters). ``behaviour`` are the
-        log-probs already computed on the update batch ``batch``: reused, not recomputed, when
-        the intermediate batch is the update batch (TeamTR)."""
-        if i == 0 or self.config.schedule.method == "joint":
-            return None
-        inter = (
-            batch
-            if batch is not stage_start
-            else sample(i, self.config.schedule.problems_per_batch, "diagnostic")
-        )
-        slot, mb, temp = (
-            self.slots[agent],
-            self.settings.micro_batch_size,
-            self.settings.score_temperature,
-        )
+        self, agent: str, batches: Mapping[str, RolloutBatch]
+    ) -> dict[str, tuple[list[MessageRecord], torch.Tensor, list[Any]]]:
+        """For each diagnostic batch: the agent's messages, their advantages and the agent's
+        log-probs BEFORE its update (the behaviour policy of the surrogate's ratio)."""
         out = {}
-        for name, b in (("stale", stage_start), ("inter", inter)):
+        for name, b in batches.items():
             msgs = b.messages_of(agent)
             adv = self._advantages(b).advantages.flatten()
-            old = behaviour if b is batch else score(slot.policy, msgs, mb, temp)
-            out[name] = (msgs, torch.tensor([float(adv[m.episode]) for m in msgs]), old)
+            out[name] = (
+                msgs,
+                torch.tensor([float(adv[m.episode]) for m in msgs]),
+                self._score(agent, msgs),
+            )
         return out
 
-    def _stale_gap(self, agent: str, diag: dict[str, Any], l_seq: float) -> float:
+    def _surrogates(
+        self, agent: str, diag: Mapping[str, tuple[list[MessageRecord], torch.Tensor, list[Any]]]
+    ) -> dict[str, float]:
+        """The updated agent's surrogate ``mean(w A)`` on each diagnostic batch (independent of
+        the update batch and of equal size): ``stale`` on a stage-start batch, ``inter`` on a
+        batch of the intermediate team, ``floor`` on a second stage-start batch."""
         values = {}
-        slot, mb, temp = (
-            self.slots[agent],
-            self.settings.micro_batch_size,
-            self.settings.score_temperature,
-        )
         for name, (msgs, adv, old) in diag.items():
             if not msgs:
-                return math.nan
-            new = score(slot.policy, msgs, mb, temp)
-            values[name] = surrogate_value(*_joined(new, old), adv)
-        return abs(values["stale"] - values["inter"])
+                values[name] = math.nan
+                continue
+            values[name] = surrogate_value(*_joined(self._score(agent, msgs), old), adv)
+        return values
 
     def _stale_weights(
-        self, messages: list[MessageRecord], log_ratio: torch.Tensor
+        self, messages: list[MessageRecord], log_ratio: torch.Tensor, offset: int
     ) -> torch.Tensor:
-        return torch.exp(torch.tensor([float(log_ratio[m.episode]) for m in messages])).float()
+        """Trajectory weights ``w^{0->i-1}`` of the update batch's messages (episode ``e`` of a
+        disjoint slice is episode ``offset + e`` of the stage-start batch)."""
+        return torch.exp(
+            torch.tensor([float(log_ratio[offset + m.episode]) for m in messages])
+        ).float()
 
     def _episode_log_ratio(self, agent: str, batch: RolloutBatch, behaviour: Any) -> torch.Tensor:
         """Per episode, the sum over ``agent``'s messages of log(pi_new / pi_old): this agent's
         factor of the trajectory weight w^{0->i} (``behaviour`` = its log-probs before the update)."""
-        slot, mb, temp = (
-            self.slots[agent],
-            self.settings.micro_batch_size,
-            self.settings.score_temperature,
-        )
         msgs = batch.messages_of(agent)
-        new_lp, old_lp, mask = _joined(score(slot.policy, msgs, mb, temp), behaviour)
+        new_lp, old_lp, mask = _joined(self._score(agent, msgs), behaviour)
         per_msg = ((new_lp - old_lp) * mask).sum(-1).double()
         out = torch.zeros(len(batch.episodes), dtype=torch.float64)
         out.index_add_(0, torch.tensor([m.episode for m in msgs], dtype=torch.long), per_msg)

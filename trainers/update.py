@@ -237,15 +237,19 @@ def update_agent(
 
 
 def adapt_beta(
-    beta: float, kl_raw: float, delta: float, *, low: float = 1e-4, high: float = 1e3
+    beta: float, result: UpdateResult, delta: float, *, low: float = 1e-4, high: float = 1e3
 ) -> float:
-    """The adaptive penalty rule: double ``beta`` when the full step left the region, halve it when
-    the step used less than half of it (bounded to ``[low, high]``)."""
-    if not math.isfinite(kl_raw):
+    """The adaptive penalty rule, on the KL of the parameters actually kept.
+
+    Doubles ``beta`` when the update was reverted (even the smallest step left the region, or the
+    loss or KL was not finite), halves it when the kept step used less than half of the region,
+    and keeps it otherwise (bounded to ``[low, high]``). A full step that left the region but was
+    backtracked into it does not raise ``beta``: backtracking already fixed the step, and raising
+    the penalty as well would throttle the agent twice.
+    """
+    if not result.accepted or not math.isfinite(result.kl):
         return min(beta * 2.0, high)
-    if kl_raw > delta:
-        return min(beta * 2.0, high)
-    if kl_raw < delta / 2:
+    if result.kl < delta / 2:
         return max(beta / 2.0, low)
     return beta
 

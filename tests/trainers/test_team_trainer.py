@@ -26,7 +26,29 @@ def test_teamtr_resamples_under_the_intermediate_team_before_every_update() -> N
     first = train[0].versions
     assert train[1].versions == {**first, "a": first["a"] + 1}
     assert train[2].versions == {**first, "a": first["a"] + 1, "b": first["b"] + 1}
-    assert not [e for e in trainer.samples if e.purpose == "diagnostic"]  # fresh batches suffice
+
+
+def test_stale_gap_is_measured_on_independent_batches_with_a_noise_floor() -> None:
+    trainer = TeamTrainer(config(), lambda: env_fn(("a", "b", "c")), tabular_team(("a", "b", "c")))
+    report = trainer.run_stage()
+    train = {e.index: e for e in trainer.samples if e.purpose == "train"}
+    diag = [e for e in trainer.samples if e.purpose == "diagnostic"]
+    # Two stage-start batches (L_stale and the noise floor), then for every update after the
+    # first a fresh batch of the intermediate team that is NOT the update batch (TeamTR's update
+    # batch is in-sample for its own surrogate, so it cannot serve as L_inter).
+    assert [e.index for e in diag] == [1000, 1001, 1, 2]
+    assert diag[0].versions == diag[1].versions == train[0].versions
+    assert diag[2].versions == train[1].versions and diag[3].versions == train[2].versions
+    assert all(e.episodes == train[0].episodes for e in diag)  # equal sizes
+    first, *rest = report.updates
+    assert math.isnan(first["stale_gap"]) and math.isnan(first["noise_floor"])
+    for u in rest:
+        assert u["stale_gap"] == abs(u["l_stale"] - u["l_inter"])
+        assert u["noise_floor"] >= 0 and math.isfinite(u["noise_floor"])
+    m = report.metrics
+    assert m["stage/delta_stale"] == sum(u["stale_gap"] for u in rest)
+    assert m["stage/delta_stale_noise_floor"] == sum(u["noise_floor"] for u in rest)
+    assert trainer.totals["diagnostic_rollouts"] == 4 * 16 and m["stage/rollouts"] == 3 * 16
 
 
 def test_naive_sequential_reuses_stage_start_rollouts() -> None:
@@ -36,9 +58,67 @@ def test_naive_sequential_reuses_stage_start_rollouts() -> None:
     )
     train = [e for e in trainer.samples if e.purpose == "train"]
     assert [(e.stage, e.index) for e in train] == [(0, 0), (1, 0)]
-    # Matched budget: one batch with as many rollouts as teamtr's three batches.
+    # One batch with as many rollouts as teamtr's three batches.
     assert train[0].episodes == 3 * 4 * 4
     assert train[1].versions == {"a": 1, "b": 1, "c": 1}
+
+
+def test_disjoint_budget_gives_every_update_its_own_slice() -> None:
+    agents = ("a", "b", "c")
+    per_update = 4 * 4  # B prompts x G rollouts, one message per agent each
+    for method in ("naive_sequential", "teamtr", "joint"):
+        trainer = TeamTrainer(
+            config(schedule__method=method, diagnostics=False),
+            lambda: env_fn(agents),
+            tabular_team(agents),
+        )
+        report = trainer.run_stage()
+        assert [u["messages"] for u in report.updates] == [per_update] * 3, method
+        assert report.metrics["stage/rollouts"] == 3 * per_update, method
+    # The slices are disjoint: agent i is updated on groups [i*B, (i+1)*B) of the stage batch.
+    trainer = TeamTrainer(
+        config(schedule__method="naive_sequential", diagnostics=False),
+        lambda: env_fn(agents),
+        tabular_team(agents),
+    )
+    assert trainer.sampling_plan(3) == [(0, 3, 12)]
+    matched = TeamTrainer(
+        config(schedule__method="naive_sequential", schedule__budget="matched", diagnostics=False),
+        lambda: env_fn(agents),
+        tabular_team(agents),
+    )
+    report = matched.run_stage()
+    assert [u["messages"] for u in report.updates] == [3 * per_update] * 3  # 3x the gradient work
+
+
+def test_disjoint_naive_updates_on_the_slices_of_the_stage_start_batch() -> None:
+    """Each disjoint update equals a 'matched' update on that slice alone: run the slices by hand."""
+    from trainers.update import score, update_agent
+
+    agents = ("a", "b")
+    cfg = config(schedule__method="naive_sequential", diagnostics=False, schedule__stages=1)
+    trainer = run(cfg, agents=agents)
+    by_hand = TeamTrainer(cfg, lambda: env_fn(agents), tabular_team(agents))
+    batch = by_hand.sample(0, 0, 2 * 4)
+    for j, agent in enumerate(agents):
+        part = batch.groups(4 * j, 4 * (j + 1))
+        slot = by_hand.slots[agent]
+        msgs = part.messages_of(agent)
+        adv = by_hand._advantages(part).advantages.flatten()
+        update_agent(
+            slot.policy,
+            slot.optimizer,
+            msgs,
+            torch.tensor([float(adv[m.episode]) for m in msgs]),
+            beta=slot.beta,
+            delta=slot.delta,
+            settings=by_hand.settings,
+            behaviour=score(slot.policy, msgs, 64),
+        )
+    for agent in agents:
+        assert torch.equal(
+            trainer.slots[agent].policy.logits, by_hand.slots[agent].policy.logits
+        ), agent
 
 
 def test_per_sample_budget_and_resample_every() -> None:
@@ -103,14 +183,20 @@ def test_stage_report_metrics_and_trust_region() -> None:
             assert u["kl_tok"] <= u["delta"] + 1e-12
     assert math.isnan(report.updates[0]["stale_gap"])  # no gap for the first update
     assert report.updates[1]["stale_gap"] >= 0
+    assert "stage/delta_stale_noise_floor" in m and "agent/b/noise_floor" in m
 
 
 def test_naive_diagnostics_sample_intermediate_batches_outside_the_budget() -> None:
     trainer = TeamTrainer(config(schedule__method="naive_sequential"), env_fn, tabular_team())
     report = trainer.run_stage()
     diag = [e for e in trainer.samples if e.purpose == "diagnostic"]
-    assert [(e.index, e.versions) for e in diag] == [(1, {"a": 1, "b": 0})]
-    assert trainer.totals["diagnostic_rollouts"] == 16 and report.metrics["stage/rollouts"] == 32
+    start = {"a": 0, "b": 0}
+    assert [(e.index, e.versions) for e in diag] == [
+        (1000, start),
+        (1001, start),
+        (1, {"a": 1, "b": 0}),
+    ]
+    assert trainer.totals["diagnostic_rollouts"] == 48 and report.metrics["stage/rollouts"] == 32
     assert report.updates[1]["stale_gap"] >= 0
 
 

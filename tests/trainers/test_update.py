@@ -10,7 +10,7 @@ import torch
 from adapters.base import SamplingParams
 from adapters.tabular import TabularPolicy, state_kl
 from teamtr_env.rollout import MessageRecord
-from trainers.update import UpdateSettings, adapt_beta, adapt_delta, update_agent
+from trainers.update import UpdateResult, UpdateSettings, adapt_beta, adapt_delta, update_agent
 
 MESSAGES = ["x", "y", "z"]
 
@@ -56,6 +56,8 @@ def test_too_large_step_is_backtracked_into_the_region() -> None:
     assert 0 < result.step_scale < 1
     full_direction = policy.logits.detach() - old.logits.detach()
     assert full_direction.abs().sum() > 0
+    # beta adapts on the kept KL: a backtracked update inside the region never doubles it.
+    assert adapt_beta(0.1, result, delta=0.01) <= 0.1
 
 
 def test_out_of_region_without_backtracks_reverts_exactly() -> None:
@@ -116,11 +118,36 @@ def test_micro_batch_split_does_not_change_the_update() -> None:
     torch.testing.assert_close(results[0], results[2], atol=1e-10, rtol=0)
 
 
+def _result(**fields: object) -> UpdateResult:
+    base = dict(
+        accepted=True,
+        reason="ok",
+        kl_raw=0.007,
+        kl=0.007,
+        in_region=True,
+        backtracks=0,
+        step_scale=1.0,
+        l_seq=0.0,
+        ratio_clip_frac=0.0,
+        n_messages=1,
+        n_tokens=1,
+        update_s=0.0,
+        monitor_s=0.0,
+    )
+    return UpdateResult(**{**base, **fields})  # type: ignore[arg-type]
+
+
 def test_adaptation_rules() -> None:
-    assert adapt_beta(0.1, kl_raw=0.02, delta=0.01) == 0.2
-    assert adapt_beta(0.1, kl_raw=0.001, delta=0.01) == 0.05
-    assert adapt_beta(0.1, kl_raw=0.007, delta=0.01) == 0.1
-    assert adapt_beta(0.1, kl_raw=math.nan, delta=0.01) == 0.2
+    assert adapt_beta(0.1, _result(kl=0.001, kl_raw=0.001), delta=0.01) == 0.05
+    assert adapt_beta(0.1, _result(kl=0.007, kl_raw=0.007), delta=0.01) == 0.1
+    reverted = _result(accepted=False, reason="out_of_region", kl=0.0, kl_raw=0.5)
+    assert adapt_beta(0.1, reverted, delta=0.01) == 0.2
+    assert adapt_beta(0.1, _result(accepted=False, kl=0.0, kl_raw=math.nan), delta=0.01) == 0.2
+    # A full step that left the region but was backtracked into it keeps beta: backtracking
+    # fixed the step (adapting on the raw first try doubled beta here).
+    backtracked = _result(reason="backtracked", kl_raw=0.08, kl=0.006, backtracks=3)
+    assert adapt_beta(0.1, backtracked, delta=0.01) == 0.1
+    assert adapt_beta(0.1, _result(kl_raw=0.08, kl=0.002, backtracks=5), delta=0.01) == 0.05
     policy, msgs, adv = batch()
     opt = torch.optim.SGD(policy.parameters(), lr=1e-4)
     small = update_agent(
