@@ -344,10 +344,21 @@ def _eval_one(
 ) -> tuple[dict[str, Any], EvalReport]:
     runner = _runner(args, progress=not args.no_progress, protocol=protocol)
     fixed = runner.env.problems
-    if fixed is not None:  # a data file: evaluate its problems in file order, each once
-        problems = list(fixed[: args.problems or len(fixed)])
+    if fixed is not None:  # a data file: evaluate its distinct problems in file order, each once
+        wanted = args.problems or len({p.id for p in fixed})
+        problems, draw = runner.sample_distinct(wanted, seed=args.seed, in_order=True)
     else:
-        problems = runner.sample_problems(args.problems or 100, seed=args.seed)
+        problems, draw = runner.sample_distinct(args.problems or 100, seed=args.seed)
+    if fixed is not None and draw.available is not None and draw.available < len(fixed):
+        console.print(
+            f"[yellow]note:[/] the problem set has {len(fixed)} entries but only "
+            f"{draw.available} distinct problem ids; each distinct problem is evaluated once",
+            highlight=False,
+        )
+    if draw.shortfall:
+        console.print(
+            f"[yellow]note:[/] {draw.message}; evaluating those {draw.found}", highlight=False
+        )
     train = [p.id for p in problems if p.split == "train"]
     if train and not args.allow_train:
         raise ConfigError(
@@ -369,7 +380,8 @@ def _eval_one(
     stats = report.batch.stats
     team = f"team={args.team}" if args.team else f"policy={args.policy}"
     how = f", protocol={protocol.name}" if protocol is not None else ""
-    title = f"{args.task_id}: {team}{how}, K={args.k}, {len(problems)} problems"
+    asked = f" (asked for {draw.requested})" if draw.shortfall else ""
+    title = f"{args.task_id}: {team}{how}, K={args.k}, {len(problems)} distinct problems{asked}"
     console.print(report_table(report, title))
     for key, groups in report.breakdowns.items():
         console.print(breakdown_table(report, key, groups))
@@ -393,6 +405,7 @@ def _eval_one(
         "options": dict(args.option),
         "protocol": protocol.to_dict() if protocol is not None else None,
         "budget": budget,
+        "sampling": draw.to_dict(),
         **report.to_dict(),
     }
     return payload, report

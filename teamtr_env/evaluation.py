@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -17,6 +18,8 @@ from teamtr_env.coordination import coordination_metrics
 from teamtr_env.metrics import MetricEstimate, ProblemSamples, majority_answer, summarize
 from teamtr_env.rollout import RolloutBatch
 from teamtr_env.runner import Runner
+
+log = logging.getLogger(__name__)
 
 MAX_BREAKDOWN_VALUES = 20
 """A ``meta`` key is broken down automatically when it has 2..20 distinct scalar values."""
@@ -36,8 +39,9 @@ class EvalReport:
     Attributes:
         k: samples per problem.
         metrics: ``"pass@1"``, ``"pass@K"``, ``"avg@K"``, ``"maj@K"`` (and ``"pass^k"`` when asked)
-            with bootstrap confidence intervals over problems.
-        per_problem: one dict per problem: id, split, samples, correct count, answers, majority.
+            with bootstrap confidence intervals over the distinct problems.
+        per_problem: one dict per distinct problem: id, split, samples, correct count, answers,
+            majority.
         batch: the underlying rollouts (transcripts, stats).
         breakdowns: ``meta key -> value -> {"n_problems", "metrics"}`` (e.g. subject, level,
             size bucket), each subset with its own bootstrap intervals.
@@ -45,7 +49,9 @@ class EvalReport:
             :mod:`teamtr_env.coordination`), or ``None``.
         task_metrics: the task's own aggregates over all episodes (e.g. ZebraLogic's pooled cell
             accuracy), from its optional ``aggregate_details(details)`` hook.
-        splits: how many evaluated problems carry each split label.
+        splits: how many evaluated (distinct) problems carry each split label.
+        n_problems: the problems given to :func:`evaluate`, repeats included (``None``: as many as
+            were evaluated).
     """
 
     k: int
@@ -56,6 +62,12 @@ class EvalReport:
     coordination: dict[str, Any] | None = None
     task_metrics: dict[str, float] = field(default_factory=dict)
     splits: dict[str, int] = field(default_factory=dict)
+    n_problems: int | None = None
+
+    @property
+    def n_problems_distinct(self) -> int:
+        """The distinct problems evaluated: the units of every metric and interval."""
+        return len(self.per_problem)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable summary (without the per-message records)."""
@@ -63,7 +75,8 @@ class EvalReport:
         episodes = max(stats.envs, 1)
         return {
             "k": self.k,
-            "n_problems": len(self.per_problem),
+            "n_problems": self.n_problems_distinct if self.n_problems is None else self.n_problems,
+            "n_problems_distinct": self.n_problems_distinct,
             "splits": dict(self.splits),
             "metrics": _metrics_dict(self.metrics),
             "breakdowns": {
@@ -110,9 +123,15 @@ def evaluate(
 ) -> EvalReport:
     """Samples ``k`` episodes per problem with ``runner`` and aggregates the metrics.
 
+    A repeated problem is never counted as an independent one: problems with an id seen earlier in
+    ``problems`` are dropped (with a logged warning), so each distinct problem gets exactly ``k``
+    samples and the bootstrap intervals resample distinct problems. The report keeps both counts
+    (``n_problems`` as given, ``n_problems_distinct`` evaluated).
+
     Args:
         runner: a runner holding the team's policies.
-        problems: the problems to evaluate (e.g. ``runner.sample_problems(n, seed)``).
+        problems: the problems to evaluate (e.g. ``runner.sample_problems(n, seed)``, which are
+            already distinct).
         k: samples per problem (pass@1 and pass@k are unbiased estimates from these k).
         seed: the rollout seed.
         confidence: the bootstrap interval's confidence level.
@@ -121,6 +140,16 @@ def evaluate(
             2..20 distinct scalar values among the problems.
         coordination: grade every message for the coordination metrics (single-answer tasks).
     """
+    given = len(problems)
+    problems = _distinct(problems)
+    if len(problems) < given:
+        log.warning(
+            "evaluate: %d of the %d problems repeat an earlier problem id and are dropped; "
+            "%d distinct problems are evaluated (a repeated problem is not an independent one)",
+            given - len(problems),
+            given,
+            len(problems),
+        )
     batch = runner.rollout(problems, group_size=k, seed=seed)
     samples, per_problem = [], []
     for g, problem in enumerate(problems):
@@ -168,7 +197,17 @@ def evaluate(
     splits: dict[str, int] = {}
     for problem in problems:
         splits[problem.split] = splits.get(problem.split, 0) + 1
-    return EvalReport(k, metrics, per_problem, batch, breakdowns, coord, task_metrics, splits)
+    return EvalReport(
+        k, metrics, per_problem, batch, breakdowns, coord, task_metrics, splits, n_problems=given
+    )
+
+
+def _distinct(problems: Sequence[Problem]) -> list[Problem]:
+    """The first problem of every id, in order."""
+    first: dict[str, Problem] = {}
+    for problem in problems:
+        first.setdefault(problem.id, problem)
+    return list(first.values())
 
 
 def _breakdown_keys(problems: Sequence[Problem]) -> list[str]:

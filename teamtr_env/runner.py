@@ -9,10 +9,13 @@ episode has the same active agent, so policy calls equal steps.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -25,6 +28,61 @@ from teamtr_env.rollout import EpisodeRecord, MessageRecord, RolloutBatch, Rollo
 
 PolicyMap = Policy | Mapping[str, Policy]
 SamplingMap = SamplingParams | Mapping[str, SamplingParams]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ProblemDraw:
+    """What :meth:`Runner.sample_distinct` found: how many distinct problems were asked for and how
+    many exist or were found.
+
+    Attributes:
+        requested: the number of problems asked for.
+        found: the distinct problems returned (``<= requested``).
+        source: ``"problem set"`` (a loaded file or list) or ``"generator"`` (the task's ``sample``).
+        available: the distinct problems of a loaded set; ``None`` for a generator (unknown).
+        draws: generator draws made (0 for a problem set).
+        split: the generator task's split label, if it has one.
+    """
+
+    requested: int
+    found: int
+    source: Literal["problem set", "generator"]
+    available: int | None = None
+    draws: int = 0
+    split: str | None = None
+
+    @property
+    def shortfall(self) -> bool:
+        """Fewer distinct problems than asked for exist (set) or were found (generator)."""
+        return self.found < self.requested
+
+    @property
+    def message(self) -> str:
+        """One line saying what was found, and why it is fewer than asked for when it is."""
+        head = f"asked for {self.requested} problems, found {self.found} distinct"
+        if not self.shortfall:
+            return head
+        if self.source == "problem set":
+            return (
+                f"{head}: the problem set holds only {self.available} distinct problems "
+                "(repeating one would not make it an independent problem)"
+            )
+        split = f" (split {self.split!r})" if self.split else ""
+        return (
+            f"{head}: the generator{split} gave only {self.found} distinct problems in "
+            f"{self.draws} draws, so its problem space is too small for {self.requested} (use a "
+            "larger task configuration or ask for fewer problems)"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (the report's ``sampling`` field), with the ``shortfall`` message or
+        ``None``."""
+        return {
+            **dataclasses.asdict(self),
+            "shortfall": self.message if self.shortfall else None,
+        }
 
 
 def derive_seed(*parts: int) -> int:
@@ -60,6 +118,7 @@ class Runner:
         self.sampling = self._per_agent(sampling or SamplingParams(), "sampling")
         self.progress = progress
         self.description = description
+        self._warned: set[tuple[int, int]] = set()
 
     @property
     def env(self) -> TeamEnv:
@@ -79,13 +138,56 @@ class Runner:
         return dict(value)
 
     def sample_problems(self, n: int, seed: int = 0) -> list[Problem]:
-        """``n`` problems from the environment's problem set or task generator, seeded."""
+        """Up to ``n`` distinct problems (by id) from the environment's problem set or task
+        generator, seeded; see :meth:`sample_distinct`. Fewer than ``n`` exist or were found: the
+        list is shorter and a warning is logged (once per runner and size)."""
+        problems, draw = self.sample_distinct(n, seed)
+        if draw.shortfall and (n, draw.found) not in self._warned:
+            self._warned.add((n, draw.found))
+            log.warning("sample_problems: %s", draw.message)
+        return problems
+
+    def sample_distinct(
+        self, n: int, seed: int = 0, *, in_order: bool = False
+    ) -> tuple[list[Problem], ProblemDraw]:
+        """Up to ``n`` distinct problems (by id) and a :class:`ProblemDraw` saying how many were
+        asked for and found. Never repeats a problem; deterministic given ``seed``.
+
+        - A loaded problem set: ``n`` of its distinct problems without replacement, in a seeded
+          random order (``in_order``: its first ``n`` distinct problems in set order); all of them
+          when ``n`` exceeds the set.
+        - A generator: draws from ``task.sample`` until ``n`` distinct ids, or until ``20 n + 100``
+          draws, or until ``10 * found + 100`` draws in a row found nothing new (the problem space
+          is exhausted), and returns what was found in order of first appearance.
+        """
+        if n < 0:
+            raise ConfigError("sample_problems", [f"n must be >= 0, got {n}"])
         env = self.env
         rng = np.random.default_rng(seed)
         if env.problems is not None:
-            idx = rng.choice(len(env.problems), size=n, replace=n > len(env.problems))
-            return [env.problems[int(i)] for i in idx]
-        return [env.task.sample(rng) for _ in range(n)]
+            first: dict[str, Problem] = {}
+            for problem in env.problems:
+                first.setdefault(problem.id, problem)
+            distinct = list(first.values())
+            order = range(len(distinct)) if in_order else rng.permutation(len(distinct))
+            chosen = [distinct[int(i)] for i in order][:n]
+            info = ProblemDraw(n, len(chosen), "problem set", available=len(distinct))
+            return chosen, info
+        found: dict[str, Problem] = {}
+        draws = stale = 0
+        while len(found) < n and draws < 20 * n + 100 and stale < 10 * len(found) + 100:
+            problem = env.task.sample(rng)
+            draws += 1
+            if problem.id in found:
+                stale += 1
+            else:
+                found[problem.id] = problem
+                stale = 0
+        split = getattr(env.task, "split", None)
+        info = ProblemDraw(
+            n, len(found), "generator", draws=draws, split=split if isinstance(split, str) else None
+        )
+        return list(found.values()), info
 
     def rollout(
         self, problems: Sequence[Problem], group_size: int = 1, seed: int = 0
