@@ -32,6 +32,18 @@ def register_builtin(registry: Registry) -> None:
             },
         },
     )
+    # The exact team game of docs/exact-games.md: a relay (later agents see only the previous
+    # message); one round by default, max_turns=n*R for R rounds.
+    registry.register(
+        "teamtr/Relay-v0",
+        "tasks.relay:RelayTask",
+        description=(
+            "A secret symbol passed along a relay (each later agent sees only the previous "
+            "message); the last message must name it. A toy with exact J, no held-out split."
+        ),
+        kwargs={"symbols": 4},
+        env_kwargs={"agents": ["a1", "a2", "a3"], "visibility": "previous"},
+    )
     registry.register(
         "teamtr/Math-v0",
         "tasks.math:MathTask",

@@ -1,0 +1,87 @@
+"""The ``teamtr/Relay-v0`` task plugin: pass a secret symbol along a relay of agents."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tasks.base import Problem, Score, SingleAnswerTask, TaskConfigError
+from tasks.relay import rules
+
+
+class RelayTask(SingleAnswerTask):
+    """A secret symbol relayed through a team: the exact team game of ``docs/exact-games.md``.
+
+    The problem is a secret ``s`` uniform on ``0..K-1`` (prompt ``"secret 3"``). Played with
+    ``visibility="previous"`` (as registered), the agent of turn 0 sees the secret and every later
+    agent only the message of the turn before its own, so the team must agree on a code. Every
+    message should be one symbol ``"m0"`` .. ``"m{K-1}"``; the final message is the team's guess,
+    reward 1 iff it is ``"m{s}"``. For ``R`` rounds with ``n`` agents pass ``max_turns=n*R``
+    (the default is one round).
+
+    A toy without a held-out split: there are only ``K`` distinct secrets, so a validation or test
+    split could not differ from training. The task therefore takes no ``split`` option and labels
+    every problem ``train`` (``teamtr eval`` needs ``--allow-train``). Each problem's id carries a
+    draw number (``relay:K4:s3:d123``), so a batch may hold the same secret several times.
+
+    Args:
+        symbols: ``K``, the alphabet size (2-100).
+
+    Raises:
+        TaskConfigError: listing every invalid argument at once.
+    """
+
+    name = "relay"
+    description = (
+        "A secret symbol passed along a relay; each later agent sees only the previous message."
+    )
+
+    def __init__(self, symbols: int = 4) -> None:
+        if not _is_int(symbols) or not 2 <= symbols <= rules.MAX_SYMBOLS:
+            raise TaskConfigError(
+                "RelayTask",
+                [f"symbols must be an integer in 2..{rules.MAX_SYMBOLS}, got {symbols!r}"],
+            )
+        self.symbols = symbols
+
+    def sample(self, rng: np.random.Generator) -> Problem:
+        """A uniform secret (and a draw number that makes the id unique)."""
+        secret = int(rng.integers(self.symbols))
+        draw = int(rng.integers(10**9))
+        return Problem(
+            id=f"relay:K{self.symbols}:s{secret}:d{draw}",
+            data={"secret": secret, "symbols": self.symbols},
+            answer=secret,
+            split="train",
+            meta={"secret": secret},
+        )
+
+    def prompt(self, problem: Problem) -> str:
+        return rules.render_prompt(int(problem.data["secret"]))
+
+    def grade(self, problem: Problem, text: str) -> Score:
+        symbol = rules.parse_message(text)
+        if symbol is None:
+            return Score(0.0, False, None, {"reason": "malformed"})
+        if symbol >= self.symbols:
+            return Score(0.0, False, str(symbol), {"reason": "out_of_range"})
+        correct = symbol == problem.answer
+        return Score(
+            float(correct),
+            correct,
+            str(symbol),
+            {"reason": "correct" if correct else "wrong_answer"},
+        )
+
+    def expert_reply(self, context: str, rng: np.random.Generator, *, make_error: bool) -> str:
+        """The identity code: repeats the observed symbol (a different one when
+        ``make_error``)."""
+        symbol = rules.observed_symbol(context)
+        if symbol is None or symbol >= self.symbols:
+            return "I cannot find the symbol."
+        if make_error:
+            symbol = int((symbol + rng.integers(1, self.symbols)) % self.symbols)
+        return rules.render_message(symbol)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
