@@ -79,18 +79,27 @@ def evaluate_team(
     policies: dict[str, Any],
     prefix: str = "eval",
 ) -> dict[str, float]:
-    """avg@K / pass@K (and maj@K) on ``config.eval.problems`` problems of ``env_fn``'s problem set
-    (for generated tasks, the held-out split's partition: disjoint from the training problems).
+    """avg@K / pass@K (and maj@K) on up to ``config.eval.problems`` distinct problems of
+    ``env_fn``'s problem set (for generated tasks, the held-out split's partition: disjoint from
+    the training problems); a small split gives fewer (``Runner.sample_distinct``).
 
     ``prefix`` namespaces the keys: ``eval/`` for the before/after (test) evaluation, ``val/`` for
-    the validation evaluations used for model selection."""
+    the validation evaluations used for model selection. ``problems/{prefix}_distinct`` is the
+    number of distinct problems evaluated (logged, not plotted)."""
     sampling = SamplingParams(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
     runner = Runner(env_fn, policies, sampling, progress=False)
     seed = derive_seed(config.seed, _EVAL_STREAM)
-    report = evaluate(
-        runner, runner.sample_problems(config.eval.problems, seed=seed), config.eval.k, seed=seed
-    )
-    return {f"{prefix}/{name}": m.mean for name, m in report.metrics.items()}
+    problems, draw = runner.sample_distinct(config.eval.problems, seed=seed)
+    if draw.shortfall:
+        log.info("%s evaluation: %s", prefix, draw.message)
+    report = evaluate(runner, problems, config.eval.k, seed=seed)
+    out: dict[str, float] = {f"{prefix}/{name}": m.mean for name, m in report.metrics.items()}
+    out[_distinct_key(prefix)] = report.n_problems_distinct
+    return out
+
+
+def _distinct_key(prefix: str) -> str:
+    return f"problems/{prefix}_distinct"
 
 
 def _evaluate_all(
@@ -99,7 +108,9 @@ def _evaluate_all(
     train_fn: Callable[[], Any],
     policies: dict[str, Any],
 ) -> dict[str, float]:
-    """The held-out evaluation (``eval/``) and, if asked, the training split's (``train_eval/``)."""
+    """The held-out evaluation (``eval/``) and, if asked, the training split's (``train_eval/``),
+    each with its number of distinct problems (``problems/eval_distinct``,
+    ``problems/train_eval_distinct``)."""
     out = evaluate_team(config, eval_fn, policies)
     if config.eval.train_distribution:
         out.update(evaluate_team(config, train_fn, policies, prefix="train_eval"))
@@ -357,13 +368,17 @@ def _run_stages(
     stop_after: int | None,
 ) -> None:
     total = config.schedule.stages
+    # Rich bars on a terminal; otherwise (piped, e.g. `make demo | tee log`, or bars off) one plain
+    # line per stage, so a run never goes silent for minutes.
+    bars = config.progress and console.is_terminal
+    t_start = time.perf_counter()
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=console,
-        disable=not config.progress,
+        disable=not bars,
         transient=True,
     ) as progress:
         stages_bar = progress.add_task(
@@ -394,8 +409,27 @@ def _run_stages(
             save_checkpoint(run_dir, trainer, extra)
             progress.update(stages_bar, completed=trainer.stage)
             log.info("stage %d: %s", trainer.stage, metrics)
+            if not bars:
+                line = _stage_line(config, trainer.stage, metrics, time.perf_counter() - t_start)
+                console.print(line, markup=False, highlight=False)
             if stop_after is not None and trainer.stage >= stop_after:
                 raise StopTraining(f"stopped after stage {trainer.stage}")
+
+
+def _stage_line(config: TrainConfig, stage: int, metrics: dict[str, float], elapsed: float) -> str:
+    """``stage 2/6: 31.2 s (elapsed 63 s), reward mean 0.250, KL 0.0123, val avg@4 0.312 (8
+    problems)``: the plain progress line printed after every stage when there are no bars."""
+    k = config.eval.k
+    line = (
+        f"stage {stage}/{config.schedule.stages}: {metrics.get('stage/wall_s', math.nan):.1f} s "
+        f"(elapsed {elapsed:.0f} s), reward mean {metrics.get('stage/reward_mean', math.nan):.3f}, "
+        f"KL {metrics.get('stage/kl_tok_mean', math.nan):.4f}"
+    )
+    if f"val/avg@{k}" in metrics:
+        line += f", val avg@{k} {metrics[f'val/avg@{k}']:.3f}"
+        if _distinct_key("val") in metrics:
+            line += f" ({metrics[_distinct_key('val')]:.0f} problems)"
+    return line
 
 
 def _summary(
@@ -408,14 +442,26 @@ def _summary(
 ) -> dict[str, Any]:
     updates = extra["updates"]
     kls = [u["kl_raw"] for u in updates if math.isfinite(u["kl_raw"])]
+    before = extra.get("before", {})
+
+    def metrics_only(values: dict[str, float]) -> dict[str, float]:
+        return {k: v for k, v in values.items() if not k.startswith("problems/")}
+
+    def distinct(prefix: str) -> int | None:
+        value = after.get(_distinct_key(prefix), before.get(_distinct_key(prefix)))
+        return None if value is None else int(value)
+
     return {
         "method": config.schedule.method,
         "task": config.task,
         "seed": config.seed,
         "stages": trainer.stage,
-        "before": extra.get("before", {}),
-        "after": after,
+        "before": metrics_only(before),
+        "after": metrics_only(after),
         "eval_split": config.eval.split,
+        "eval_problems": config.eval.problems,
+        "eval_problems_distinct": distinct("eval"),
+        "train_eval_problems_distinct": distinct("train_eval"),
         "selected_stage": (extra.get("best") or {}).get("stage", trainer.stage),
         "sft": extra.get("sft"),
         "totals": dict(trainer.totals),
@@ -463,6 +509,16 @@ def _print_summary(
                     f"{after:.3f}",
                 )
     console.print(table)
+    asked = summary["eval_problems"]
+    for key, label in (
+        ("eval_problems_distinct", f"held-out ({config.eval.split})"),
+        ("train_eval_problems_distinct", "train split"),
+    ):
+        found = summary.get(key)
+        if found is None:
+            continue
+        why = "" if found >= asked else f" (asked for {asked}: the split has no more)"
+        console.print(f"{label} evaluation: {found} distinct problems x K={k}{why}")
     console.print(
         f"updates: {len(summary['updates'])}, raw KL out-of-region rate {summary['out_of_region_rate']:.2f}, "
         f"every accepted update inside its trust region: {summary['accepted_in_region']}; "

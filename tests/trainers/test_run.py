@@ -197,3 +197,35 @@ def test_set_overrides_merge_into_the_defaults() -> None:
     other = config_from_overrides(["task=teamtr/Math-v0", "task_options.difficulty=2"])
     assert other.task_options == {"difficulty": 2}
     assert config_from_overrides(["sft=null"]).sft is None
+
+
+def test_piped_run_prints_a_line_per_stage_and_counts_distinct_eval_problems(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    # One-digit sums: the test and validation splits hold 8 distinct problems, the train split 84.
+    cfg = small(tmp_path / "piped", tiny_model_dir, eval__problems=100, eval__every=1)
+    out = io.StringIO()
+    summary = run_training(cfg, console=Console(file=out, width=200))  # not a terminal
+    assert summary["eval_problems_distinct"] == 8 and summary["train_eval_problems_distinct"] == 84
+    saved = json.loads((Path(cfg.run_dir) / "summary.json").read_text())
+    assert saved["eval_problems_distinct"] == 8 and saved["eval_problems"] == 100
+    assert not any(key.startswith("problems/") for key in (*saved["before"], *saved["after"]))
+    records = read_jsonl(Path(cfg.run_dir) / "metrics.jsonl")
+    assert records[0]["problems/eval_distinct"] == 8 and records[1]["problems/val_distinct"] == 8
+    text = out.getvalue()
+    lines = [line for line in text.splitlines() if line.startswith("stage ")]
+    assert [line.split(":")[0] for line in lines] == ["stage 1/2", "stage 2/2"]
+    for line in lines:
+        assert "elapsed" in line and "reward mean" in line and "KL" in line
+        assert "val avg@2" in line and "(8 problems)" in line
+    assert "held-out (test) evaluation: 8 distinct problems x K=2 (asked for 100" in text
+    assert "train split evaluation: 84 distinct problems" in text
+
+
+def test_a_terminal_keeps_the_progress_bars_instead_of_stage_lines(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    cfg = small(tmp_path / "tty", tiny_model_dir, progress=True)
+    out = io.StringIO()
+    run_training(cfg, console=Console(file=out, width=200, force_terminal=True))
+    assert "teamtr stages" in out.getvalue() and "stage 1/2:" not in out.getvalue()
