@@ -504,15 +504,17 @@ class ExactSettings:
         lr: Adam learning rate on the logits.
         delta: trust-region radius on ``KL_tok``.
         beta: KL-penalty coefficient (fixed).
-        ratio_clip: ``eps`` of the clipped surrogate; ``None`` = unclipped.
+        ratio_clip: ``eps`` of the clipped surrogate; ``None`` = unclipped (the default: with
+            the exact line search doing the trust region's job, clipping only flattens the
+            objective, and Adam then drifts inside the region; docs/exact-games.md).
         max_backtracks: halvings of the step toward the old logits before reverting.
     """
 
-    steps: int = 10
-    lr: float = 0.1
+    steps: int = 20
+    lr: float = 0.05
     delta: float = 0.01
-    beta: float = 0.1
-    ratio_clip: float | None = 0.2
+    beta: float = 0.0
+    ratio_clip: float | None = None
     max_backtracks: int = 12
 
     def __post_init__(self) -> None:
