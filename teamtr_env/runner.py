@@ -137,10 +137,19 @@ class Runner:
             raise ConfigError("Runner", problems)
         return dict(value)
 
-    def sample_problems(self, n: int, seed: int = 0) -> list[Problem]:
+    def sample_problems(self, n: int, seed: int = 0, *, distinct: bool = True) -> list[Problem]:
         """Up to ``n`` distinct problems (by id) from the environment's problem set or task
         generator, seeded; see :meth:`sample_distinct`. Fewer than ``n`` exist or were found: the
-        list is shorter and a warning is logged (once per runner and size)."""
+        list is shorter and a warning is logged (once per runner and size).
+
+        ``distinct=False`` gives exactly ``n`` i.i.d. draws instead (a problem may repeat): for
+        training or behaviour-cloning data and throughput measurements, never for evaluation."""
+        if not distinct:
+            env, rng = self.env, np.random.default_rng(seed)
+            if env.problems is not None:
+                idx = rng.choice(len(env.problems), size=n, replace=n > len(env.problems))
+                return [env.problems[int(i)] for i in idx]
+            return [env.task.sample(rng) for _ in range(n)]
         problems, draw = self.sample_distinct(n, seed)
         if draw.shortfall and (n, draw.found) not in self._warned:
             self._warned.add((n, draw.found))

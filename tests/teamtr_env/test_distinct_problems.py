@@ -7,6 +7,7 @@ import json
 import logging
 
 import jsonschema
+import numpy as np
 import pytest
 
 import teamtr_env
@@ -138,3 +139,13 @@ def test_cli_data_file_with_repeats_and_too_few_problems(tmp_path, capsys) -> No
 def test_exactly_as_many_as_exist_is_no_shortfall(n: int) -> None:
     problems, draw = _runner(digits=1, split="test").sample_distinct(n, seed=2)
     assert len(problems) == n and not draw.shortfall
+
+
+def test_iid_draws_on_request_keep_the_old_sampling() -> None:
+    runner = _runner(digits=1, split="test")
+    drawn = runner.sample_problems(50, seed=0, distinct=False)
+    assert len(drawn) == 50 and len({p.id for p in drawn}) == 8  # repeats: training data only
+    rng = np.random.default_rng(0)
+    assert [p.id for p in drawn] == [runner.env.task.sample(rng).id for _ in range(50)]
+    fixed = _runner(problems=_fixed(3)).sample_problems(10, seed=0, distinct=False)
+    assert len(fixed) == 10 and {p.id for p in fixed} == {"p0", "p1", "p2"}
