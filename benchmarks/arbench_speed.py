@@ -85,7 +85,7 @@ def episodes_section(episodes: int, repeats: int) -> list[Row]:
     for game, task_id in IDS.items():
         env_fn = partial(teamtr_env.make, task_id)
         runner = Runner(env_fn, ScriptedExpert(env_fn().task, seed=0), progress=False)
-        problems = runner.sample_problems(episodes, seed=0)
+        problems = runner.sample_problems(episodes, seed=0, distinct=False)
         runner.rollout(problems, group_size=1, seed=0)  # warm-up: env pool, caches
         wall = median_time(partial(runner.rollout, problems, group_size=1, seed=1), repeats)
         batch = runner.rollout(problems, group_size=1, seed=1)

@@ -138,7 +138,7 @@ def episodes_section(episodes: int, repeats: int) -> list[tuple[str, ...]]:
         env_fn = lambda: teamtr_env.make("teamtr/ToolUse-v0")  # noqa: E731
         task = env_fn().task
         runner = Runner(env_fn, ScriptedExpert(task, error_rate=error_rate, seed=0), progress=False)
-        problems = runner.sample_problems(episodes, seed=0)
+        problems = runner.sample_problems(episodes, seed=0, distinct=False)
         runner.rollout(problems, group_size=1, seed=0)  # warm-up: env pool, caches
         wall = median_time(partial(runner.rollout, problems, group_size=1, seed=1), repeats)
         batch = runner.rollout(problems, group_size=1, seed=1)

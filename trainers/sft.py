@@ -101,7 +101,7 @@ def collect_expert_data(
     unknown = [a for a in agents if a not in runner.agents]
     if unknown:
         raise ValueError(f"agents {unknown} are not on this team {runner.agents}")
-    batch = runner.rollout(runner.sample_problems(n_problems, seed=seed), seed=seed)
+    batch = runner.rollout(runner.sample_problems(n_problems, seed=seed, distinct=False), seed=seed)
     return {a: [(m.context, m.text) for m in batch.messages_of(a)] for a in agents}
 
 

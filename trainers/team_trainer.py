@@ -36,7 +36,6 @@ import numpy as np
 import torch
 
 from adapters.base import SamplingParams, TrainablePolicy
-from tasks.base import Problem
 from teamtr_env.env import TeamEnv
 from teamtr_env.rollout import MessageRecord, RolloutBatch
 from teamtr_env.runner import Runner, derive_seed
@@ -138,7 +137,11 @@ class TeamTrainer:
         stream = _TRAIN_STREAM if purpose == "train" else _DIAG_STREAM
         seed = derive_seed(self.config.seed, stream, stage, index)
         batch = self.runner.rollout(
-            self._draw_problems(problems, derive_seed(seed, _PROBLEM_STREAM)),
+            # i.i.d. draws: a training batch samples the distribution the objective averages
+            # over (a problem may repeat), unlike an evaluation set.
+            self.runner.sample_problems(
+                problems, seed=derive_seed(seed, _PROBLEM_STREAM), distinct=False
+            ),
             group_size=self.config.schedule.group_size,
             seed=seed,
         )
@@ -149,15 +152,6 @@ class TeamTrainer:
         self.totals[key] += batch.stats.envs
         self.totals["tokens" if purpose == "train" else "diagnostic_tokens"] += tokens
         return batch
-
-    def _draw_problems(self, n: int, seed: int) -> list[Problem]:
-        """``n`` training prompts drawn i.i.d. from the training distribution (a problem set or
-        the task's generator). Unlike evaluation, training may draw a problem twice: a batch is
-        a sample of the distribution the RL objective averages over, not a set of test items."""
-        env, rng = self.runner.env, np.random.default_rng(seed)
-        if env.problems is not None:
-            return [env.problems[int(i)] for i in rng.integers(0, len(env.problems), size=n)]
-        return [env.task.sample(rng) for _ in range(n)]
 
     def update_order(self, stage: int) -> list[str]:
         """sigma for this stage, over the trainable agents."""
