@@ -59,6 +59,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--primary-rounds", type=int, default=2)
     parser.add_argument("--inits", type=int, default=None, help="initialisations per n (20)")
     parser.add_argument("--stages", type=int, default=None, help="stages per run (10)")
+    parser.add_argument(
+        "--fit-stages",
+        type=int,
+        default=1,
+        help="the headline fits use the mean over the first this many stages of each run",
+    )
     parser.add_argument("--symbols", type=int, default=4, help="K")
     parser.add_argument("--code", type=float, default=6.0, help="init: permutation-code strength")
     parser.add_argument("--noise", type=float, default=1.0, help="init: Gaussian logit scale")
@@ -90,6 +96,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     for key, value in sampled.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
+    if not 1 <= args.fit_stages <= args.stages:
+        parser.error(f"--fit-stages must be in 1..--stages ({args.stages}), got {args.fit_stages}")
     if args.primary_rounds not in args.rounds:
         parser.error(
             f"--primary-rounds {args.primary_rounds} must be one of --rounds {args.rounds}"
@@ -137,14 +145,25 @@ def alpha_fit(
             boots.append(loglog_fit(ns, m)[0])
     return {
         "value": alpha,
-        "ci": [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))],
+        "ci": [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))]
+        if boots
+        else None,
         "intercept": intercept,
         "means": dict(zip(map(str, ns), means)),
     }
 
 
 # -- the exact study ----------------------------------------------------------------------------
+TRAJECTORY_KEYS = ("error", "update_error", "delta_stale", "d_occ")
+
+
 def exact_study(args: argparse.Namespace, rounds: int, rng: np.random.Generator) -> dict[str, Any]:
+    """Both methods from the same initialisations; per-stage trajectories, fits and summaries.
+
+    The headline fits use the mean over the first ``--fit-stages`` stages of each run (from the
+    random initialisation, where every n is in the same regime); ``*_all_stages`` use every stage,
+    and ``*_by_stage`` give the point estimate at each stage index.
+    """
     settings = ExactSettings(
         steps=args.steps,
         lr=args.lr,
@@ -152,12 +171,12 @@ def exact_study(args: argparse.Namespace, rounds: int, rng: np.random.Generator)
         beta=args.beta,
         ratio_clip=args.ratio_clip,
     )
-    per: dict[str, dict[str, dict[int, list[float]]]] = {
-        m: {key: {} for key in ("error", "update_error", "delta_stale", "d_occ", "j_final", "gain")}
-        for m in METHODS
+    traj: dict[str, dict[str, dict[int, list[np.ndarray]]]] = {
+        m: {key: {n: [] for n in args.ns} for key in TRAJECTORY_KEYS} for m in METHODS
     }
+    j_final: dict[str, dict[int, list[float]]] = {m: {n: [] for n in args.ns} for m in METHODS}
     stages: dict[str, list[ExactStage]] = {m: [] for m in METHODS}
-    j0: dict[int, list[float]] = {}
+    j0: dict[int, list[float]] = {n: [] for n in args.ns}
     for n in args.ns:
         game = RelayGame(n, args.symbols, rounds)
         for i in range(args.inits):
@@ -166,46 +185,52 @@ def exact_study(args: argparse.Namespace, rounds: int, rng: np.random.Generator)
             for method in METHODS:
                 _, run = run_exact(game, logits, method, settings, args.stages)
                 stages[method] += run
-                rec = per[method]
-                rec["error"].setdefault(n, []).append(np.mean([s.surrogate_error for s in run]))
-                rec["update_error"].setdefault(n, []).append(np.mean([s.update_error for s in run]))
-                rec["delta_stale"].setdefault(n, []).append(np.mean([s.delta_stale for s in run]))
-                rec["d_occ"].setdefault(n, []).append(np.mean([s.d_occ for s in run]))
-                rec["j_final"].setdefault(n, []).append(run[-1].j_after)
-                rec["gain"].setdefault(n, []).append(run[-1].j_after - run[0].j_before)
-            j0.setdefault(n, []).append(run[0].j_before)
+                for key in TRAJECTORY_KEYS:
+                    key_attr = "surrogate_error" if key == "error" else key
+                    traj[method][key][n].append(np.array([getattr(s, key_attr) for s in run]))
+                j_final[method][n].append(run[-1].j_after)
+            j0[n].append(run[0].j_before)
+    fit = args.fit_stages
     out: dict[str, Any] = {
         "rounds": rounds,
+        "fit_stages": fit,
         "j_init": {str(n): float(np.mean(v)) for n, v in j0.items()},
     }
     for method in METHODS:
-        rec = per[method]
+        rec = traj[method]
         flat = [u for s in stages[method] for u in s.updates]
-        out[SHORT[method]] = {
-            "alpha_error": alpha_fit(rec["error"], rng, args.bootstrap),
-            "alpha_update_error": alpha_fit(rec["update_error"], rng, args.bootstrap),
-            "alpha_delta_stale": alpha_fit(rec["delta_stale"], rng, args.bootstrap),
-            "alpha_d_occ": alpha_fit(rec["d_occ"], rng, args.bootstrap),
-            "per_n": {
-                str(n): {
-                    key: mean_ci(rec[key][n], rng, args.bootstrap)
-                    for key in ("error", "update_error", "delta_stale", "d_occ", "j_final", "gain")
-                }
-                for n in args.ns
-            },
-            "final_J": mean_ci(
-                [x for n in args.ns for x in rec["j_final"][n]], rng, args.bootstrap
-            ),
-            "updates": len(flat),
-            "out_of_region_rate": float(np.mean([not u.in_region for u in flat])),
-            "reverted_rate": float(np.mean([not u.accepted for u in flat])),
-            "kl_tok_over_delta": float(np.mean([u.kl_tok for u in flat]) / args.delta),
-            "certificate": certificate_summary(stages[method]),
-        }
+        summary: dict[str, Any] = {}
+        for key in TRAJECTORY_KEYS:
+            head = {n: [float(x[:fit].mean()) for x in rec[key][n]] for n in args.ns}
+            every = {n: [float(x.mean()) for x in rec[key][n]] for n in args.ns}
+            summary[f"alpha_{key}"] = alpha_fit(head, rng, args.bootstrap)
+            summary[f"alpha_{key}_all_stages"] = alpha_fit(every, rng, args.bootstrap)
+            summary[f"alpha_{key}_by_stage"] = [
+                alpha_fit({n: [float(x[s]) for x in rec[key][n]] for n in args.ns}, rng, 0)["value"]
+                for s in range(args.stages)
+            ]
+            summary.setdefault("per_n", {})
+            for n in args.ns:
+                row = summary["per_n"].setdefault(str(n), {})
+                row[key] = mean_ci(head[n], rng, args.bootstrap)
+                row[f"{key}_all_stages"] = mean_ci(every[n], rng, args.bootstrap)
+        for n in args.ns:
+            summary["per_n"][str(n)]["j_final"] = mean_ci(j_final[method][n], rng, args.bootstrap)
+        summary.update(
+            {
+                "final_J": mean_ci(
+                    [x for n in args.ns for x in j_final[method][n]], rng, args.bootstrap
+                ),
+                "updates": len(flat),
+                "out_of_region_rate": float(np.mean([not u.in_region for u in flat])),
+                "reverted_rate": float(np.mean([not u.accepted for u in flat])),
+                "kl_tok_over_delta": float(np.mean([u.kl_tok for u in flat]) / args.delta),
+                "certificate": certificate_summary(stages[method]),
+            }
+        )
+        out[SHORT[method]] = summary
     diffs = [
-        b - a
-        for n in args.ns
-        for a, b in zip(per["naive_sequential"]["j_final"][n], per["teamtr"]["j_final"][n])
+        b - a for n in args.ns for a, b in zip(j_final["naive_sequential"][n], j_final["teamtr"][n])
     ]
     out["final_J_difference"] = mean_ci(diffs, rng, args.bootstrap)  # teamtr - naive, paired
     return out
@@ -284,6 +309,10 @@ def fmt_alpha(a: dict[str, Any]) -> str:
     return f"{a['value']:.2f} [{a['ci'][0]:.2f}, {a['ci'][1]:.2f}]"
 
 
+def fmt_point(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def fmt_ci(x: dict[str, Any], digits: int = 3, sci: bool = False) -> str:
     f = (lambda v: f"{v:.2e}") if sci else (lambda v: f"{v:.{digits}f}")
     return f"{f(x['mean'])} [{f(x['ci'][0])}, {f(x['ci'][1])}]"
@@ -291,47 +320,88 @@ def fmt_ci(x: dict[str, Any], digits: int = 3, sci: bool = False) -> str:
 
 def print_report(result: dict[str, Any]) -> None:
     for r, study in result["rounds"].items():
+        nv_all, tr_all = study["naive"], study["teamtr"]
+        first = f"first {study['fit_stages']}" if study["fit_stages"] > 1 else "stage 1"
         rows = []
-        for n in study["naive"]["per_n"]:
-            nv, tr = study["naive"]["per_n"][n], study["teamtr"]["per_n"][n]
+        for n in nv_all["per_n"]:
+            nv, tr = nv_all["per_n"][n], tr_all["per_n"][n]
             rows.append(
                 [
                     n,
                     f"{study['j_init'][n]:.3f}",
                     fmt_ci(nv["error"], sci=True),
                     fmt_ci(tr["error"], sci=True),
-                    f"{nv['delta_stale']['mean']:.2e}",
+                    f"{nv['error_all_stages']['mean']:.2e}",
+                    f"{tr['error_all_stages']['mean']:.2e}",
                     f"{nv['d_occ']['mean']:.3f}",
                     f"{tr['d_occ']['mean']:.3f}",
                     fmt_ci(nv["j_final"]),
                     fmt_ci(tr["j_final"]),
                 ]
             )
-        fits = [
+        print(
+            markdown_table(
+                f"Surrogate error per stage, D_occ and final J (exact, R = {r}; mean [95% CI])",
+                [
+                    "n",
+                    "J init",
+                    f"naive error ({first})",
+                    f"TeamTR error ({first})",
+                    "naive error (all stages)",
+                    "TeamTR error (all stages)",
+                    f"naive D_occ ({first})",
+                    f"TeamTR D_occ ({first})",
+                    "naive final J",
+                    "TeamTR final J",
+                ],
+                rows,
+            )
+        )
+        print()
+        names = {
+            "error": "surrogate error",
+            "update_error": "sum_i per-update error",
+            "delta_stale": "Delta_stale = sum_i |L_stale - L_seq|",
+            "d_occ": "D_occ",
+        }
+        fits = []
+        for key, label in names.items():
+            for suffix, when in (("", first), ("_all_stages", "all stages")):
+                fits.append(
+                    [
+                        f"{label} ({when})",
+                        fmt_alpha(nv_all[f"alpha_{key}{suffix}"]),
+                        fmt_alpha(tr_all[f"alpha_{key}{suffix}"]),
+                    ]
+                )
+        print(
+            markdown_table(
+                f"Power-law fits x ~ n^alpha (R = {r}; 95% bootstrap CI over initialisations)",
+                ["quantity", "naive alpha", "TeamTR alpha"],
+                fits,
+            )
+        )
+        print()
+        by_stage = [
             [
-                "surrogate error",
-                fmt_alpha(study["naive"]["alpha_error"]),
-                fmt_alpha(study["teamtr"]["alpha_error"]),
-            ],
-            [
-                "sum_i per-update error",
-                fmt_alpha(study["naive"]["alpha_update_error"]),
-                fmt_alpha(study["teamtr"]["alpha_update_error"]),
-            ],
-            [
-                "Delta_stale = sum_i |L_stale - L_seq|",
-                fmt_alpha(study["naive"]["alpha_delta_stale"]),
-                fmt_alpha(study["teamtr"]["alpha_delta_stale"]),
-            ],
-            [
-                "D_occ",
-                fmt_alpha(study["naive"]["alpha_d_occ"]),
-                fmt_alpha(study["teamtr"]["alpha_d_occ"]),
-            ],
+                i + 1,
+                fmt_point(nv_all["alpha_error_by_stage"][i]),
+                fmt_point(tr_all["alpha_error_by_stage"][i]),
+                fmt_point(nv_all["alpha_d_occ_by_stage"][i]),
+            ]
+            for i in range(len(nv_all["alpha_error_by_stage"]))
         ]
+        print(
+            markdown_table(
+                f"alpha of the surrogate error at each stage index (R = {r})",
+                ["stage", "naive error alpha", "TeamTR error alpha", "naive D_occ alpha"],
+                by_stage,
+            )
+        )
+        print()
         certs = []
         for m in ("naive", "teamtr"):
-            c, s = study[m]["certificate"], study[m]
+            c, st = study[m]["certificate"], study[m]
             certs.append(
                 [
                     m,
@@ -344,35 +414,9 @@ def print_report(result: dict[str, Any]) -> None:
                     f"{c['mean_lower_bound_radius']:.2e}",
                     f"{c['mean_lower_bound_paper']:.2e}",
                     f"{c['rank_correlation']:.2f}",
-                    f"{s['out_of_region_rate']:.3f}",
+                    f"{st['out_of_region_rate']:.3f}",
                 ]
             )
-        print(
-            markdown_table(
-                f"Surrogate error per stage, D_occ and final J (exact, R = {r}; mean [95% CI])",
-                [
-                    "n",
-                    "J init",
-                    "naive error",
-                    "TeamTR error",
-                    "naive Delta_stale",
-                    "naive D_occ",
-                    "TeamTR D_occ",
-                    "naive final J",
-                    "TeamTR final J",
-                ],
-                rows,
-            )
-        )
-        print()
-        print(
-            markdown_table(
-                f"Power-law fits x ~ n^alpha (R = {r}; 95% bootstrap CI)",
-                ["quantity", "naive alpha", "TeamTR alpha"],
-                fits,
-            )
-        )
-        print()
         print(
             markdown_table(
                 f"Certificates (R = {r}): violations / stages",
@@ -460,6 +504,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     result = {
         "alpha": {m: primary[m]["alpha_error"] for m in ("naive", "teamtr")},
+        "alpha_all_stages": {m: primary[m]["alpha_error_all_stages"] for m in ("naive", "teamtr")},
         "alpha_d_occ": {m: primary[m]["alpha_d_occ"] for m in ("naive", "teamtr")},
         "certificate": certificate,
         "final_J": {m: primary[m]["final_J"] for m in ("naive", "teamtr")},
