@@ -17,6 +17,7 @@ PAGES = [
     "docs/runner-and-metrics.md",
     "docs/policies.md",
     "docs/evaluation.md",
+    "docs/exact-games.md",
     *sorted(f"docs/tasks/{p.name}" for p in (ROOT / "docs" / "tasks").glob("*.md")),
 ]
 
