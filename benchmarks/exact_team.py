@@ -88,7 +88,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     for key, value in (quick if args.quick else full).items():
         if getattr(args, key) is None:
             setattr(args, key, value)
-    sampled = {
+    sampled: dict[str, Any] = {
         "sampled_ns": [2, 3] if args.quick else [2, 3, 4],
         "sampled_inits": 1 if args.quick else 4,
         "sampled_stages": 2 if args.quick else 4,

@@ -647,8 +647,8 @@ def run_exact_stage(
 ) -> tuple[list[Array], ExactStage]:
     """One noise-free stage of TeamTR or naive sequential on the relay.
 
-    For each agent ``k = sigma(i)``: ``settings.steps`` Adam steps on the exact objective
-    (:func:`objective_and_grad`), then an exact trust-region line search (halve the step toward
+    For each agent ``k = sigma(i)``: ``settings.steps`` Adam steps (a fresh Adam state per update)
+    on the exact objective (:func:`objective_and_grad`), then an exact trust-region line search (halve the step toward
     the old logits until ``KL_tok <= delta``, else revert). TeamTR measures the surrogate, the
     advantages and the KL under ``pi_hat^{i-1}``; naive sequential under ``pi_hat^0`` (all that
     its stage-start rollouts show it). Equal budget: same steps, lr, delta, beta.
