@@ -21,7 +21,8 @@ class RelayTask(SingleAnswerTask):
     A toy without a held-out split: there are only ``K`` distinct secrets, so a validation or test
     split could not differ from training. The task therefore takes no ``split`` option and labels
     every problem ``train`` (``teamtr eval`` needs ``--allow-train``). Each problem's id carries a
-    draw number (``relay:K4:s3:d123``), so a batch may hold the same secret several times.
+    draw number (``relay:K4:s3:d123``), so even distinct-id sampling can give more than ``K``
+    problems (each secret several times).
 
     Args:
         symbols: ``K``, the alphabet size (2-100).
