@@ -1,15 +1,25 @@
-"""TeamTR vs naive sequential vs joint on the default task at a matched rollout budget.
+"""TeamTR vs naive sequential vs joint on the demo's team task, at an equal budget per update.
 
-For each method and seed it runs the same configuration (the demo's: a 3-agent team of tiny local
-models on teamtr/Arith-v0, behaviour-cloned to a weak start) and reports avg@K before/after on fresh
-draws of the training split (the objective the schedules optimise) and avg@K / pass@K after on the
-held-out test split (mean and spread over seeds), the stale gap per update index, the raw out-of-region rate, tokens
-and wall time per stage, and the split of update time into gradient steps and KL monitoring.
+For each method and seed it runs the same configuration (the demo's: a team of tiny local models on
+teamtr/Pipeline-v0, where each agent does one step of a chain and sees only the previous message,
+behaviour-cloned to a weak start) and reports held-out avg@K / pass@K before and after (mean with a
+95% t-interval over seeds), avg@K on fresh draws of the training split, the stale gap
+Delta_stale per stage beside its noise floor (the same surrogate on two independent batches of one
+team), the raw out-of-region rate, rollouts, tokens and wall time per stage, and the split of stage
+time into rollouts, gradient steps, KL monitoring and diagnostics.
+
+The budget is the config's ``schedule.budget``, ``disjoint`` by default: every update gets its own
+B prompts x G rollouts (naive sequential and joint update agent i on the i-th disjoint slice of the
+stage-start batch, TeamTR on a fresh batch of the partially updated team), so data, gradient work
+and tokens per update are equal and only staleness differs.
 
 Usage::
 
-    .venv/bin/python benchmarks/compare_trainers.py [--seeds 0 1 2] [--stages 6] [--out runs/compare]
-        [--set KEY=VALUE ...]
+    .venv/bin/python benchmarks/compare_trainers.py [--seeds 0 1 2 3 4] [--stages 8] [--agents 3]
+        [--out runs/compare] [--quick] [--set KEY=VALUE ...]
+
+``--agents N`` sets the team size (the pipeline's chain gets N steps, agents step1..stepN).
+``--quick`` is a minutes-long smoke run (one seed, two stages, small batches and evaluations).
 
 Prints a table, writes ``compare.json`` and ``compare.png`` under ``--out``. Behaviour cloning runs
 once per seed (``sft.cache_dir``): every method of a seed starts from the same cloned team.
@@ -33,11 +43,44 @@ from trainers.config import config_from_overrides
 from trainers.run import run_training
 
 METHODS = ("teamtr", "naive_sequential", "joint")
+# Two-sided 95% t quantiles by degrees of freedom (no scipy dependency for one table).
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+QUICK = [
+    "sft.steps=200",
+    "sft.problems=300",
+    "schedule.problems_per_batch=8",
+    "eval.problems=40",
+    "eval.train_distribution=false",
+]
 
 
-def _gap(update: dict) -> float | None:
-    """An update's stale gap, or None where it is not defined (first update, joint)."""
-    gap = update.get("stale_gap")
+def team_overrides(agents: int) -> list[str]:
+    """``--set`` lines for an ``agents``-step pipeline with agents step1..stepN (no system prompts)."""
+    names = [f"step{i + 1}" for i in range(agents)]
+    options = {
+        "steps": agents,
+        "max_operand": 5,
+        "max_value": 9,
+        "agents": names,
+        "system_prompts": {a: "" for a in names},
+    }
+    return [f"task_options={json.dumps(options)}"]
+
+
+def ci95(values: list[float]) -> str:
+    """``mean ± half-width`` of the 95% t-interval over seeds (``mean`` alone for one seed)."""
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.3f}"
+    half = _T95.get(len(values) - 1, 1.96) * statistics.stdev(values) / math.sqrt(len(values))
+    return f"{statistics.mean(values):.3f} ± {half:.3f}"
+
+
+def _gap(update: dict, key: str = "stale_gap") -> float | None:
+    """An update's stale gap (or noise floor), or None where it is not defined (first update,
+    joint)."""
+    gap = update.get(key)
     return None if gap is None or math.isnan(gap) else float(gap)
 
 
@@ -52,7 +95,9 @@ def spread(values: list[float]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--stages", type=int, default=6)
+    parser.add_argument("--stages", type=int, default=None, help="default: the config's")
+    parser.add_argument("--agents", type=int, default=None, help="team size (pipeline steps)")
+    parser.add_argument("--quick", action="store_true", help="a minutes-long smoke run")
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--out", type=Path, default=Path("runs/compare"))
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
@@ -63,6 +108,13 @@ def main() -> int:
         "--skip-missing", action="store_true", help="with --reuse: report only finished runs"
     )
     args = parser.parse_args()
+    if args.quick:
+        args.seeds, args.stages = args.seeds[:1], args.stages or 2
+        args.overrides = [*QUICK, *args.overrides]
+    if args.agents is not None:
+        args.overrides = [*team_overrides(args.agents), *args.overrides]
+    if args.stages is not None:
+        args.overrides = [*args.overrides, f"schedule.stages={args.stages}"]
     console = Console(width=170)
     console.print(f"command: {' '.join([sys.executable, *sys.argv])}")
     results: dict[str, list[dict]] = {m: [] for m in args.methods}
@@ -72,7 +124,6 @@ def main() -> int:
                 [
                     *args.overrides,
                     f"schedule.method={method}",
-                    f"schedule.stages={args.stages}",
                     f"seed={seed}",
                     f"run_dir={args.out / f'{method}-seed{seed}'}",
                     "progress=false",
@@ -93,21 +144,27 @@ def main() -> int:
             )
             results[method].append(summary)
 
-    k = config_from_overrides(args.overrides).eval.k
+    base = config_from_overrides(args.overrides)
+    k = base.eval.k
     seeds = {m: len(r) for m, r in results.items()}
-    table = Table(title=f"matched rollout budget, seeds per method {seeds}, {args.stages} stages")
+    table = Table(
+        title=f"{base.task}, budget '{base.schedule.budget}', seeds per method {seeds}, "
+        f"{base.schedule.stages} stages; held-out = {base.eval.split} split, 95% t-intervals "
+        "over seeds"
+    )
     for col in (
         "method",
-        f"train avg@{k} before",
+        f"held-out avg@{k} before",
+        f"held-out avg@{k} after",
+        f"held-out pass@{k} after",
         f"train avg@{k} after",
-        f"test avg@{k} after",
-        f"test pass@{k} after",
         "Δ_stale / stage",
+        "noise floor / stage",
         "out-of-region (raw)",
         "rollouts / stage",
         "tokens / stage",
         "wall s / stage",
-        "KL monitor share of update",
+        "rollout / update / KL monitor / diagnostics s per stage",
     ):
         table.add_column(col, justify="right" if col != "method" else "left")
     rows = {}
@@ -116,14 +173,19 @@ def main() -> int:
             continue
         stages = [r["stages"] for r in runs]
         gaps = [g for r in runs for u in r["updates"] if (g := _gap(u)) is not None]
+        floors = [
+            g for r in runs for u in r["updates"] if (g := _gap(u, "noise_floor")) is not None
+        ]
         per_stage_gap = sum(gaps) / max(sum(stages), 1) if gaps else None
-        update_s = [r["totals"].get("update_s", 0.0) for r in runs]
+        per_stage_floor = sum(floors) / max(sum(stages), 1) if floors else None
         rows[method] = {
-            "avg_before": [r["before"][f"train_eval/avg@{k}"] for r in runs],
-            "avg_after": [r["after"][f"train_eval/avg@{k}"] for r in runs],
+            "test_avg_before": [r["before"][f"eval/avg@{k}"] for r in runs],
             "test_avg_after": [r["after"][f"eval/avg@{k}"] for r in runs],
             "test_pass_after": [r["after"][f"eval/pass@{k}"] for r in runs],
+            "avg_after": [r["after"].get(f"train_eval/avg@{k}", math.nan) for r in runs],
+            "eval_problems_distinct": [r.get("eval_problems_distinct") for r in runs],
             "delta_stale_per_stage": per_stage_gap,
+            "noise_floor_per_stage": per_stage_floor,
             "out_of_region": statistics.mean(r["out_of_region_rate"] for r in runs),
             "rollouts_per_stage": statistics.mean(
                 r["totals"]["rollouts"] / r["stages"] for r in runs
@@ -132,25 +194,27 @@ def main() -> int:
             "wall_per_stage": statistics.mean(
                 r["totals"].get("stage_wall_s", 0.0) / r["stages"] for r in runs
             ),
-            "monitor_share": statistics.mean(
-                r["totals"].get("monitor_s", 0.0) / max(r["totals"].get("monitor_s", 0.0) + u, 1e-9)
-                for r, u in zip(runs, update_s)
-            ),
+            "seconds_per_stage": {
+                part: statistics.mean(r["totals"].get(f"{part}_s", 0.0) / r["stages"] for r in runs)
+                for part in ("rollout", "update", "monitor", "diagnostic")
+            },
             "stale_gap_by_index": _gap_by_index(runs),
         }
         row = rows[method]
+        cost = row["seconds_per_stage"]
         table.add_row(
             method,
-            spread(row["avg_before"]),
-            spread(row["avg_after"]),
-            spread(row["test_avg_after"]),
-            spread(row["test_pass_after"]),
+            ci95(row["test_avg_before"]),
+            ci95(row["test_avg_after"]),
+            ci95(row["test_pass_after"]),
+            ci95([v for v in row["avg_after"] if not math.isnan(v)]),
             "-" if per_stage_gap is None else f"{per_stage_gap:.4f}",
+            "-" if per_stage_floor is None else f"{per_stage_floor:.4f}",
             f"{row['out_of_region']:.2f}",
             f"{row['rollouts_per_stage']:.0f}",
             f"{row['tokens_per_stage']:.0f}",
             f"{row['wall_per_stage']:.1f}",
-            f"{row['monitor_share']:.1%}",
+            " / ".join(f"{cost[p]:.1f}" for p in ("rollout", "update", "monitor", "diagnostic")),
         )
     console.print(table)
     for method, row in rows.items():
@@ -179,13 +243,13 @@ def _plot(rows: dict, k: int, path: Path) -> None:
     names = list(rows)
     ax1.bar(
         names,
-        [statistics.mean(rows[n]["avg_after"]) for n in names],
+        [statistics.mean(rows[n]["test_avg_after"]) for n in names],
         yerr=[
-            statistics.stdev(rows[n]["avg_after"]) if len(rows[n]["avg_after"]) > 1 else 0
+            statistics.stdev(rows[n]["test_avg_after"]) if len(rows[n]["test_avg_after"]) > 1 else 0
             for n in names
         ],
     )
-    ax1.set_title(f"train-split avg@{k} after training")
+    ax1.set_title(f"held-out avg@{k} after training (± std over seeds)")
     for n in names:
         gaps = rows[n]["stale_gap_by_index"]
         if gaps:

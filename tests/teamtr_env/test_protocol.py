@@ -118,3 +118,16 @@ def test_tool_calls_canonical_mode() -> None:
     assert canonical.clean("no calls here").notes == ()
     with pytest.raises(ConfigError, match="tool_calls: expected 'keep' or 'canonical'"):
         TeamProtocol(tool_calls="json")  # type: ignore[arg-type]
+
+
+def test_previous_visibility_shows_only_the_message_before_the_turn() -> None:
+    relay = TeamProtocol(agents=("a", "b", "c"), visibility="previous", full_view=("c",))
+    assert relay.shows_prompt("a", 0) and not relay.shows_prompt("b", 1)
+    assert relay.shows_prompt("c", 2)  # full_view agents see everything, the problem included
+    assert relay.sees("b", 1, "a", 0) and not relay.sees("b", 2, "a", 0)
+    assert not relay.sees("a", 3, "a", 0)  # not even its own earlier message
+    assert relay.sees("c", 2, "a", 0)
+    text, _ = relay.render(None, [], "b")
+    assert "Problem" not in text
+    with pytest.raises(ConfigError, match="'previous'"):
+        TeamProtocol(visibility="nearest")  # type: ignore[arg-type]

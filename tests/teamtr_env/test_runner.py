@@ -66,6 +66,22 @@ def test_layout_groups_and_messages() -> None:
     assert batch.episodes[0].prompt.startswith("Compute: ")
 
 
+def test_groups_slices_whole_problems_and_renumbers() -> None:
+    runner, _ = arith_runner()
+    batch = runner.rollout(runner.sample_problems(3, seed=1), group_size=2, seed=0)
+    part = batch.groups(1, 3)
+    assert part.num_groups == 2 and part.stats.envs == 4
+    assert [e.problem_id for e in part.episodes] == [e.problem_id for e in batch.episodes[2:]]
+    assert [e.episode for e in part.episodes] == [0, 1, 2, 3]
+    assert [e.group for e in part.episodes] == [0, 0, 1, 1]
+    assert [m.text for m in part.messages] == [m.text for m in batch.messages if m.episode >= 2]
+    assert {m.episode for m in part.messages} == {0, 1, 2, 3}
+    assert part.group_rewards().tolist() == batch.group_rewards()[1:].tolist()
+    assert part.stats.messages == len(part.messages)
+    with pytest.raises(ValueError, match="0 <= start < stop <= 3"):
+        batch.groups(2, 4)
+
+
 def test_same_seed_same_batch_and_different_seed_differs() -> None:
     def run(seed: int) -> list:
         env = teamtr_env.make("teamtr/Arith-v0")
