@@ -124,6 +124,7 @@ def main() -> int:
                 [
                     *args.overrides,
                     f"schedule.method={method}",
+                    "diagnostics=true",
                     f"seed={seed}",
                     f"run_dir={args.out / f'{method}-seed{seed}'}",
                     "progress=false",

@@ -19,9 +19,14 @@ Method = Literal["teamtr", "naive_sequential", "joint"]
 Order = Literal["fixed", "reverse", "random"]
 DeltaMode = Literal["fixed", "adaptive", "none"]
 Budget = Literal["disjoint", "matched", "per_sample"]
+DEMO_TASK = "teamtr/Pipeline-v0"
 DEMO_TASK_OPTIONS: dict[str, Any] = {
-    "digits": 1,
-    "system_prompts": {"solver": "", "critic": "", "aggregator": ""},
+    # Chains of three +/-1..5 steps on values 0..9: 363 distinct held-out chains, and a step a
+    # 0.55M-parameter character model learns (with copying the rest of the chain) in ~100 s.
+    "max_operand": 5,
+    "max_value": 9,
+    # No system prompts: short contexts for a tiny character-level model.
+    "system_prompts": {"step1": "", "step2": "", "step3": ""},
 }
 
 
@@ -38,12 +43,16 @@ class ScheduleConfig:
         "naive_sequential: stage-start rollouts reused for every update; joint: all agents on one batch",
         "teamtr",
     )
-    stages: int = _help("training stages (each updates every agent once)", 6)
+    stages: int = _help("training stages (each updates every agent once)", 12)
     order: Order = _help(
         "update order per stage: fixed, reverse, or random (reseeded per stage)", "fixed"
     )
     resample_every: int = _help("teamtr ablation: resample every r updates (1 = every update)", 1)
-    problems_per_batch: int = _help("B: prompts per rollout batch", 16)
+    problems_per_batch: int = _help(
+        "B: prompts per update (tiny models need large batches: the team reward is a noisy signal "
+        "for any one agent)",
+        64,
+    )
     group_size: int = _help("G: rollouts per prompt (the advantage group)", 4)
     budget: Budget = _help(
         "disjoint: every update gets its own B prompts x G rollouts (single-batch methods sample "
@@ -74,7 +83,11 @@ class ScheduleConfig:
 class TrustRegionConfig:
     """The per-agent token-level KL trust region (Eq. 18) and how it is enforced."""
 
-    delta: float = _help("trust-region radius delta_i on the monitored token KL", 0.01)
+    delta: float = _help(
+        "trust-region radius delta_i on the monitored token KL (the paper: 0.01 for LLMs; the "
+        "tiny demo models move further per useful step)",
+        0.05,
+    )
     delta_mode: DeltaMode = _help(
         "fixed: constant delta; adaptive: grow x1.5 (up to delta_max) after updates using < half "
         "of it, shrink /1.5 (down to delta_min) after backtracking; none: no trust region",
@@ -113,7 +126,11 @@ class TrustRegionConfig:
 class OptimConfig:
     """The per-agent policy update (clipped surrogate + KL penalty, Adam)."""
 
-    lr: float = _help("AdamW learning rate (tiny models: 1e-4; >= 3e-4 destabilises)", 1e-4)
+    lr: float = _help(
+        "AdamW learning rate (the demo's tiny models: 1e-3, kept in check by the trust region; "
+        "without one, >= 3e-4 destabilises them)",
+        1e-3,
+    )
     epochs: int = _help("full-batch gradient steps per agent update", 4)
     micro_batch_size: int = _help("messages per forward pass (gradients are accumulated)", 64)
     ratio_clip: float = _help("epsilon of the clipped message-level ratio", 0.2)
@@ -167,14 +184,15 @@ class EvalConfig:
 @dataclass(frozen=True)
 class TrainConfig:
     """A whole training run. ``teamtr train`` with no config runs these defaults: a 3-agent team of
-    tiny local models on teamtr/Arith-v0, behaviour-cloned to a weak start, then TeamTR."""
+    tiny local models on teamtr/Pipeline-v0 (each agent does one step of a chain and sees only the
+    previous message), behaviour-cloned to a weak start, then TeamTR."""
 
-    task: str = _help("registered task id", "teamtr/Arith-v0")
+    task: str = _help("registered task id", DEMO_TASK)
     task_options: dict[str, Any] = field(
         default_factory=lambda: dict(DEMO_TASK_OPTIONS),
         metadata={
-            "help": "options passed to teamtr_env.make (default: the demo's one-digit sums and no "
-            "system prompts, short contexts a tiny char-level model learns from in seconds)"
+            "help": "options passed to teamtr_env.make (default: the demo's chains of three "
+            "+/-1..5 steps on values 0..9, no system prompts)"
         },
     )
     team: TeamConfig | None = _help(
@@ -200,9 +218,10 @@ class TrainConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     diagnostics: bool = _help(
-        "stale-gap diagnostics (naive/joint sample extra intermediate batches, not counted in "
-        "the training budget)",
-        True,
+        "stale-gap diagnostics: per stage, two stage-start batches and one intermediate-team batch "
+        "per update after the first, B prompts each, outside the training budget (off in the demo "
+        "to keep it under 5 minutes; benchmarks/compare_trainers.py turns it on)",
+        False,
     )
     seed: int = _help("everything random derives from it", 0)
     torch_threads: int = _help(

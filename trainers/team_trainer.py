@@ -341,8 +341,6 @@ class TeamTrainer:
         report.metrics.update(
             {
                 "stage/reward_mean": float(np.mean(rewards)),
-                "stage/delta_stale": float(sum(gaps)) if gaps else math.nan,
-                "stage/delta_stale_noise_floor": float(sum(floors)) if floors else math.nan,
                 "stage/kl_tok_mean": float(np.mean(kls)) if kls else math.nan,
                 "stage/kl_tok_max": float(np.max(kls)) if kls else math.nan,
                 "stage/out_of_region_rate": float(
@@ -355,6 +353,9 @@ class TeamTrainer:
                 **{f"stage/{k}": v for k, v in timing.items()},
             }
         )
+        if gaps:  # measured only with diagnostics on, for naive sequential and TeamTR
+            report.metrics["stage/delta_stale"] = float(sum(gaps))
+            report.metrics["stage/delta_stale_noise_floor"] = float(sum(floors))
         keys = (
             "kl_tok",
             "kl_raw",
