@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -20,6 +21,9 @@ from trainers.logger import read_jsonl
 from trainers.run import StopTraining, load_checkpoint, run_training
 
 SMALL = {
+    # The old demo's one-digit sums: tiny contexts, and a test split of exactly 8 distinct sums.
+    "task": "teamtr/Arith-v0",
+    "task_options": {"digits": 1, "system_prompts": {"solver": "", "critic": "", "aggregator": ""}},
     "max_new_tokens": 6,
     "sft": {"problems": 8, "steps": 2, "batch_size": 8},
     "schedule": {"stages": 2, "problems_per_batch": 2, "group_size": 2},
@@ -54,7 +58,7 @@ def test_every_schedule_runs_end_to_end(method: str, tmp_path: Path, tiny_model_
     assert summary["stages"] == 2 and len(summary["updates"]) == 6
     assert summary["accepted_in_region"] is True
     assert {"eval/avg@2", "eval/pass@2"} <= set(summary["before"]) & set(summary["after"])
-    assert summary["totals"]["rollouts"] == 2 * 3 * 2 * 2  # matched budget: 12 per stage
+    assert summary["totals"]["rollouts"] == 2 * 3 * 2 * 2  # equal budget: n * B * G per stage
     records = read_jsonl(run_dir / "metrics.jsonl")
     assert [r["step"] for r in records] == [0, 1, 2, 2]
     assert "stage/kl_tok_mean" in records[1] and "agent/solver/beta" in records[1]
@@ -147,7 +151,7 @@ def test_training_on_held_out_problems_is_refused(tmp_path: Path, tiny_model_dir
 def test_generated_splits_keep_evaluation_disjoint_from_training(tmp_path: Path) -> None:
     from trainers.run import _env_factory
 
-    cfg = from_dict(TrainConfig, {"task_options": {"digits": 2}})
+    cfg = from_dict(TrainConfig, {"task": "teamtr/Arith-v0", "task_options": {"digits": 2}})
     train, test = _env_factory(cfg, "train")(), _env_factory(cfg, "test")()
     import numpy as np
 
@@ -156,6 +160,21 @@ def test_generated_splits_keep_evaluation_disjoint_from_training(tmp_path: Path)
     test_ids = {test.task.sample(rng).id for _ in range(300)}
     assert train.task.split == "train" and test.task.split == "test"
     assert not train_ids & test_ids
+
+
+def test_the_default_run_is_the_pipeline_relay(tmp_path: Path, tiny_model_dir: Path) -> None:
+    defaults = TrainConfig()
+    assert defaults.task == "teamtr/Pipeline-v0" and defaults.schedule.budget == "disjoint"
+    data = {k: v for k, v in SMALL.items() if k not in ("task", "task_options")}
+    (tmp_path / "models").mkdir()
+    shutil.copytree(tiny_model_dir, tmp_path / "models" / "tiny")
+    cfg = from_dict(TrainConfig, {**data, "run_dir": str(tmp_path)})
+    summary = run_training(cfg, console=Console(file=io.StringIO()))
+    assert [u["agent"] for u in summary["updates"][:3]] == ["step1", "step2", "step3"]
+    assert summary["eval_problems_distinct"] == 4
+    # Diagnostics are off by default: no batches outside the training budget, no stale gaps.
+    assert summary["totals"].get("diagnostic_rollouts", 0) == 0
+    assert all(math.isnan(u["stale_gap"]) for u in summary["updates"])
 
 
 def test_select_best_needs_periodic_validation() -> None:
