@@ -94,6 +94,8 @@ def evaluate_team(
         log.info("%s evaluation: %s", prefix, draw.message)
     report = evaluate(runner, problems, config.eval.k, seed=seed)
     out: dict[str, float] = {f"{prefix}/{name}": m.mean for name, m in report.metrics.items()}
+    for name, m in report.metrics.items():  # bootstrap CIs over distinct problems (not plotted)
+        out[f"ci/{prefix}/{name}_low"], out[f"ci/{prefix}/{name}_high"] = m.ci_low, m.ci_high
     out[_distinct_key(prefix)] = report.n_problems_distinct
     return out
 
@@ -445,7 +447,15 @@ def _summary(
     before = extra.get("before", {})
 
     def metrics_only(values: dict[str, float]) -> dict[str, float]:
-        return {k: v for k, v in values.items() if not k.startswith("problems/")}
+        return {k: v for k, v in values.items() if not k.startswith(("problems/", "ci/"))}
+
+    def intervals(values: dict[str, float]) -> dict[str, list[float]]:
+        """``{"eval/avg@4": [low, high], ...}``: the 95% bootstrap CIs over distinct problems."""
+        return {
+            k[3:-4]: [v, values[k[:-4] + "_high"]]
+            for k, v in values.items()
+            if k.startswith("ci/") and k.endswith("_low")
+        }
 
     def distinct(prefix: str) -> int | None:
         value = after.get(_distinct_key(prefix), before.get(_distinct_key(prefix)))
@@ -458,6 +468,8 @@ def _summary(
         "stages": trainer.stage,
         "before": metrics_only(before),
         "after": metrics_only(after),
+        "before_ci": intervals(before),
+        "after_ci": intervals(after),
         "eval_split": config.eval.split,
         "eval_problems": config.eval.problems,
         "eval_problems_distinct": distinct("eval"),
@@ -489,12 +501,17 @@ def _metrics_line(label: str, metrics: dict[str, float], k: int) -> str:
     return line
 
 
+def _with_ci(value: float, ci: list[float] | None) -> str:
+    return f"{value:.3f}" if not ci else f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
 def _print_summary(
     console: Console, config: TrainConfig, summary: dict[str, Any], run_dir: Path
 ) -> None:
     k = config.eval.k
     table = Table(
-        title=f"{config.schedule.method} on {config.task}: {summary['stages']} stages, {summary['wall_s']:.0f} s"
+        title=f"{config.schedule.method} on {config.task}: {summary['stages']} stages, "
+        f"{summary['wall_s']:.0f} s; 95% bootstrap CIs over distinct problems"
     )
     for col in ("metric", "before", "after"):
         table.add_column(col, justify="right" if col != "metric" else "left")
@@ -505,8 +522,8 @@ def _print_summary(
             if after is not None:
                 table.add_row(
                     f"{metric} ({label})",
-                    "-" if before is None else f"{before:.3f}",
-                    f"{after:.3f}",
+                    "-" if before is None else _with_ci(before, summary["before_ci"].get(name)),
+                    _with_ci(after, summary["after_ci"].get(name)),
                 )
     console.print(table)
     asked = summary["eval_problems"]

@@ -172,6 +172,9 @@ def test_the_default_run_is_the_pipeline_relay(tmp_path: Path, tiny_model_dir: P
     summary = run_training(cfg, console=Console(file=io.StringIO()))
     assert [u["agent"] for u in summary["updates"][:3]] == ["step1", "step2", "step3"]
     assert summary["eval_problems_distinct"] == 4
+    low, high = summary["after_ci"]["eval/avg@2"]  # bootstrap CI over the distinct problems
+    assert low <= summary["after"]["eval/avg@2"] <= high
+    assert not any(k.startswith("ci/") for k in summary["after"])
     # Diagnostics are off by default: no batches outside the training budget, no stale gaps.
     assert summary["totals"].get("diagnostic_rollouts", 0) == 0
     assert all(math.isnan(u["stale_gap"]) for u in summary["updates"])
