@@ -41,6 +41,11 @@ SPLIT_FRACTIONS: tuple[tuple[Split, float], ...] = (
 """How generated problems are partitioned into splits by a hash of their id (see :func:`split_of`)."""
 
 
+def is_int(value: object) -> bool:
+    """An ``int`` that is not a ``bool`` (task arguments and gold answers are checked with it)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def split_of(problem_id: str) -> Split:
     """The split a generated problem belongs to: a stable hash of its id partitions the problem
     space 80/10/10 into train/validation/test, so a generator asked for one split never yields a

@@ -7,7 +7,7 @@ import re
 import numpy as np
 
 from tasks.arith import rules
-from tasks.base import Problem, Score, SingleAnswerTask, TaskConfigError
+from tasks.base import Problem, Score, SingleAnswerTask, TaskConfigError, is_int
 
 _PROBLEM_LINE = re.compile(r"^Compute: ([0-9+\-* ]+)$", re.MULTILINE)
 
@@ -32,13 +32,13 @@ class ArithTask(SingleAnswerTask):
         self, digits: int = 2, operators: str = "+", operands: int = 2, split: str = "train"
     ) -> None:
         problems = []
-        if not _is_int(digits) or not 1 <= digits <= 9:
+        if not is_int(digits) or not 1 <= digits <= 9:
             problems.append(f"digits must be an integer in 1..9, got {digits!r}")
         if not isinstance(operators, str) or not operators or set(operators) - set(rules.OPERATORS):
             problems.append(
                 f"operators must be a non-empty string of {rules.OPERATORS!r}, got {operators!r}"
             )
-        if not _is_int(operands) or not 2 <= operands <= 6:
+        if not is_int(operands) or not 2 <= operands <= 6:
             problems.append(f"operands must be an integer in 2..6, got {operands!r}")
         if split not in ("train", "validation", "test"):
             problems.append(f"split must be 'train', 'validation' or 'test', got {split!r}")
@@ -73,7 +73,7 @@ class ArithTask(SingleAnswerTask):
         if value is None:
             return Score(0.0, False, None, {"reason": "no_integer_found"})
         gold = problem.answer
-        if not _is_int(gold):
+        if not is_int(gold):
             return Score(
                 0.0, False, str(value), {"reason": "invalid_gold_answer", "gold": repr(gold)}
             )
@@ -91,7 +91,3 @@ class ArithTask(SingleAnswerTask):
         if make_error:
             value += int(rng.choice([-1, 1])) * int(rng.integers(1, 11))
         return f"Answer: {value}"
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tasks.base import SPLITS, Problem, Score, SingleAnswerTask, TaskConfigError
+from tasks.base import SPLITS, Problem, Score, SingleAnswerTask, TaskConfigError, is_int
 from tasks.math.expert import expert_text, wrong_candidates
 from tasks.math.generate import DIFFICULTIES, GENERATORS
 from tasks.math.grading import DEFAULT_MAX_ANSWER_CHARS, DEFAULT_TIMEOUT_S, grade_answer
@@ -55,7 +55,7 @@ class MathTask(SingleAnswerTask):
     ) -> None:
         problems: list[str] = []
         names = _kind_names(kinds, problems)
-        if not _is_int(difficulty) or difficulty not in DIFFICULTIES:
+        if not is_int(difficulty) or difficulty not in DIFFICULTIES:
             problems.append(f"difficulty must be one of {DIFFICULTIES}, got {difficulty!r}")
         if split not in SPLITS:
             problems.append(f"split must be one of {SPLITS}, got {split!r}")
@@ -71,7 +71,7 @@ class MathTask(SingleAnswerTask):
             problems.append(
                 f"timeout_s must be a number in (0, {MAX_TIMEOUT_S:g}], got {timeout_s!r}"
             )
-        if not _is_int(max_answer_chars) or not 1 <= max_answer_chars <= 100_000:
+        if not is_int(max_answer_chars) or not 1 <= max_answer_chars <= 100_000:
             problems.append(
                 f"max_answer_chars must be an integer in 1..100000, got {max_answer_chars!r}"
             )
@@ -171,7 +171,3 @@ def _kind_names(kinds: object, problems: list[str]) -> tuple[str, ...]:
             hint = f" Did you mean {close[0]!r}?" if close else ""
             problems.append(f"unknown kind {kind!r}.{hint} Known kinds: {sorted(GENERATORS)}.")
     return tuple(dict.fromkeys(raw))
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)

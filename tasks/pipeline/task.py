@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tasks.arith.rules import extract_answer
-from tasks.base import Problem, Score, SingleAnswerTask, TaskConfigError
+from tasks.base import Problem, Score, SingleAnswerTask, TaskConfigError, is_int
 from tasks.pipeline import rules
 
 
@@ -39,11 +39,11 @@ class PipelineTask(SingleAnswerTask):
         self, steps: int = 3, max_operand: int = 9, max_value: int = 99, split: str = "train"
     ) -> None:
         problems = []
-        if not _is_int(steps) or not 1 <= steps <= rules.MAX_STEPS:
+        if not is_int(steps) or not 1 <= steps <= rules.MAX_STEPS:
             problems.append(f"steps must be an integer in 1..{rules.MAX_STEPS}, got {steps!r}")
-        if not _is_int(max_operand) or not 1 <= max_operand <= 9:
+        if not is_int(max_operand) or not 1 <= max_operand <= 9:
             problems.append(f"max_operand must be an integer in 1..9, got {max_operand!r}")
-        if not _is_int(max_value) or not 9 <= max_value <= 999:
+        if not is_int(max_value) or not 9 <= max_value <= 999:
             problems.append(f"max_value must be an integer in 9..999, got {max_value!r}")
         if split not in ("train", "validation", "test"):
             problems.append(f"split must be 'train', 'validation' or 'test', got {split!r}")
@@ -91,7 +91,3 @@ class PipelineTask(SingleAnswerTask):
             return "I cannot find the chain."
         error = int(rng.choice([-1, 1])) * int(rng.integers(1, 4)) if make_error else 0
         return rules.step(*chain, error=error)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)

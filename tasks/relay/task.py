@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tasks.base import Problem, Score, SingleAnswerTask, TaskConfigError
+from tasks.base import Problem, Score, SingleAnswerTask, TaskConfigError, is_int
 from tasks.relay import rules
 
 
@@ -37,7 +37,7 @@ class RelayTask(SingleAnswerTask):
     )
 
     def __init__(self, symbols: int = 4) -> None:
-        if not _is_int(symbols) or not 2 <= symbols <= rules.MAX_SYMBOLS:
+        if not is_int(symbols) or not 2 <= symbols <= rules.MAX_SYMBOLS:
             raise TaskConfigError(
                 "RelayTask",
                 [f"symbols must be an integer in 2..{rules.MAX_SYMBOLS}, got {symbols!r}"],
@@ -82,7 +82,3 @@ class RelayTask(SingleAnswerTask):
         if make_error:
             symbol = int((symbol + rng.integers(1, self.symbols)) % self.symbols)
         return rules.render_message(symbol)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)

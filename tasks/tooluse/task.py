@@ -18,7 +18,16 @@ from typing import Any
 import numpy as np
 
 from adapters.toolcalls import ToolCall
-from tasks.base import SPLITS, Episode, InteractiveTask, Problem, Score, Split, TaskConfigError
+from tasks.base import (
+    SPLITS,
+    Episode,
+    InteractiveTask,
+    Problem,
+    Score,
+    Split,
+    TaskConfigError,
+    is_int,
+)
 from tasks.tooluse import expert as expert_rules
 from tasks.tooluse.actions import MAX_SCAN_CHARS, parse_agent_message, render_feedback
 from tasks.tooluse.db import (
@@ -102,7 +111,7 @@ class ToolUseTask(InteractiveTask):
         problems: list[str] = []
         if tool_listing not in ("compact", "json"):
             problems.append(f"tool_listing must be 'compact' or 'json', got {tool_listing!r}")
-        if not _is_int(max_call_chars) or not 256 <= max_call_chars <= 1_000_000:
+        if not is_int(max_call_chars) or not 256 <= max_call_chars <= 1_000_000:
             problems.append(
                 f"max_call_chars must be an integer in 256..1000000, got {max_call_chars!r}"
             )
@@ -322,7 +331,3 @@ def _type_of(spec: dict[str, Any]) -> str:
     if spec.get("type") == "array":
         return f"list of {spec.get('items', {}).get('type', 'value')}"
     return str(spec.get("type", "value"))
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)

@@ -20,6 +20,7 @@ from tasks.base import (
     SingleAnswerTask,
     Split,
     TaskConfigError,
+    is_int,
     split_of,
 )
 from tasks.zebra.data import check_solution, load_file, problem_meta
@@ -84,7 +85,7 @@ class ZebraTask(SingleAnswerTask):
     ) -> None:
         problems = []
         for label, value in (("houses", houses), ("attributes", attributes)):
-            if not _is_int(value) or not MIN_SIZE <= value <= MAX_SIZE:
+            if not is_int(value) or not MIN_SIZE <= value <= MAX_SIZE:
                 problems.append(
                     f"{label} must be an integer in {MIN_SIZE}..{MAX_SIZE}, got {value!r}"
                 )
@@ -192,10 +193,6 @@ class ZebraTask(SingleAnswerTask):
         return answer_json(solution, how)
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _parse_sizes(sizes: object) -> tuple[tuple[tuple[int, int], ...], list[str]]:
     """``((N, M), ...)`` from the ``sizes`` option, and every problem with it."""
     if sizes is None:
@@ -213,7 +210,7 @@ def _parse_sizes(sizes: object) -> tuple[tuple[tuple[int, int], ...], list[str]]
             pair = (int(match.group(1)), int(match.group(2)))
         elif isinstance(item, Sequence) and not isinstance(item, str) and len(item) == 2:
             pair = tuple(item)
-        if len(pair) == 2 and all(_is_int(v) and MIN_SIZE <= v <= MAX_SIZE for v in pair):
+        if len(pair) == 2 and all(is_int(v) and MIN_SIZE <= v <= MAX_SIZE for v in pair):
             parsed.append((int(pair[0]), int(pair[1])))
         else:
             problems.append(
