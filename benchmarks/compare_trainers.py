@@ -84,14 +84,6 @@ def _gap(update: dict, key: str = "stale_gap") -> float | None:
     return None if gap is None or math.isnan(gap) else float(gap)
 
 
-def spread(values: list[float]) -> str:
-    if not values:
-        return "-"
-    if len(values) == 1:
-        return f"{values[0]:.3f}"
-    return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])

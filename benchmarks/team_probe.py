@@ -55,9 +55,10 @@ def probe(config: TrainConfig, policies: dict[str, Any], problems: int, k: int) 
     right: dict[tuple[int, str], bool] = {}
     copies: dict[str, list[bool]] = {a: [] for a in agents}
     previous: dict[int, str] = {}
-    for m in sorted(batch.messages, key=lambda m: (m.episode, m.turn)):
-        reply = expert.generate([m.context], SamplingParams(seed=0))[0].text
-        right[(m.episode, m.agent)] = reply == m.text
+    messages = sorted(batch.messages, key=lambda m: (m.episode, m.turn))
+    replies = expert.generate([m.context for m in messages], SamplingParams(seed=0))
+    for m, reply in zip(messages, replies):
+        right[(m.episode, m.agent)] = reply.text == m.text
         if m.episode in previous:
             copies[m.agent].append(m.text == previous[m.episode])
         previous[m.episode] = m.text

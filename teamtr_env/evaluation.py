@@ -17,7 +17,7 @@ from tasks.base import Problem
 from teamtr_env.coordination import coordination_metrics
 from teamtr_env.metrics import MetricEstimate, ProblemSamples, majority_answer, summarize
 from teamtr_env.rollout import RolloutBatch
-from teamtr_env.runner import Runner
+from teamtr_env.runner import Runner, distinct_by_id
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +141,7 @@ def evaluate(
         coordination: grade every message for the coordination metrics (single-answer tasks).
     """
     given = len(problems)
-    problems = _distinct(problems)
+    problems = distinct_by_id(problems)
     if len(problems) < given:
         log.warning(
             "evaluate: %d of the %d problems repeat an earlier problem id and are dropped; "
@@ -200,14 +200,6 @@ def evaluate(
     return EvalReport(
         k, metrics, per_problem, batch, breakdowns, coord, task_metrics, splits, n_problems=given
     )
-
-
-def _distinct(problems: Sequence[Problem]) -> list[Problem]:
-    """The first problem of every id, in order."""
-    first: dict[str, Problem] = {}
-    for problem in problems:
-        first.setdefault(problem.id, problem)
-    return list(first.values())
 
 
 def _breakdown_keys(problems: Sequence[Problem]) -> list[str]:

@@ -85,6 +85,14 @@ class ProblemDraw:
         }
 
 
+def distinct_by_id(problems: Sequence[Problem]) -> list[Problem]:
+    """The first problem of every id, in order (a repeated problem is not an independent one)."""
+    first: dict[str, Problem] = {}
+    for problem in problems:
+        first.setdefault(problem.id, problem)
+    return list(first.values())
+
+
 def derive_seed(*parts: int) -> int:
     """A 32-bit seed from integers, independent across different ``parts`` (NumPy SeedSequence)."""
     return int(np.random.SeedSequence([abs(int(p)) for p in parts]).generate_state(1)[0])
@@ -174,10 +182,7 @@ class Runner:
         env = self.env
         rng = np.random.default_rng(seed)
         if env.problems is not None:
-            first: dict[str, Problem] = {}
-            for problem in env.problems:
-                first.setdefault(problem.id, problem)
-            distinct = list(first.values())
+            distinct = distinct_by_id(env.problems)
             order = range(len(distinct)) if in_order else rng.permutation(len(distinct))
             chosen = [distinct[int(i)] for i in order][:n]
             info = ProblemDraw(n, len(chosen), "problem set", available=len(distinct))

@@ -234,19 +234,13 @@ class TeamTrainer:
             slot = self.slots[agent]
             messages = batch.messages_of(agent)
             groups = self._advantages(batch)
-            adv = groups.advantages.flatten()
-            msg_adv = torch.tensor([float(adv[m.episode]) for m in messages], dtype=torch.float32)
+            msg_adv = _per_message(groups, messages)
             weights = (
                 self._stale_weights(messages, stale_log_ratio, offset)
                 if sched.importance_weighting
                 else None
             )
-            behaviour = score(
-                slot.policy,
-                messages,
-                self.settings.micro_batch_size,
-                self.settings.score_temperature,
-            )
+            behaviour = self._score(agent, messages)
             pre_weights = None
             if sched.importance_weighting:  # the agent's stage-start log-probs on the whole batch
                 pre_weights = (
@@ -399,12 +393,7 @@ class TeamTrainer:
         out = {}
         for name, b in batches.items():
             msgs = b.messages_of(agent)
-            adv = self._advantages(b).advantages.flatten()
-            out[name] = (
-                msgs,
-                torch.tensor([float(adv[m.episode]) for m in msgs]),
-                self._score(agent, msgs),
-            )
+            out[name] = (msgs, _per_message(self._advantages(b), msgs), self._score(agent, msgs))
         return out
 
     def _surrogates(
@@ -469,6 +458,12 @@ class TeamTrainer:
             slot.optimizer.load_state_dict(s["optimizer"])
             slot.beta, slot.delta, slot.version = s["beta"], s["delta"], s["version"]
         torch.set_rng_state(state["torch_rng"])
+
+
+def _per_message(groups: GroupAdvantages, messages: list[MessageRecord]) -> torch.Tensor:
+    """``[N]`` float32: each message gets its episode's advantage."""
+    adv = groups.advantages.flatten()
+    return torch.tensor([float(adv[m.episode]) for m in messages], dtype=torch.float32)
 
 
 def _joined(new: Any, old: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
