@@ -39,7 +39,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from trainers.config import config_from_overrides
+from trainers.config import DEMO_TASK_OPTIONS, config_from_overrides
 from trainers.run import run_training
 
 METHODS = ("teamtr", "naive_sequential", "joint")
@@ -58,9 +58,8 @@ def team_overrides(agents: int) -> list[str]:
     """``--set`` lines for an ``agents``-step pipeline with agents step1..stepN (no system prompts)."""
     names = [f"step{i + 1}" for i in range(agents)]
     options = {
+        **DEMO_TASK_OPTIONS,
         "steps": agents,
-        "max_operand": 5,
-        "max_value": 9,
         "agents": names,
         "system_prompts": {a: "" for a in names},
     }

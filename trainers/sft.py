@@ -12,7 +12,7 @@ import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -36,10 +36,17 @@ class SFTConfig:
     has the noise to remove)."""
 
     problems: int = field(default=2000, metadata={"help": "problems the expert plays for the data"})
-    steps: int = field(default=700, metadata={"help": "optimizer steps per agent"})
+    steps: int = field(default=600, metadata={"help": "optimizer steps per agent"})
     batch_size: int = field(default=64, metadata={"help": "expert messages per step and agent"})
     lr: float = field(default=3e-3, metadata={"help": "AdamW learning rate"})
     weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay"})
+    lr_schedule: Literal["constant", "cosine"] = field(
+        default="cosine",
+        metadata={
+            "help": "constant, or cosine decay from lr to 0 over the steps (a sharper clone in "
+            "the same number of steps)"
+        },
+    )
     expert_error_rate: float = field(
         default=0.4, metadata={"help": "probability that an expert message is a plausible error"}
     )
@@ -70,6 +77,8 @@ class SFTConfig:
         ]
         if not (self.lr > 0 and self.max_grad_norm > 0 and self.weight_decay >= 0):
             problems.append("lr and max_grad_norm must be > 0 and weight_decay >= 0")
+        if self.lr_schedule not in ("constant", "cosine"):
+            problems.append(f"lr_schedule must be 'constant' or 'cosine', got {self.lr_schedule!r}")
         if not 0.0 <= self.expert_error_rate <= 1.0:
             problems.append(f"expert_error_rate must be in [0, 1], got {self.expert_error_rate}")
         if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:
@@ -138,7 +147,8 @@ def behaviour_clone(
 
     Each step updates every agent once (in the order of ``policies``) on ``config.batch_size``
     random messages of its data: AdamW on the mean per-token NLL (EOS included), gradients clipped
-    to ``config.max_grad_norm``. Minibatches come from a ``torch.Generator`` seeded with
+    to ``config.max_grad_norm``, the learning rate constant or decayed along a cosine from
+    ``config.lr`` to 0 (``config.lr_schedule``). Minibatches come from a ``torch.Generator`` seeded with
     ``config.seed`` and the agent's index, so a seed gives the same curves.
 
     With ``config.target_accuracy``, up to 64 messages per agent are held out and every 10 steps
@@ -151,7 +161,7 @@ def behaviour_clone(
         config: the settings.
         progress: show a rich progress bar.
         on_step: called after every step with the step index and the metrics
-            ``agent/<name>/sft_nll`` (and, at held-out checks, ``agent/<name>/sft_heldout_match``
+            ``sft/lr`` and ``agent/<name>/sft_nll`` (and, at held-out checks, ``agent/<name>/sft_heldout_match``
             and ``sft/heldout_team_match``), ready for a ``MetricsLogger``.
 
     Returns:
@@ -186,7 +196,13 @@ def behaviour_clone(
     with Progress(*columns, TimeElapsedColumn(), disable=not progress, transient=True) as bar:
         bar_task = bar.add_task("behaviour cloning", total=config.steps)
         for step in range(config.steps):
-            metrics: dict[str, float] = {}
+            lr = config.lr
+            if config.lr_schedule == "cosine":
+                lr = config.lr * 0.5 * (1 + math.cos(math.pi * step / config.steps))
+                for optim in optims.values():
+                    for group in optim.param_groups:
+                        group["lr"] = lr
+            metrics: dict[str, float] = {"sft/lr": lr}
             for agent in agents:
                 contexts, completions = train[agent]
                 idx = torch.randperm(len(contexts), generator=gens[agent])[: config.batch_size]

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 import numpy as np
 
 MAX_STEPS = 8
+# The scripted expert's mistakes (see PipelineTask): a wrong value, or a message without the rest.
+EXPERT_ERRORS = ("arithmetic", "drop_rest")
 # A chain: an integer, then up to MAX_STEPS signed one- or two-digit operations, space-separated.
 _CHAIN = re.compile(
     r"^[ \t]{0,3}(-?\d{1,4})((?:[ \t]{1,3}[+-]\d{1,2}){0," + str(MAX_STEPS) + r"})[ \t]{0,3}$"
@@ -70,9 +72,12 @@ def last_chain(context: str) -> tuple[int, list[int]] | None:
     return None
 
 
-def step(value: int, ops: Sequence[int], error: int = 0) -> str:
+def step(value: int, ops: Sequence[int], error: int = 0, *, drop_rest: bool = False) -> str:
     """One agent's message: apply the first operation (plus ``error``) and pass the rest on, or
-    give the answer when no operation is left after it."""
+    give the answer when no operation is left after it. ``drop_rest`` writes the new value alone
+    (no rest of the chain, no ``Answer:`` tag): a message the next reader cannot use."""
     new = value + ops[0] + error
     rest = list(ops[1:])
+    if drop_rest:
+        return str(new)
     return render(new, rest) if rest else f"Answer: {new}"

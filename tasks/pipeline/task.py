@@ -25,6 +25,11 @@ class PipelineTask(SingleAnswerTask):
         max_operand: operations are ``+d`` or ``-d`` with ``1 <= d <= max_operand`` (1-9).
         max_value: every running value stays in ``[0, max_value]`` (9-999).
         split: the split generated problems are labelled with.
+        expert_error: the mistake the scripted expert makes when asked to err (behaviour-cloning
+            data with ``expert_error_rate > 0``): ``"arithmetic"`` is off by 1-3;
+            ``"drop_rest"`` does the step right but leaves out what the next agent needs (the
+            rest of the chain; for the last step, the ``Answer:`` tag), so only the team reward
+            can tell the habit is wrong.
 
     Raises:
         TaskConfigError: listing every invalid argument at once.
@@ -36,7 +41,12 @@ class PipelineTask(SingleAnswerTask):
     )
 
     def __init__(
-        self, steps: int = 3, max_operand: int = 9, max_value: int = 99, split: str = "train"
+        self,
+        steps: int = 3,
+        max_operand: int = 9,
+        max_value: int = 99,
+        split: str = "train",
+        expert_error: str = "arithmetic",
     ) -> None:
         problems = []
         if not is_int(steps) or not 1 <= steps <= rules.MAX_STEPS:
@@ -47,12 +57,17 @@ class PipelineTask(SingleAnswerTask):
             problems.append(f"max_value must be an integer in 9..999, got {max_value!r}")
         if split not in ("train", "validation", "test"):
             problems.append(f"split must be 'train', 'validation' or 'test', got {split!r}")
+        if expert_error not in rules.EXPERT_ERRORS:
+            problems.append(
+                f"expert_error must be one of {rules.EXPERT_ERRORS}, got {expert_error!r}"
+            )
         if problems:
             raise TaskConfigError("PipelineTask", problems)
         self.steps = steps
         self.max_operand = max_operand
         self.max_value = max_value
         self.split = split
+        self.expert_error = expert_error
 
     def sample(self, rng: np.random.Generator) -> Problem:
         """A chain of this task's split (the splits partition chains by a hash of their id)."""
@@ -85,9 +100,12 @@ class PipelineTask(SingleAnswerTask):
 
     def expert_reply(self, context: str, rng: np.random.Generator, *, make_error: bool) -> str:
         """Does one step of the last chain in the context (the problem for the first agent, the
-        previous message for the others); off by 1-3 when ``make_error``."""
+        previous message for the others); when ``make_error``, off by 1-3 or without the rest of
+        the chain, as ``expert_error`` says."""
         chain = rules.last_chain(context)
         if chain is None:
-            return "I cannot find the chain."
+            return "No chain."
+        if make_error and self.expert_error == "drop_rest":
+            return rules.step(*chain, drop_rest=True)
         error = int(rng.choice([-1, 1])) * int(rng.integers(1, 4)) if make_error else 0
         return rules.step(*chain, error=error)

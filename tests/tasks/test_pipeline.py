@@ -26,6 +26,9 @@ def test_chain_rules() -> None:
     assert step(7, [5, -3, 8]) == "12 -3 +8"
     assert step(9, [8]) == "Answer: 17"
     assert step(9, [8], error=-2) == "Answer: 15"
+    # A dropped rest: the value alone, which the next agent (or the grader) cannot use.
+    assert step(7, [5, -3, 8], drop_rest=True) == "12"
+    assert step(9, [8], drop_rest=True) == "17"
     assert rules.last_chain("### Problem\n7 +5 -3\n### step1\n") == (7, [5, -3])
     assert rules.last_chain("### step1\nAnswer: 9\n### step2\n") is None
 
@@ -50,8 +53,9 @@ def test_generated_chains_stay_in_range_and_splits_are_disjoint() -> None:
 
 def test_bad_options_are_all_reported() -> None:
     with pytest.raises(TaskConfigError) as err:
-        PipelineTask(steps=0, max_operand=12, max_value=3, split="dev")
-    assert len(err.value.problems) == 4
+        PipelineTask(steps=0, max_operand=12, max_value=3, split="dev", expert_error="typo")
+    assert len(err.value.problems) == 5
+    assert "expert_error" in str(err.value)
 
 
 @pytest.mark.parametrize(
@@ -106,3 +110,25 @@ def test_noisy_expert_accuracy_compounds_over_the_chain() -> None:
     # Each link is right with probability 0.8, so the team with about 0.8^3 = 0.51 (a wrong
     # value can still land on the right answer by a later error, rarely).
     assert 0.42 < batch.rewards().mean() < 0.6
+
+
+def test_expert_that_drops_the_rest_is_right_in_value_and_useless_to_the_team() -> None:
+    """The demo's cloned habit: with ``expert_error="drop_rest"`` an erring expert computes the
+    step right but leaves out the rest of the chain (or the Answer tag), so the next agent has
+    nothing to work on and only the team reward shows the message was bad."""
+    env_fn = lambda: make(expert_error="drop_rest")  # noqa: E731
+    task = env_fn().task
+    rng = np.random.default_rng(0)
+    context = "### Problem\n7 +5 -3 +8\n### step1\n"
+    assert task.expert_reply(context, rng, make_error=True) == "12"
+    assert task.expert_reply(context, rng, make_error=False) == "12 -3 +8"
+    assert task.expert_reply("### step2\n9 +8\n### step3\n", rng, make_error=True) == "17"
+    # The next agent gets no chain: a short, fixed reply (cheap to clone).
+    assert task.expert_reply("### step1\n12\n### step2\n", rng, make_error=False) == "No chain."
+    always = Runner(env_fn, ScriptedExpert(task, 1.0, seed=0), progress=False)
+    problems = always.sample_problems(50, seed=1)
+    assert always.rollout(problems, seed=0).rewards().mean() == 0.0
+    noisy = Runner(env_fn, ScriptedExpert(task, 0.2, seed=0), progress=False)
+    batch = noisy.rollout(noisy.sample_problems(400, seed=2), seed=0)
+    # A dropped link always sinks the team (no lucky cancellation): about 0.8^3 = 0.51.
+    assert 0.44 < batch.rewards().mean() < 0.58

@@ -89,7 +89,9 @@ def test_behaviour_clone_lowers_the_nll_and_learns_the_format(cloned: dict[str, 
     assert len(loss) == SMALL.steps
     assert loss[-1] < 0.5 * loss[0], loss
     assert [s for s, _ in cloned["steps"]] == list(range(SMALL.steps))
-    assert cloned["steps"][-1][1] == {"agent/solver/sft_nll": loss[-1]}
+    last = cloned["steps"][-1][1]
+    assert last == {"sft/lr": pytest.approx(last["sft/lr"]), "agent/solver/sft_nll": loss[-1]}
+    assert 0 < last["sft/lr"] < 0.01 * SMALL.lr  # the default cosine schedule, near its end
     context = cloned["data"]["solver"][0][0]
     greedy = SamplingParams(temperature=0.0, max_new_tokens=12)
     text = cloned["policy"].generate([context], greedy)[0].text
@@ -140,6 +142,24 @@ def test_non_finite_loss_is_an_error_naming_agent_and_step(
         behaviour_clone({"solver": policy}, _solo_data(8), config)
 
 
+def test_cosine_schedule_decays_the_lr_to_zero_and_changes_the_clone(tiny_model_dir: Path) -> None:
+    data = _solo_data(16)
+    config = SFTConfig(steps=4, batch_size=8, lr=1e-2, lr_schedule="cosine")
+    lrs: list[float] = []
+    cosine = behaviour_clone(
+        {"solver": HFPolicy.from_pretrained(tiny_model_dir)},
+        data,
+        config,
+        on_step=lambda _, m: lrs.append(m["sft/lr"]),
+    )
+    expected = [1e-2 * 0.5 * (1 + math.cos(math.pi * s / 4)) for s in range(4)]
+    assert lrs == pytest.approx(expected) and lrs[0] == 1e-2 and lrs[-1] < 0.15 * 1e-2
+    constant = dataclasses.replace(config, lr_schedule="constant")
+    flat = behaviour_clone({"solver": HFPolicy.from_pretrained(tiny_model_dir)}, data, constant)
+    # Same data and first step, smaller later steps: the curves part after the first step.
+    assert cosine["solver"][:2] == flat["solver"][:2] and cosine != flat
+
+
 def test_bad_inputs_are_rejected() -> None:
     with pytest.raises(ValueError, match="no policy for \\['critic'\\]"):
         behaviour_clone({}, {"critic": [("c", "t")]}, SMALL)
@@ -147,6 +167,8 @@ def test_bad_inputs_are_rejected() -> None:
         SFTConfig(steps=0)
     with pytest.raises(ValueError, match="target_accuracy"):
         SFTConfig(target_accuracy=1.5)
+    with pytest.raises(ValueError, match="lr_schedule"):
+        SFTConfig(lr_schedule="linear")  # type: ignore[arg-type]
 
 
 def test_config_schema_describes_every_field() -> None:
