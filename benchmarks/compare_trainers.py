@@ -16,7 +16,10 @@ and tokens per update are equal and only staleness differs.
 Usage::
 
     .venv/bin/python benchmarks/compare_trainers.py [--seeds 0 1 2 3 4] [--stages 8] [--agents 3]
-        [--out runs/compare] [--quick] [--set KEY=VALUE ...]
+        [--trainers ID ...] [--out runs/compare] [--quick] [--set KEY=VALUE ...]
+
+``--trainers`` takes any registered learner (``teamtr trainers`` lists them, plugins included) or
+a built-in's short name (default: ``teamtr naive_sequential joint``).
 
 ``--agents N`` sets the team size (the pipeline's chain gets N steps, agents step1..stepN).
 ``--quick`` is a minutes-long smoke run (one seed, two stages, small batches and evaluations).
@@ -40,6 +43,7 @@ from rich.console import Console
 from rich.table import Table
 
 from trainers.config import DEMO_TASK_OPTIONS, config_from_overrides
+from trainers.registry import RegistryError, trainer_spec
 from trainers.run import run_training
 
 METHODS = ("teamtr", "naive_sequential", "joint")
@@ -89,7 +93,15 @@ def main() -> int:
     parser.add_argument("--stages", type=int, default=None, help="default: the config's")
     parser.add_argument("--agents", type=int, default=None, help="team size (pipeline steps)")
     parser.add_argument("--quick", action="store_true", help="a minutes-long smoke run")
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    parser.add_argument(
+        "--trainers",
+        "--methods",
+        dest="methods",
+        nargs="+",
+        default=list(METHODS),
+        metavar="ID",
+        help="registered learner ids or short names (`teamtr trainers`); default: the built-ins",
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/compare"))
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument(
@@ -99,6 +111,11 @@ def main() -> int:
         "--skip-missing", action="store_true", help="with --reuse: report only finished runs"
     )
     args = parser.parse_args()
+    try:
+        for method in args.methods:
+            trainer_spec(method).load()
+    except RegistryError as exc:
+        parser.error(str(exc))
     if args.quick:
         args.seeds, args.stages = args.seeds[:1], args.stages or 2
         args.overrides = [*QUICK, *args.overrides]
@@ -117,7 +134,7 @@ def main() -> int:
                     f"schedule.method={method}",
                     "diagnostics=true",
                     f"seed={seed}",
-                    f"run_dir={args.out / f'{method}-seed{seed}'}",
+                    f"run_dir={args.out / (method.replace('/', '_') + f'-seed{seed}')}",
                     "progress=false",
                     # the methods of one seed start from the same behaviour-cloned team: clone once
                     f"sft.cache_dir={args.out / 'bc-cache'}",

@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     sub.add_parser("tasks", help="list registered task ids with descriptions")
+    sub.add_parser("trainers", help="list registered learners (teamtr train --trainer ID)")
 
     def add_env_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("task_id", metavar="ID", help="a registered id, e.g. teamtr/Arith-v0")
@@ -148,6 +149,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="KEY=VALUE",
         help="override a config value, e.g. --set schedule.method=naive_sequential; repeatable",
+    )
+    train.add_argument(
+        "--trainer",
+        metavar="ID",
+        help="the learner: a registered id (teamtr trainers) or short name; same as "
+        "--set schedule.method=ID",
     )
     train.add_argument("--run-dir", help="where logs, checkpoints and the summary go")
     train.add_argument("--resume", action="store_true", help="continue after the last checkpoint")
@@ -278,6 +285,27 @@ def cmd_tasks(console: Console) -> int:
         table.add_row(task_id, spec.description, spec.plugin or "built-in")
     console.print(table)
     for err in registry.plugin_errors:
+        console.print(f"[yellow]warning:[/] {err}")
+    return 0
+
+
+def cmd_trainers(console: Console) -> int:
+    from trainers.registry import ALIASES
+    from trainers.registry import registry as trainers
+
+    short = {v: k for k, v in ALIASES.items()}
+    table = Table(title="Registered learners")
+    table.add_column("id", style="bold")
+    table.add_column("short name")
+    table.add_column("description")
+    table.add_column("from")
+    for trainer_id in trainers:
+        spec = trainers[trainer_id]
+        table.add_row(
+            trainer_id, short.get(trainer_id, ""), spec.description, spec.plugin or "built-in"
+        )
+    console.print(table)
+    for err in trainers.plugin_errors:
         console.print(f"[yellow]warning:[/] {err}")
     return 0
 
@@ -477,6 +505,8 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
         console.print_json(json.dumps(json_schema(TrainConfig)))
         return 0
     overrides = list(args.train_set) + ([f"run_dir={args.run_dir}"] if args.run_dir else [])
+    if args.trainer:
+        overrides.append(f"schedule.method={args.trainer}")
     if args.config is not None:
         config = load_config(TrainConfig, args.config, overrides)
     else:
@@ -525,6 +555,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "tasks":
             return cmd_tasks(console)
+        if args.command == "trainers":
+            return cmd_trainers(console)
         if args.command == "play":
             return cmd_play(args, console)
         if args.command == "models":

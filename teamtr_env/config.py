@@ -225,6 +225,27 @@ def _schema_problems(cls: type, data: Any) -> list[str]:
     return list(dict.fromkeys(text for _, text in sorted(found, key=lambda p: _path_key(p[0]))))
 
 
+def _field_checks(cls: Any, data: Any, path: tuple[Any, ...]) -> list[str]:
+    """Problems from the ``metadata={"check": fn}`` of ``cls``'s fields (``fn(value)`` returns
+    one line per problem), run beside the schema so that they are reported with its problems;
+    nested dataclass sections are checked too."""
+    if not (_is_dataclass_type(cls) and isinstance(data, Mapping)):
+        return []
+    hints = typing.get_type_hints(cls)
+    problems = []
+    for f in _init_fields(cls):
+        if f.name not in data:
+            continue
+        check = f.metadata.get("check")
+        if check is not None:
+            problems += [_prefix((*path, f.name), p) for p in check(data[f.name])]
+        arms = [hints[f.name], *typing.get_args(hints[f.name])]
+        for arm in arms:
+            if _is_dataclass_type(arm):
+                problems += _field_checks(arm, data[f.name], (*path, f.name))
+    return problems
+
+
 def _prefix(path: Sequence[Any], problem: str) -> str:
     if not path:
         return problem
@@ -296,6 +317,7 @@ def from_dict(cls: type[_T], data: Mapping[str, Any], *, what: str | None = None
 def _checked_build(cls: type[_T], data: Any, what: str, problems: list[str]) -> _T:
     plain = _jsonable(data) if isinstance(data, Mapping) else data
     problems += _schema_problems(cls, plain)
+    problems += _field_checks(cls, plain, ())
     built = _FAILED if problems else _build(cls, plain, (), problems)
     if problems:
         raise ConfigError(what, problems)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from tasks.base import Task
 from teamtr_env.env import TeamEnv
@@ -37,6 +37,7 @@ from teamtr_env.errors import (
 from teamtr_env.protocol import TeamProtocol
 
 log = logging.getLogger(__name__)
+_Spec = TypeVar("_Spec")
 
 ENTRY_POINT_GROUP = "teamtr_env.tasks"
 _ID = re.compile(
@@ -247,8 +248,128 @@ def _build_protocol(env_kwargs: Mapping[str, Any]) -> TeamProtocol:
     return dataclasses.replace(protocol, **fields)
 
 
-class Registry(Mapping[str, TaskSpec]):
-    """A mapping ``id -> TaskSpec`` with ``register`` and ``make``.
+class PluginRegistry(Mapping[str, _Spec]):
+    """A mapping ``id -> spec`` whose third-party entries come from an entry-point group: the
+    plumbing shared by the task registry and the learner registry (``trainers.registry``).
+
+    Subclasses set ``group`` (the entry-point group), ``kind`` (``"Task"``, ``"Learner"``: the
+    first word of messages), ``plugin_error`` (the exception type of a failed plugin) and
+    ``listing`` (the command that lists the ids), and implement :meth:`spec`.
+
+    Args:
+        plugins: load third-party plugins from ``group`` on first use.
+        entry_points: where to find plugins (default: the installed distributions); tests pass
+            their own list of ``importlib.metadata.EntryPoint``.
+    """
+
+    group: str = ""
+    kind: str = ""
+    plugin_error: type[Exception] = PluginLoadError
+    listing: str = ""
+
+    def __init__(
+        self,
+        *,
+        plugins: bool = True,
+        entry_points: Callable[[], Iterable[metadata.EntryPoint]] | None = None,
+    ) -> None:
+        self._specs: dict[str, _Spec] = {}
+        self._plugins_pending = plugins
+        self._entry_points = entry_points or (lambda: metadata.entry_points(group=self.group))
+        self._loading: str | None = None
+        self.plugin_errors: list[Exception] = []
+
+    def spec(self, id: str) -> _Spec:  # pragma: no cover - every subclass overrides it
+        raise NotImplementedError
+
+    def unregister(self, id: str) -> None:
+        """Removes a registration (mostly for tests and notebooks)."""
+        self._specs.pop(id, None)
+
+    def __getitem__(self, id: str) -> _Spec:
+        return self.spec(id)
+
+    def __iter__(self) -> Iterator[str]:
+        self._ensure_plugins()
+        return iter(sorted(self._specs))
+
+    def __len__(self) -> int:
+        self._ensure_plugins()
+        return len(self._specs)
+
+    def load_plugins(self, *, strict: bool = False) -> list[Exception]:
+        """Loads every plugin of the entry-point group (once).
+
+        A plugin's entry point must resolve to a callable ``register(registry)``. A failing plugin
+        is skipped with a ``PluginLoadWarning`` and recorded in ``plugin_errors``.
+
+        Raises:
+            the ``plugin_error`` of the first failure, when ``strict``.
+        """
+        self._plugins_pending = False
+        errors = []
+        for ep in self._entry_points():
+            error = self._load_plugin(ep)
+            if error is not None:
+                errors.append(error)
+                if not strict:
+                    warnings.warn(str(error), PluginLoadWarning, stacklevel=2)
+        self.plugin_errors.extend(errors)
+        if strict and errors:
+            raise errors[0]
+        return errors
+
+    def _load_plugin(self, ep: metadata.EntryPoint) -> Exception | None:
+        dist = getattr(getattr(ep, "dist", None), "name", None)
+        where = f"plugin {ep.name!r} ({ep.value}{f', distribution {dist!r}' if dist else ''})"
+        before = dict(self._specs)
+        self._loading = ep.name
+        try:
+            hook = ep.load()
+            if not callable(hook):
+                raise TypeError(f"entry point resolves to {type(hook).__name__}, not a callable")
+            hook(self)
+        except Exception as exc:
+            self._specs = before  # a half-registered plugin leaves nothing behind
+            error = self.plugin_error(
+                f"{self.kind} {where} failed to load: {type(exc).__name__}: {exc}. Its "
+                f"{self.kind.lower()}s are unavailable; fix or uninstall the plugin. The entry "
+                "point must name a function 'register(registry)'."
+            )
+            error.plugin = ep.name  # type: ignore[attr-defined]
+            error.__cause__ = exc
+            return error
+        finally:
+            self._loading = None
+        return None
+
+    def _ensure_plugins(self) -> None:
+        if self._plugins_pending:
+            self.load_plugins()
+
+    def _unknown_message(self, id: str, aliases: Iterable[str] = ()) -> str:
+        """ "No ... registered as ...", with close matches among the ids (and ``aliases``)."""
+        ids = sorted(self._specs)
+        names = [*ids, *sorted(aliases)]
+        lowered = {i.lower(): i for i in names}
+        close = [lowered[id.lower()]] if id.lower() in lowered else []
+        close += [
+            c for c in difflib.get_close_matches(id, names, n=3, cutoff=0.6) if c not in close
+        ]
+        msg = f"No {self.kind.lower()} registered as {id!r}."
+        if close:
+            msg += f" Did you mean {' or '.join(repr(c) for c in close)}?"
+        shown = ids if len(ids) <= 12 else [*ids[:12], "..."]
+        msg += f" Registered: {shown}. Run `{self.listing}` to list them with descriptions."
+        if self.plugin_errors:
+            names = [getattr(e, "plugin", "?") for e in self.plugin_errors]
+            msg += f" Note: plugin(s) {names} failed to load and may have provided it."
+        return msg
+
+
+class Registry(PluginRegistry[TaskSpec]):
+    """A mapping ``id -> TaskSpec`` with ``register`` and ``make``; plugins come from the
+    ``teamtr_env.tasks`` entry-point group.
 
     Args:
         plugins: load third-party plugins from the ``teamtr_env.tasks`` entry-point group on first
@@ -257,19 +378,10 @@ class Registry(Mapping[str, TaskSpec]):
             their own list of ``importlib.metadata.EntryPoint``.
     """
 
-    def __init__(
-        self,
-        *,
-        plugins: bool = True,
-        entry_points: Callable[[], Iterable[metadata.EntryPoint]] | None = None,
-    ) -> None:
-        self._specs: dict[str, TaskSpec] = {}
-        self._plugins_pending = plugins
-        self._entry_points = entry_points or (
-            lambda: metadata.entry_points(group=ENTRY_POINT_GROUP)
-        )
-        self._loading: str | None = None
-        self.plugin_errors: list[PluginLoadError] = []
+    group = ENTRY_POINT_GROUP
+    kind = "Task"
+    plugin_error = PluginLoadError
+    listing = "teamtr tasks"
 
     # -- registration -------------------------------------------------------------------------
     def register(
@@ -321,10 +433,6 @@ class Registry(Mapping[str, TaskSpec]):
         self._specs[id] = spec
         return spec
 
-    def unregister(self, id: str) -> None:
-        """Removes a registration (mostly for tests and notebooks)."""
-        self._specs.pop(id, None)
-
     # -- lookup -------------------------------------------------------------------------------
     def spec(self, id: str) -> TaskSpec:
         """The spec of ``id``; an id without ``-vN`` resolves to the highest registered version.
@@ -350,17 +458,6 @@ class Registry(Mapping[str, TaskSpec]):
             )
         raise UnknownTaskError(self._unknown_message(id))
 
-    def __getitem__(self, id: str) -> TaskSpec:
-        return self.spec(id)
-
-    def __iter__(self) -> Iterator[str]:
-        self._ensure_plugins()
-        return iter(sorted(self._specs))
-
-    def __len__(self) -> int:
-        self._ensure_plugins()
-        return len(self._specs)
-
     def make(self, id: str, **overrides: Any) -> TeamEnv:
         """Builds the team environment registered as ``id``.
 
@@ -374,72 +471,6 @@ class Registry(Mapping[str, TaskSpec]):
         env = spec.make(**overrides)
         env.spec = spec
         return env
-
-    # -- plugins ------------------------------------------------------------------------------
-    def load_plugins(self, *, strict: bool = False) -> list[PluginLoadError]:
-        """Loads every plugin of the ``teamtr_env.tasks`` group (once).
-
-        A plugin's entry point must resolve to a callable ``register(registry)``. A failing plugin
-        is skipped with a ``PluginLoadWarning`` and recorded in ``plugin_errors``.
-
-        Raises:
-            PluginLoadError: the first failure, when ``strict``.
-        """
-        self._plugins_pending = False
-        errors = []
-        for ep in self._entry_points():
-            error = self._load_plugin(ep)
-            if error is not None:
-                errors.append(error)
-                if not strict:
-                    warnings.warn(str(error), PluginLoadWarning, stacklevel=2)
-        self.plugin_errors.extend(errors)
-        if strict and errors:
-            raise errors[0]
-        return errors
-
-    def _load_plugin(self, ep: metadata.EntryPoint) -> PluginLoadError | None:
-        dist = getattr(getattr(ep, "dist", None), "name", None)
-        where = f"plugin {ep.name!r} ({ep.value}{f', distribution {dist!r}' if dist else ''})"
-        before = dict(self._specs)
-        self._loading = ep.name
-        try:
-            hook = ep.load()
-            if not callable(hook):
-                raise TypeError(f"entry point resolves to {type(hook).__name__}, not a callable")
-            hook(self)
-        except Exception as exc:
-            self._specs = before  # a half-registered plugin leaves nothing behind
-            error = PluginLoadError(
-                f"Task {where} failed to load: {type(exc).__name__}: {exc}. Its tasks are "
-                "unavailable; fix or uninstall the plugin. The entry point must name a function "
-                "'register(registry)'."
-            )
-            error.plugin = ep.name  # type: ignore[attr-defined]
-            error.__cause__ = exc
-            return error
-        finally:
-            self._loading = None
-        return None
-
-    def _ensure_plugins(self) -> None:
-        if self._plugins_pending:
-            self.load_plugins()
-
-    def _unknown_message(self, id: str) -> str:
-        ids = sorted(self._specs)
-        lowered = {i.lower(): i for i in ids}
-        close = [lowered[id.lower()]] if id.lower() in lowered else []
-        close += [c for c in difflib.get_close_matches(id, ids, n=3, cutoff=0.6) if c not in close]
-        msg = f"No task registered as {id!r}."
-        if close:
-            msg += f" Did you mean {' or '.join(repr(c) for c in close)}?"
-        shown = ids if len(ids) <= 12 else [*ids[:12], "..."]
-        msg += f" Registered: {shown}. Run `teamtr tasks` to list them with descriptions."
-        if self.plugin_errors:
-            names = [getattr(e, "plugin", "?") for e in self.plugin_errors]
-            msg += f" Note: plugin(s) {names} failed to load and may have provided it."
-        return msg
 
 
 registry = Registry()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [
     "docs/adding-a-task.md",
+    "docs/adding-a-trainer.md",
     "README.md",
     "docs/environment.md",
     "docs/runner-and-metrics.md",
@@ -36,3 +38,33 @@ def test_page_examples_run(page: str, tmp_path: Path) -> None:
         [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path
     )
     assert proc.returncode == 0, f"{page} example failed:\n{proc.stdout}\n{proc.stderr}"
+
+
+def test_adding_a_trainer_shows_the_plugin_file_verbatim() -> None:
+    """The page's complete learner is the example distribution's file, so neither can drift."""
+    plugin = ROOT / "tests/fixtures/example_plugin/teamtr_example_plugin/learners.py"
+    assert python_blocks(ROOT / "docs/adding-a-trainer.md")[0] == plugin.read_text("utf-8")
+
+
+def test_adding_a_trainer_cli_lines_run(tmp_path: Path) -> None:
+    """Every line of the page's ```bash block runs (in a scratch directory) and exits 0."""
+    page = (ROOT / "docs/adding-a-trainer.md").read_text(encoding="utf-8")
+    (block,) = re.findall(r"```bash\n(.*?)```", page, flags=re.DOTALL)
+    bindir = Path(sys.executable).parent
+    outputs = []
+    for line in block.strip().splitlines():
+        argv = line.split()
+        if argv[0] == "teamtr":
+            argv[0] = str(bindir / "teamtr")
+        elif argv[0] == ".venv/bin/python":
+            argv[:2] = [sys.executable, str(ROOT / argv[1])]
+        env = {**os.environ, "COLUMNS": "200"}  # rich tables: ids unabridged
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env
+        )
+        assert proc.returncode == 0, f"{line}\n{proc.stdout}\n{proc.stderr}"
+        outputs.append(proc.stdout)
+    assert "example/IndependentGRPO-v0" in outputs[0] and "teamtr/TeamTR-v0" in outputs[0]
+    summary = (tmp_path / "runs/independent/summary.json").read_text()
+    assert '"method": "example/IndependentGRPO-v0"' in summary
+    assert (tmp_path / "runs/compare-quick/compare.json").exists()

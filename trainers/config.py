@@ -15,7 +15,6 @@ from adapters.team import TeamConfig
 from adapters.tiny import TinyModelSpec
 from trainers.sft import SFTConfig
 
-Method = Literal["teamtr", "naive_sequential", "joint"]
 Order = Literal["fixed", "reverse", "random"]
 DeltaMode = Literal["fixed", "adaptive", "none"]
 Budget = Literal["disjoint", "matched", "per_sample"]
@@ -33,6 +32,35 @@ DEMO_TASK_OPTIONS: dict[str, Any] = {
 }
 
 
+def _unknown_learner(value: Any) -> list[str]:
+    """``[problem]`` when ``value`` names no registered learner (checked beside the schema)."""
+    from trainers.registry import RegistryError, trainer_spec
+
+    if not isinstance(value, str):
+        return []
+    try:
+        trainer_spec(value).load()
+    except RegistryError as exc:
+        return [str(exc)]
+    return []
+
+
+def _learner_problems(schedule: ScheduleConfig) -> list[str]:
+    """``schedule.method`` names a learner that supports the schedule's options."""
+    from trainers.registry import RegistryError, trainer_spec
+
+    try:
+        learner = trainer_spec(schedule.method).load()
+    except RegistryError as exc:
+        return [f"method: {exc}"]
+    if schedule.importance_weighting and not learner.importance_weighting:
+        return [
+            f"importance_weighting is not supported by {schedule.method!r} (only by learners "
+            "that reuse stale rollouts, e.g. teamtr/NaiveSequential-v0)"
+        ]
+    return []
+
+
 def _help(text: str, default: Any) -> Any:
     return field(default=default, metadata={"help": text})
 
@@ -41,10 +69,16 @@ def _help(text: str, default: Any) -> Any:
 class ScheduleConfig:
     """Which learner, in which order, on how many rollouts."""
 
-    method: Method = _help(
-        "teamtr: fresh rollouts under the partially updated team before every agent update; "
-        "naive_sequential: stage-start rollouts reused for every update; joint: all agents on one batch",
-        "teamtr",
+    method: str = field(
+        default="teamtr/TeamTR-v0",
+        metadata={
+            "help": "the learner: a registered id (teamtr/TeamTR-v0: fresh rollouts under the "
+            "partially updated team before every agent update; teamtr/NaiveSequential-v0: "
+            "stage-start rollouts reused for every update; teamtr/Joint-v0: all agents on one "
+            "batch; plugins: `teamtr trainers`) or a built-in's short name (teamtr, "
+            "naive_sequential, joint)",
+            "check": lambda value: _unknown_learner(value),
+        },
     )
     stages: int = _help("training stages (each updates every agent once)", 8)
     order: Order = _help(
@@ -76,8 +110,7 @@ class ScheduleConfig:
         for name in ("stages", "resample_every", "problems_per_batch", "group_size"):
             if getattr(self, name) < 1:
                 problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.importance_weighting and self.method != "naive_sequential":
-            problems.append("importance_weighting applies to method 'naive_sequential' only")
+        problems += _learner_problems(self)
         if problems:
             raise ValueError("; ".join(problems))
 

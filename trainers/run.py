@@ -47,6 +47,7 @@ from teamtr_env.evaluation import evaluate
 from teamtr_env.runner import Runner, derive_seed
 from trainers.config import TrainConfig
 from trainers.logger import JsonlLogger, MultiLogger, TensorBoardLogger, plot_learning_curves
+from trainers.registry import trainer_spec
 from trainers.team_trainer import TeamTrainer
 
 log = logging.getLogger(__name__)
@@ -212,7 +213,7 @@ def run_training(
     plot_learning_curves(
         run_dir / "metrics.jsonl",
         run_dir / "curves.png",
-        title=f"{config.schedule.method} on {config.task}",
+        title=f"{trainer_spec(config.schedule.method).id} on {config.task}",
     )
     (run_dir / "summary.json").write_text(json.dumps(_finite(summary), indent=2, default=str))
     _print_summary(console, config, summary, run_dir)
@@ -384,7 +385,9 @@ def _run_stages(
         transient=True,
     ) as progress:
         stages_bar = progress.add_task(
-            f"{config.schedule.method} stages", total=total, completed=trainer.stage
+            f"{trainer_spec(config.schedule.method).id} stages",
+            total=total,
+            completed=trainer.stage,
         )
         while trainer.stage < total:
             update_bar = progress.add_task(
@@ -462,7 +465,7 @@ def _summary(
         return None if value is None else int(value)
 
     return {
-        "method": config.schedule.method,
+        "method": trainer_spec(config.schedule.method).id,
         "task": config.task,
         "seed": config.seed,
         "stages": trainer.stage,
@@ -510,7 +513,7 @@ def _print_summary(
 ) -> None:
     k = config.eval.k
     table = Table(
-        title=f"{config.schedule.method} on {config.task}: {summary['stages']} stages, "
+        title=f"{trainer_spec(config.schedule.method).id} on {config.task}: {summary['stages']} stages, "
         f"{summary['wall_s']:.0f} s; 95% bootstrap CIs over distinct problems"
     )
     for col in ("metric", "before", "after"):

@@ -1,19 +1,23 @@
-"""The stage machinery shared by TeamTR, naive sequential and joint learners.
+"""The stage machinery shared by every learner (TeamTR, naive sequential, joint and plugins).
 
-One stage updates every trainable agent once, in an update order sigma (fixed, reverse or random):
+One stage updates every trainable agent once, in an update order sigma (fixed, reverse or random).
+What a stage samples and which agent is updated on what is the learner's (``trainers/learners/``,
+looked up by ``schedule.method`` in ``trainers/registry.py``):
 
-* ``teamtr``: before EVERY agent update (every ``resample_every`` updates in the ablation) fresh
-  rollouts are sampled under the partially updated team pi_hat^{i-1};
-* ``naive_sequential``: rollouts are sampled ONCE at the stage start (under pi_hat^0) and reused for
-  every update of the stage (optionally reweighted by the already-updated agents' ratios);
-* ``joint``: one batch, every agent updated on it. With separate parameters per agent and no
-  reweighting, joint and naive sequential produce the same parameters; they differ in what is
-  measured (joint has no intermediate teams, so no stale-gap diagnostics).
+* ``teamtr/TeamTR-v0``: before EVERY agent update (every ``resample_every`` updates in the ablation)
+  fresh rollouts are sampled under the partially updated team pi_hat^{i-1};
+* ``teamtr/NaiveSequential-v0``: rollouts are sampled ONCE at the stage start (under pi_hat^0) and
+  reused for every update of the stage (optionally reweighted by the already-updated agents'
+  ratios);
+* ``teamtr/Joint-v0``: one batch, every agent updated on it. With separate parameters per agent
+  and no reweighting, joint and naive sequential produce the same parameters; they differ in what
+  is measured (joint has no intermediate teams, so no stale-gap diagnostics).
 
-Every update is an ``update_agent`` call (trust region enforced there). The ``disjoint`` budget (the
-default) gives every update its own B prompts x G rollouts: naive sequential and joint sample n*B
-prompts at the stage start and update agent i on the i-th disjoint slice, TeamTR samples B fresh
-prompts per update, so the learners differ only in staleness.
+:class:`Stage` is what a learner calls: every update is an ``update_agent`` call (trust region
+enforced there). The ``disjoint`` budget (the default) gives every update its own B prompts x G
+rollouts: naive sequential and joint sample n*B prompts at the stage start and update agent i on
+the i-th disjoint slice, TeamTR samples B fresh prompts per update, so the learners differ only in
+staleness.
 
 Diagnostics per update i >= 1 (naive sequential and TeamTR; outside the training budget): the
 updated agent's surrogate ``mean(w A)`` on three batches of B prompts that are independent of the
@@ -37,10 +41,13 @@ import torch
 
 from adapters.base import SamplingParams, TrainablePolicy
 from teamtr_env.env import TeamEnv
+from teamtr_env.errors import ConfigError
 from teamtr_env.rollout import MessageRecord, RolloutBatch
 from teamtr_env.runner import Runner, derive_seed
 from trainers.advantages import GroupAdvantages, group_advantages
-from trainers.config import TrainConfig
+from trainers.config import ScheduleConfig, TrainConfig
+from trainers.learners.base import Learner
+from trainers.registry import make_learner
 from trainers.surrogate import surrogate_value
 from trainers.update import (
     UpdateSettings,
@@ -94,12 +101,25 @@ class TeamTrainer:
         env_fn: builds the team environment.
         policies: one policy per agent; agents whose policy is not a ``TrainablePolicy`` take part
             in rollouts but are never updated (fixed teammates).
+        learner: what each stage samples and updates; default: the learner registered as
+            ``config.schedule.method`` (see :mod:`trainers.registry`).
+
+    Raises:
+        ConfigError: the learner rejects the configuration (every problem listed).
     """
 
     def __init__(
-        self, config: TrainConfig, env_fn: Callable[[], TeamEnv], policies: Mapping[str, Any]
+        self,
+        config: TrainConfig,
+        env_fn: Callable[[], TeamEnv],
+        policies: Mapping[str, Any],
+        learner: Learner | None = None,
     ):
         self.config = config
+        self.learner = learner if learner is not None else make_learner(config.schedule.method)
+        problems = self.learner.check(config)
+        if problems:
+            raise ConfigError("training config", problems)
         self.runner = Runner(
             env_fn,
             dict(policies),
@@ -166,157 +186,17 @@ class TeamTrainer:
 
     # -- one stage ----------------------------------------------------------------------------
     def sampling_plan(self, n: int) -> list[tuple[int, int, int]]:
-        """The stage's sampling events as ``(first update, updates covered, problems)``.
-
-        TeamTR samples before every ``resample_every``-th update; naive sequential and joint sample
-        once, at the stage start. ``budget`` sizes each event: ``disjoint`` gives every update
-        its own ``B`` problems (the event's batch is sliced), ``matched`` gives single-batch
-        methods one batch as large as all of TeamTR's together, ``per_sample`` gives ``B``.
-        """
-        sched = self.config.schedule
-        r = n if sched.method != "teamtr" else sched.resample_every
-        b, events = sched.problems_per_batch, []
-        for first in range(0, n, r):
-            covered = min(r, n - first)
-            if sched.budget == "disjoint":
-                problems = b * covered
-            elif sched.budget == "matched" and sched.method != "teamtr":
-                problems = b * math.ceil(n / sched.resample_every)
-            else:
-                problems = b
-            events.append((first, covered, problems))
-        return events
+        """The stage's sampling events as ``(first update, updates covered, problems)``: the
+        learner's plan (TeamTR samples before every ``resample_every``-th update; naive sequential
+        and joint once, at the stage start), sized by ``schedule.budget``."""
+        return [tuple(e) for e in self.learner.sampling_plan(n, self.config.schedule)]  # type: ignore[misc]
 
     def run_stage(self, on_update: Callable[[int, int], None] | None = None) -> StageReport:
-        """Runs stage ``self.stage`` and advances it. ``on_update(i, n)`` reports progress."""
-        cfg, sched = self.config, self.config.schedule
-        stage, order = self.stage, self.update_order(self.stage)
-        n = len(order)
-        t_stage = time.perf_counter()
-        timing: dict[str, float] = defaultdict(float)
-        report = StageReport()
-
-        def timed_sample(index: int, problems: int, purpose: str) -> RolloutBatch:
-            t0 = time.perf_counter()
-            batch = self.sample(stage, index, problems, purpose)
-            timing["rollout_s" if purpose == "train" else "diagnostic_s"] += (
-                time.perf_counter() - t0
-            )
-            return batch
-
-        plan = {first: (covered, problems) for first, covered, problems in self.sampling_plan(n)}
-        stale = None
-        if cfg.diagnostics and sched.method != "joint" and n > 1:
-            # Two independent stage-start batches: L_stale on one, the noise floor against the other.
-            b = sched.problems_per_batch
-            stale = (
-                timed_sample(_STALE_INDEX, b, "diagnostic"),
-                timed_sample(_STALE_INDEX + 1, b, "diagnostic"),
-            )
-        rewards: list[float] = []
-        stage_start: RolloutBatch | None = None
-        stale_log_ratio: torch.Tensor | None = None
-        for i, agent in enumerate(order):
-            if i in plan:
-                event_start, (covered, problems) = i, plan[i]
-                event = timed_sample(i, problems, "train")
-                rewards.append(float(event.rewards().mean()))
-                if stage_start is None:
-                    stage_start = event
-                    stale_log_ratio = torch.zeros(len(event.episodes), dtype=torch.float64)
-            assert stage_start is not None and stale_log_ratio is not None
-            offset, batch = 0, event
-            if sched.budget == "disjoint" and covered > 1:
-                size = event.num_groups // covered
-                j = i - event_start
-                batch = event.groups(j * size, (j + 1) * size)
-                offset = j * size * event.group_size
-            slot = self.slots[agent]
-            messages = batch.messages_of(agent)
-            groups = self._advantages(batch)
-            msg_adv = _per_message(groups, messages)
-            weights = (
-                self._stale_weights(messages, stale_log_ratio, offset)
-                if sched.importance_weighting
-                else None
-            )
-            behaviour = self._score(agent, messages)
-            pre_weights = None
-            if sched.importance_weighting:  # the agent's stage-start log-probs on the whole batch
-                pre_weights = (
-                    behaviour
-                    if batch is stage_start
-                    else self._score(agent, stage_start.messages_of(agent))
-                )
-            diag = None
-            if stale is not None and i > 0:
-                t0 = time.perf_counter()
-                inter = self.sample(stage, i, sched.problems_per_batch, "diagnostic")
-                diag = self._diagnostic_inputs(
-                    agent, {"stale": stale[0], "floor": stale[1], "inter": inter}
-                )
-                timing["diagnostic_s"] += time.perf_counter() - t0
-            delta = None if cfg.trust_region.delta_mode == "none" else slot.delta
-            result = update_agent(
-                slot.policy,
-                slot.optimizer,
-                messages,
-                msg_adv,
-                beta=slot.beta,
-                delta=delta,
-                settings=self.settings,
-                weights=weights,
-                behaviour=behaviour,
-            )
-            timing["update_s"] += result.update_s
-            timing["monitor_s"] += result.monitor_s
-            if result.accepted and result.step_scale > 0:
-                slot.version += 1
-            if cfg.trust_region.adapt_beta and delta is not None:
-                slot.beta = adapt_beta(slot.beta, result, delta)
-            if cfg.trust_region.delta_mode == "adaptive":
-                tr = cfg.trust_region
-                slot.delta = adapt_delta(slot.delta, result, low=tr.delta_min, high=tr.delta_max)
-            surrogates = {"stale": math.nan, "inter": math.nan, "floor": math.nan}
-            if diag is not None:
-                t0 = time.perf_counter()
-                surrogates = self._surrogates(agent, diag)
-                timing["diagnostic_s"] += time.perf_counter() - t0
-            if sched.importance_weighting:  # the trajectory weight's factor of this agent
-                stale_log_ratio += self._episode_log_ratio(agent, stage_start, pre_weights)
-            record = {
-                "stage": stage,
-                "index": i,
-                "agent": agent,
-                "accepted": result.accepted,
-                "reason": result.reason,
-                "kl_tok": result.kl,
-                "kl_raw": result.kl_raw,
-                "in_region": result.in_region,
-                "out_of_region_raw": delta is not None and result.kl_raw > delta,
-                "backtracks": result.backtracks,
-                "step_scale": result.step_scale,
-                "beta": slot.beta,
-                "delta": math.inf if delta is None else delta,
-                "l_seq": result.l_seq,
-                "l_stale": surrogates["stale"],
-                "l_inter": surrogates["inter"],
-                "stale_gap": abs(surrogates["stale"] - surrogates["inter"]),
-                "noise_floor": abs(surrogates["stale"] - surrogates["floor"]),
-                "ratio_clip_frac": result.ratio_clip_frac,
-                "adv_clip_frac": groups.clip_frac,
-                "messages": result.n_messages,
-                "tokens": result.n_tokens,
-            }
-            report.updates.append(record)
-            if on_update is not None:
-                on_update(i + 1, n)
-        self._stage_metrics(report, stage, rewards, timing, t_stage)
-        for key, value in timing.items():
-            self.totals[key] += value
-        self.totals["stage_wall_s"] += report.metrics["stage/wall_s"]
-        self.stage += 1
-        return report
+        """Runs stage ``self.stage`` with the learner and advances it. ``on_update(i, n)``
+        reports progress."""
+        stage = Stage(self, on_update)
+        self.learner.run_stage(stage)
+        return stage.finish()
 
     def _stage_metrics(
         self,
@@ -458,6 +338,186 @@ class TeamTrainer:
             slot.optimizer.load_state_dict(s["optimizer"])
             slot.beta, slot.delta, slot.version = s["beta"], s["delta"], s["version"]
         torch.set_rng_state(state["torch_rng"])
+
+
+class Stage:
+    """One stage in progress: the shared machinery a :class:`Learner` calls to sample and update.
+
+    Built by :meth:`TeamTrainer.run_stage`; a learner reads ``order`` (the stage's update order),
+    ``n`` and ``schedule``, and calls :meth:`sample`, :meth:`part`, :meth:`update` and
+    :meth:`log`. With diagnostics on (and a learner with ``stale_diagnostics``), two independent
+    stage-start batches are sampled first: the stale surrogate and its noise floor.
+    """
+
+    def __init__(
+        self, trainer: TeamTrainer, on_update: Callable[[int, int], None] | None = None
+    ) -> None:
+        self.trainer = trainer
+        self.config: TrainConfig = trainer.config
+        self.schedule: ScheduleConfig = trainer.config.schedule
+        self.index = trainer.stage
+        self.order = trainer.update_order(self.index)
+        self.n = len(self.order)
+        self.report = StageReport()
+        self.rewards: list[float] = []
+        self.timing: dict[str, float] = defaultdict(float)
+        self._on_update = on_update
+        self._t0 = time.perf_counter()
+        self._stale: tuple[RolloutBatch, RolloutBatch] | None = None
+        if self.config.diagnostics and trainer.learner.stale_diagnostics and self.n > 1:
+            # Two independent stage-start batches: L_stale on one, the noise floor against the other.
+            b = self.schedule.problems_per_batch
+            self._stale = (
+                self._sample(_STALE_INDEX, b, "diagnostic"),
+                self._sample(_STALE_INDEX + 1, b, "diagnostic"),
+            )
+
+    def _sample(self, index: int, problems: int, purpose: str) -> RolloutBatch:
+        t0 = time.perf_counter()
+        batch = self.trainer.sample(self.index, index, problems, purpose)
+        key = "rollout_s" if purpose == "train" else "diagnostic_s"
+        self.timing[key] += time.perf_counter() - t0
+        return batch
+
+    def sample(self, index: int, problems: int) -> RolloutBatch:
+        """``problems`` prompts x G rollouts under the team's current parameters (seeded by the
+        stage and ``index``; counted in the training budget and the stage's mean reward)."""
+        batch = self._sample(index, problems, "train")
+        self.rewards.append(float(batch.rewards().mean()))
+        return batch
+
+    def part(self, batch: RolloutBatch, j: int, covered: int) -> tuple[RolloutBatch, int]:
+        """The ``j``-th of ``covered`` disjoint slices of ``batch`` under the ``disjoint`` budget
+        (the whole batch otherwise), and the index of its first episode in ``batch``."""
+        if self.schedule.budget != "disjoint" or covered <= 1:
+            return batch, 0
+        size = batch.num_groups // covered
+        return batch.groups(j * size, (j + 1) * size), j * size * batch.group_size
+
+    def score(self, agent: str, messages: list[MessageRecord]) -> list[Any]:
+        """``agent``'s current log-probs of ``messages`` (no gradient)."""
+        return self.trainer._score(agent, messages)
+
+    def trajectory_weights(
+        self, messages: list[MessageRecord], log_ratio: torch.Tensor, offset: int
+    ) -> torch.Tensor:
+        """Per message, ``exp(log_ratio)`` of its episode (episode ``e`` of a slice is episode
+        ``offset + e`` of the batch ``log_ratio`` indexes)."""
+        return self.trainer._stale_weights(messages, log_ratio, offset)
+
+    def episode_log_ratio(self, agent: str, batch: RolloutBatch, before: Any) -> torch.Tensor:
+        """Per episode of ``batch``, the sum over ``agent``'s messages of log(pi_now / pi_before)
+        (``before``: :meth:`score` of those messages before the update)."""
+        return self.trainer._episode_log_ratio(agent, batch, before)
+
+    def log(self, key: str, value: float) -> None:
+        """An extra metric of this stage (logged as ``key``)."""
+        self.report.metrics[key] = float(value)
+
+    def update(
+        self,
+        agent: str,
+        batch: RolloutBatch,
+        *,
+        index: int,
+        weights: torch.Tensor | None = None,
+        trust_region: bool = True,
+    ) -> dict[str, Any]:
+        """Updates ``agent`` on its messages in ``batch`` and returns the update's record.
+
+        Group advantages of the team reward, the clipped surrogate with the KL penalty
+        (``optim``), the token-KL trust region with backtracking (``trust_region``; off when
+        ``trust_region=False`` or ``delta_mode: none``), beta and delta adaptation and, with
+        diagnostics, the stale gap and its noise floor for ``index >= 1``.
+
+        Args:
+            agent: a trainable agent.
+            batch: rollouts that contain the agent's messages.
+            index: the update's position in the stage (seeds the diagnostic batch).
+            weights: per-message importance weights (``[N]``), if any.
+            trust_region: enforce the trust region for this update.
+        """
+        trainer, cfg = self.trainer, self.config
+        slot = trainer.slots[agent]
+        messages = batch.messages_of(agent)
+        groups = trainer._advantages(batch)
+        msg_adv = _per_message(groups, messages)
+        behaviour = trainer._score(agent, messages)
+        diag = None
+        if self._stale is not None and index > 0:
+            t0 = time.perf_counter()
+            inter = trainer.sample(
+                self.index, index, self.schedule.problems_per_batch, "diagnostic"
+            )
+            diag = trainer._diagnostic_inputs(
+                agent, {"stale": self._stale[0], "floor": self._stale[1], "inter": inter}
+            )
+            self.timing["diagnostic_s"] += time.perf_counter() - t0
+        off = not trust_region or cfg.trust_region.delta_mode == "none"
+        delta = None if off else slot.delta
+        result = update_agent(
+            slot.policy,
+            slot.optimizer,
+            messages,
+            msg_adv,
+            beta=slot.beta,
+            delta=delta,
+            settings=trainer.settings,
+            weights=weights,
+            behaviour=behaviour,
+        )
+        self.timing["update_s"] += result.update_s
+        self.timing["monitor_s"] += result.monitor_s
+        if result.accepted and result.step_scale > 0:
+            slot.version += 1
+        if cfg.trust_region.adapt_beta and delta is not None:
+            slot.beta = adapt_beta(slot.beta, result, delta)
+        if cfg.trust_region.delta_mode == "adaptive":
+            tr = cfg.trust_region
+            slot.delta = adapt_delta(slot.delta, result, low=tr.delta_min, high=tr.delta_max)
+        surrogates = {"stale": math.nan, "inter": math.nan, "floor": math.nan}
+        if diag is not None:
+            t0 = time.perf_counter()
+            surrogates = trainer._surrogates(agent, diag)
+            self.timing["diagnostic_s"] += time.perf_counter() - t0
+        record = {
+            "stage": self.index,
+            "index": index,
+            "agent": agent,
+            "accepted": result.accepted,
+            "reason": result.reason,
+            "kl_tok": result.kl,
+            "kl_raw": result.kl_raw,
+            "in_region": result.in_region,
+            "out_of_region_raw": delta is not None and result.kl_raw > delta,
+            "backtracks": result.backtracks,
+            "step_scale": result.step_scale,
+            "beta": slot.beta,
+            "delta": math.inf if delta is None else delta,
+            "l_seq": result.l_seq,
+            "l_stale": surrogates["stale"],
+            "l_inter": surrogates["inter"],
+            "stale_gap": abs(surrogates["stale"] - surrogates["inter"]),
+            "noise_floor": abs(surrogates["stale"] - surrogates["floor"]),
+            "ratio_clip_frac": result.ratio_clip_frac,
+            "adv_clip_frac": groups.clip_frac,
+            "messages": result.n_messages,
+            "tokens": result.n_tokens,
+        }
+        self.report.updates.append(record)
+        if self._on_update is not None:
+            self._on_update(len(self.report.updates), self.n)
+        return record
+
+    def finish(self) -> StageReport:
+        """Computes the stage's metrics, adds its costs to the totals and advances the stage."""
+        trainer = self.trainer
+        trainer._stage_metrics(self.report, self.index, self.rewards, self.timing, self._t0)
+        for key, value in self.timing.items():
+            trainer.totals[key] += value
+        trainer.totals["stage_wall_s"] += self.report.metrics["stage/wall_s"]
+        trainer.stage += 1
+        return self.report
 
 
 def _per_message(groups: GroupAdvantages, messages: list[MessageRecord]) -> torch.Tensor:

@@ -104,7 +104,7 @@ def test_cli_reports_every_config_problem(tmp_path: Path, capsys) -> None:
     )
     assert code == 2
     err = capsys.readouterr().err
-    assert "schedule.method: 'teamtrr' is not one of" in err
+    assert "schedule.method: No learner registered as 'teamtrr'. Did you mean 'teamtr'" in err
     assert "optim.lr: expected number" in err
     assert "'stagez'" in err and "did you mean 'stages'" in err
 
@@ -250,4 +250,4 @@ def test_a_terminal_keeps_the_progress_bars_instead_of_stage_lines(
     cfg = small(tmp_path / "tty", tiny_model_dir, progress=True)
     out = io.StringIO()
     run_training(cfg, console=Console(file=out, width=200, force_terminal=True))
-    assert "teamtr stages" in out.getvalue() and "stage 1/2:" not in out.getvalue()
+    assert "teamtr/TeamTR-v0 stages" in out.getvalue() and "stage 1/2:" not in out.getvalue()

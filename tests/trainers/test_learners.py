@@ -1,0 +1,137 @@
+"""The learner registry and API: the built-ins give exactly the numbers they gave before they
+moved out of ``TeamTrainer.run_stage``; ids, short names, "did you mean", plugins and a learner
+passed as an object."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from golden_learners import AGENTS, CASES, record
+from helpers_trainers import config, env_fn, tabular_team
+
+from teamtr_env.errors import ConfigError
+from trainers.learners import Learner, SamplingEvent
+from trainers.learners.joint import Joint
+from trainers.learners.naive_sequential import NaiveSequential
+from trainers.learners.teamtr import TeamTR
+from trainers.registry import (
+    DuplicateTrainerError,
+    InvalidTrainerIdError,
+    TrainerRegistry,
+    UnknownTrainerError,
+    make_learner,
+    registry,
+    trainer_spec,
+)
+from trainers.team_trainer import Stage, TeamTrainer
+
+GOLDEN = json.loads(Path(__file__).with_name("golden_learners.json").read_text())
+
+
+def _same(a: Any, b: Any, where: str = "") -> None:
+    """Exact equality of the recorded structures (floats bit for bit; NaN equals NaN)."""
+    if isinstance(a, dict):
+        assert set(a) == set(b), where
+        for k in a:
+            _same(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            _same(x, y, f"{where}[{i}]")
+    elif isinstance(a, float) and math.isnan(a):
+        assert isinstance(b, float) and math.isnan(b), where
+    else:
+        assert a == b, f"{where}: {a!r} != {b!r}"
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_builtin_learners_reproduce_the_numbers_recorded_before_the_registry(case: str) -> None:
+    now = json.loads(json.dumps(record(CASES[case])))
+    _same(now, GOLDEN[case], case)
+
+
+def test_builtins_are_registered_under_versioned_ids_and_short_names() -> None:
+    assert {"teamtr/TeamTR-v0", "teamtr/NaiveSequential-v0", "teamtr/Joint-v0"} <= set(registry)
+    assert type(make_learner("teamtr")) is TeamTR
+    assert type(make_learner("teamtr/NaiveSequential-v0")) is NaiveSequential
+    assert type(make_learner("joint")) is Joint
+    assert trainer_spec("naive_sequential").id == "teamtr/NaiveSequential-v0"
+
+
+def test_unknown_ids_suggest_close_matches_and_bad_ids_are_refused() -> None:
+    with pytest.raises(UnknownTrainerError, match="Did you mean 'teamtr/TeamTR-v0'"):
+        trainer_spec("teamtr/TeamTr-v0")
+    with pytest.raises(UnknownTrainerError, match="Did you mean 'naive_sequential'"):
+        trainer_spec("naive_sequental")
+    fresh = TrainerRegistry(plugins=False)
+    with pytest.raises(InvalidTrainerIdError, match="no version"):
+        fresh.register("mylab/Mine", TeamTR)
+    fresh.register("mylab/Mine-v0", TeamTR)
+    with pytest.raises(DuplicateTrainerError):
+        fresh.register("mylab/Mine-v0", Joint)
+
+
+def test_config_reports_an_unknown_learner_with_the_other_problems() -> None:
+    with pytest.raises(ConfigError) as err:
+        config(schedule__method="teamtr/TeamTr-v0", optim__lr="fast")
+    text = str(err.value)
+    assert "schedule.method: No learner registered as 'teamtr/TeamTr-v0'" in text
+    assert "Did you mean 'teamtr/TeamTR-v0'" in text and "optim.lr: expected number" in text
+    with pytest.raises(ConfigError, match="importance_weighting is not supported by 'teamtr'"):
+        config(schedule__method="teamtr", schedule__importance_weighting=True)
+
+
+class EveryAgentOnOneBatch(Learner):
+    """A learner that is not built in: one stage-start batch of B prompts, every agent updated
+    on all of it without a trust region (independent GRPO-style updates)."""
+
+    stale_diagnostics = False
+
+    def sampling_plan(self, n: int, schedule: Any) -> list[SamplingEvent]:
+        return [SamplingEvent(0, n, schedule.problems_per_batch)]
+
+    def run_stage(self, stage: Stage) -> None:
+        batch = stage.sample(0, stage.schedule.problems_per_batch)
+        for i, agent in enumerate(stage.order):
+            stage.update(agent, batch, index=i, trust_region=False)
+        stage.log("custom/batches", 1)
+
+
+def test_a_learner_object_or_a_registered_class_drives_the_shared_machinery() -> None:
+    cfg = config(diagnostics=False, schedule__stages=1)
+    trainer = TeamTrainer(cfg, lambda: env_fn(AGENTS), tabular_team(AGENTS), EveryAgentOnOneBatch())
+    report = trainer.run_stage()
+    assert [u["agent"] for u in report.updates] == list(AGENTS)
+    assert all(u["delta"] == math.inf and u["in_region"] for u in report.updates)
+    assert report.metrics["custom/batches"] == 1.0 and trainer.stage == 1
+    assert [e.index for e in trainer.samples] == [0]
+    assert trainer.sampling_plan(3) == [(0, 3, cfg.schedule.problems_per_batch)]
+    registry.register("tests/EveryAgent-v0", EveryAgentOnOneBatch)
+    try:
+        cfg = config(diagnostics=False, schedule__stages=1, schedule__method="tests/EveryAgent-v0")
+        assert type(TeamTrainer(cfg, lambda: env_fn(AGENTS), tabular_team(AGENTS)).learner) is (
+            EveryAgentOnOneBatch
+        )
+    finally:
+        registry.unregister("tests/EveryAgent-v0")
+
+
+def test_a_broken_plugin_is_skipped_with_a_warning_and_named_in_errors() -> None:
+    from importlib import metadata
+
+    broken = metadata.EntryPoint("broken", "no_such_module_xyz:register", "teamtr.trainers")
+
+    def hook(registry: TrainerRegistry) -> None:
+        registry.register("good/Joint-v0", Joint)
+
+    fake = metadata.EntryPoint("ok", f"{__name__}:_hook", "teamtr.trainers")
+    globals()["_hook"] = hook
+    reg = TrainerRegistry(entry_points=lambda: [fake, broken])
+    with pytest.warns(Warning, match="Learner plugin 'broken'"):
+        assert "good/Joint-v0" in list(reg)
+    with pytest.raises(UnknownTrainerError, match="plugin\\(s\\) \\['broken'\\] failed to load"):
+        reg.spec("broken/Thing-v0")

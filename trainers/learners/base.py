@@ -1,0 +1,72 @@
+"""The learner interface."""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
+
+if TYPE_CHECKING:
+    from trainers.config import ScheduleConfig, TrainConfig
+    from trainers.team_trainer import Stage
+
+
+class SamplingEvent(NamedTuple):
+    """One sampling event of a stage: before update ``first``, ``problems`` prompts (x G rollouts)
+    that serve ``covered`` updates (under the ``disjoint`` budget, each its own slice)."""
+
+    first: int
+    covered: int
+    problems: int
+
+
+class Learner(ABC):
+    """A learner: what a stage samples, and which agent is updated on what.
+
+    A stage updates every trainable agent once, in the stage's order (``stage.order``). The
+    learner calls the shared machinery of :class:`~trainers.team_trainer.Stage`:
+
+    * ``stage.sample(index, problems)``: ``problems`` prompts x G rollouts under the team's
+      CURRENT parameters (seeded by the stage and ``index``);
+    * ``stage.part(batch, j, covered)``: the ``j``-th of ``covered`` disjoint slices of a batch;
+    * ``stage.update(agent, batch, index=i)``: one update of ``agent`` on its messages in
+      ``batch`` (group advantages of the team reward, clipped surrogate, KL penalty, trust
+      region with backtracking, beta/delta adaptation, diagnostics, the update's log record);
+    * ``stage.log(key, value)``: an extra stage metric.
+
+    Class attributes:
+        stale_diagnostics: the learner has intermediate teams, so the stale gap (diagnostics on)
+            is measured for its updates i >= 1.
+        importance_weighting: the learner honours ``schedule.importance_weighting``.
+    """
+
+    stale_diagnostics: ClassVar[bool] = True
+    importance_weighting: ClassVar[bool] = False
+
+    def check(self, config: TrainConfig) -> list[str]:
+        """Problems with ``config`` for this learner (one line each; empty: none)."""
+        if config.schedule.importance_weighting and not self.importance_weighting:
+            return [f"schedule.importance_weighting is not supported by {type(self).__name__}"]
+        return []
+
+    @abstractmethod
+    def sampling_plan(self, n: int, schedule: ScheduleConfig) -> list[SamplingEvent]:
+        """The stage's sampling events for ``n`` updates (what it samples, and when)."""
+
+    @abstractmethod
+    def run_stage(self, stage: Stage) -> None:
+        """Samples and updates every agent of ``stage.order`` once."""
+
+
+def single_batch_plan(n: int, schedule: ScheduleConfig) -> list[SamplingEvent]:
+    """One stage-start batch for all ``n`` updates, sized by ``schedule.budget``: ``disjoint``
+    n*B prompts (a slice of B per update), ``matched`` as many as TeamTR samples in a stage,
+    ``per_sample`` B."""
+    b = schedule.problems_per_batch
+    if schedule.budget == "disjoint":
+        problems = b * n
+    elif schedule.budget == "matched":
+        problems = b * math.ceil(n / schedule.resample_every)
+    else:
+        problems = b
+    return [SamplingEvent(0, n, problems)]

@@ -1,0 +1,45 @@
+"""Naive sequential: rollouts sampled once, at the stage start, and reused for every update.
+
+Update i learns from rollouts of the stage-start team, although agents 0..i-1 have already
+changed: the stale context distribution that TeamTR removes. The ``disjoint`` budget (default)
+samples n*B prompts and gives update i the i-th slice of B, so data and gradient work per update
+equal TeamTR's. ``schedule.importance_weighting`` reweights each episode by the already-updated
+agents' probability ratios (the IS ablation).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+import torch
+
+from trainers.learners.base import Learner, SamplingEvent, single_batch_plan
+
+if TYPE_CHECKING:
+    from trainers.config import ScheduleConfig
+    from trainers.team_trainer import Stage
+
+
+class NaiveSequential(Learner):
+    """One stage-start batch; every agent, in order, updated on its slice of it."""
+
+    importance_weighting: ClassVar[bool] = True
+
+    def sampling_plan(self, n: int, schedule: ScheduleConfig) -> list[SamplingEvent]:
+        return single_batch_plan(n, schedule)
+
+    def run_stage(self, stage: Stage) -> None:
+        ((_, covered, problems),) = self.sampling_plan(stage.n, stage.schedule)
+        start = stage.sample(0, problems)  # the stage-start team, reused for every update
+        weighted = stage.schedule.importance_weighting
+        log_ratio = torch.zeros(len(start.episodes), dtype=torch.float64)
+        for i, agent in enumerate(stage.order):
+            part, offset = stage.part(start, i, covered)
+            if not weighted:
+                stage.update(agent, part, index=i)
+                continue
+            # w^{0->i-1}: the agents updated so far, on the episodes of this update's slice
+            weights = stage.trajectory_weights(part.messages_of(agent), log_ratio, offset)
+            before = stage.score(agent, start.messages_of(agent))
+            stage.update(agent, part, index=i, weights=weights)
+            log_ratio += stage.episode_log_ratio(agent, start, before)
