@@ -189,7 +189,20 @@ def build_team(
     """
     chosen = check_team(config, agents)
     policies = {name: build_policy(agent, task) for name, agent in chosen.items()}
-    sampling = {
+    return policies, team_sampling(config, agents, **sampling_overrides)
+
+
+def team_sampling(
+    config: TeamConfig, agents: Sequence[str], **sampling_overrides: Any
+) -> dict[str, SamplingParams]:
+    """Every agent's sampling parameters: the team's ``sampling`` with the agent's own
+    ``temperature`` / ``max_new_tokens`` over it and ``sampling_overrides`` (``None`` = unset)
+    over both. Builds no policy.
+
+    Raises:
+        ConfigError: listing every problem with the config for this team.
+    """
+    return {
         name: config.sampling.params(
             **{
                 "temperature": agent.temperature,
@@ -197,6 +210,5 @@ def build_team(
                 **{k: v for k, v in sampling_overrides.items() if v is not None},
             }
         )
-        for name, agent in chosen.items()
+        for name, agent in check_team(config, agents).items()
     }
-    return policies, sampling

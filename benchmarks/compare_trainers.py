@@ -208,6 +208,7 @@ def main() -> int:
                 for part in ("rollout", "update", "monitor", "diagnostic")
             },
             "stale_gap_by_index": _gap_by_index(runs),
+            "reward_by_stage": [_reward_by_stage(r) for r in runs],
         }
         row = rows[method]
         cost = row["seconds_per_stage"]
@@ -228,11 +229,35 @@ def main() -> int:
     console.print(table)
     for method, row in rows.items():
         console.print(f"stale gap by update index, {method}: {row['stale_gap_by_index']}")
+    for method, row in rows.items():
+        curve = [ci95(list(v)) for v in zip(*row["reward_by_stage"])]
+        console.print(f"training reward by stage, {method}: {', '.join(curve)}")
+    first = next(iter(rows), None)
+    for method, row in rows.items():
+        if method == first or len(row["reward_by_stage"]) != len(rows[first]["reward_by_stage"]):
+            continue
+        # paired by seed: the methods of a seed start from the same behaviour-cloned team
+        diffs = [
+            [a - b for a, b in zip(x, y)]
+            for x, y in zip(rows[first]["reward_by_stage"], row["reward_by_stage"])
+        ]
+        curve = [ci95(list(v)) for v in zip(*diffs)]
+        console.print(f"paired {first} - {method}, training reward by stage: {', '.join(curve)}")
+        after = [a - b for a, b in zip(rows[first]["test_avg_after"], row["test_avg_after"])]
+        console.print(f"paired {first} - {method}, held-out avg@{k} after: {ci95(after)}")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "compare.json").write_text(json.dumps(rows, indent=2))
     _plot(rows, k, args.out / "compare.png")
     console.print(f"wrote {args.out / 'compare.json'} and {args.out / 'compare.png'}")
     return 0
+
+
+def _reward_by_stage(summary: dict) -> list[float]:
+    """The run's mean training reward per stage (``stage/reward_mean`` in its metrics.jsonl)."""
+    path = Path(summary["paths"]["metrics"])
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    by_step = {r["step"]: r["stage/reward_mean"] for r in rows if "stage/reward_mean" in r}
+    return [by_step[s] for s in sorted(by_step)]
 
 
 def _gap_by_index(runs: list[dict]) -> dict[int, float]:

@@ -39,13 +39,19 @@ from adapters.scripted import ScriptedExpert
 from teamtr_env.config import load_config
 from teamtr_env.runner import Runner
 from trainers.config import TrainConfig
-from trainers.run import _bc_cache_path, _env_factory, build_policies, load_checkpoint
+from trainers.run import (
+    _bc_cache_path,
+    _env_factory,
+    agent_sampling,
+    build_policies,
+    load_checkpoint,
+)
 
 
 def probe(config: TrainConfig, policies: dict[str, Any], problems: int, k: int) -> dict[str, Any]:
     """The probe's numbers for ``policies`` on up to ``problems`` distinct held-out problems."""
     env_fn = _env_factory(config, config.eval.split)
-    sampling = SamplingParams(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
+    sampling = agent_sampling(config, list(policies))
     runner = Runner(env_fn, policies, sampling, progress=False)
     chosen, _ = runner.sample_distinct(problems, seed=1)
     batch = runner.rollout(chosen, group_size=k, seed=2)

@@ -23,7 +23,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +74,18 @@ def build_policies(config: TrainConfig, env: Any, run_dir: Path) -> dict[str, An
     return {a: HFPolicy.from_pretrained(path) for a in env.possible_agents}
 
 
+def agent_sampling(config: TrainConfig, agents: Sequence[str]) -> dict[str, SamplingParams]:
+    """Each agent's rollout sampling: from the team config when there is one (its ``sampling``
+    and each agent's own ``temperature`` / ``max_new_tokens``), else the run's ``temperature``
+    and ``max_new_tokens`` for every agent."""
+    if config.team is not None:
+        from adapters.team import team_sampling
+
+        return team_sampling(config.team, agents)
+    shared = SamplingParams(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
+    return {a: shared for a in agents}
+
+
 def evaluate_team(
     config: TrainConfig,
     env_fn: Callable[[], Any],
@@ -87,7 +99,7 @@ def evaluate_team(
     ``prefix`` namespaces the keys: ``eval/`` for the before/after (test) evaluation, ``val/`` for
     the validation evaluations used for model selection. ``problems/{prefix}_distinct`` is the
     number of distinct problems evaluated (logged, not plotted)."""
-    sampling = SamplingParams(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
+    sampling = agent_sampling(config, list(policies))
     runner = Runner(env_fn, policies, sampling, progress=False)
     seed = derive_seed(config.seed, _EVAL_STREAM)
     problems, draw = runner.sample_distinct(config.eval.problems, seed=seed)
@@ -178,7 +190,7 @@ def run_training(
         raise ConfigError(
             "train", ["no agent has a trainable policy (backend 'hf' or a TrainablePolicy)"]
         )
-    trainer = TeamTrainer(config, env_fn, policies)
+    trainer = TeamTrainer(config, env_fn, policies, sampling=agent_sampling(config, list(policies)))
     start_step = checkpoint["trainer"]["stage"] if checkpoint else None
     logger = MultiLogger(
         JsonlLogger(run_dir / "metrics.jsonl", resume_step=start_step),

@@ -29,6 +29,7 @@ independent batches of the same team show by sampling noise alone.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections import defaultdict
@@ -103,6 +104,10 @@ class TeamTrainer:
             in rollouts but are never updated (fixed teammates).
         learner: what each stage samples and updates; default: the learner registered as
             ``config.schedule.method`` (see :mod:`trainers.registry`).
+        sampling: each agent's rollout sampling (``trainers.run.agent_sampling``: a team
+            config's per-agent values); default: ``config.temperature`` and
+            ``config.max_new_tokens`` for every agent. Each agent's messages are scored at its
+            own temperature.
 
     Raises:
         ConfigError: the learner rejects the configuration (every problem listed).
@@ -114,17 +119,18 @@ class TeamTrainer:
         env_fn: Callable[[], TeamEnv],
         policies: Mapping[str, Any],
         learner: Learner | None = None,
+        sampling: Mapping[str, SamplingParams] | None = None,
     ):
         self.config = config
         self.learner = learner if learner is not None else make_learner(config.schedule.method)
         problems = self.learner.check(config)
         if problems:
             raise ConfigError("training config", problems)
+        shared = SamplingParams(
+            temperature=config.temperature, max_new_tokens=config.max_new_tokens
+        )
         self.runner = Runner(
-            env_fn,
-            dict(policies),
-            SamplingParams(temperature=config.temperature, max_new_tokens=config.max_new_tokens),
-            progress=False,
+            env_fn, dict(policies), dict(sampling) if sampling else shared, progress=False
         )
         self.agents = list(self.runner.agents)
         tr, opt = config.trust_region, config.optim
@@ -147,6 +153,12 @@ class TeamTrainer:
             monitor_subsample=tr.monitor_subsample,
             score_temperature=config.temperature if config.temperature > 0 else 1.0,
         )
+        # Each agent's messages are scored at the temperature they were sampled at.
+        self.agent_settings = {
+            a: dataclasses.replace(self.settings, score_temperature=_score_temperature(p))
+            for a, p in self.runner.sampling.items()
+            if a in self.slots
+        }
         self.stage = 0  # completed stages
         self.samples: list[SampleEvent] = []
         self.totals: dict[str, float] = defaultdict(float)
@@ -255,8 +267,13 @@ class TeamTrainer:
     # -- helpers -------------------------------------------------------------------------------
     def _score(self, agent: str, messages: list[MessageRecord]) -> list[Any]:
         """``agent``'s current log-probs of ``messages`` (no gradient)."""
-        mb, temp = self.settings.micro_batch_size, self.settings.score_temperature
-        return score(self.slots[agent].policy, messages, mb, temp)
+        settings = self.agent_settings[agent]
+        return score(
+            self.slots[agent].policy,
+            messages,
+            settings.micro_batch_size,
+            settings.score_temperature,
+        )
 
     def _advantages(self, batch: RolloutBatch) -> GroupAdvantages:
         o = self.config.optim
@@ -462,7 +479,7 @@ class Stage:
             msg_adv,
             beta=slot.beta,
             delta=delta,
-            settings=trainer.settings,
+            settings=trainer.agent_settings[agent],
             weights=weights,
             behaviour=behaviour,
         )
@@ -518,6 +535,12 @@ class Stage:
         trainer.totals["stage_wall_s"] += self.report.metrics["stage/wall_s"]
         trainer.stage += 1
         return self.report
+
+
+def _score_temperature(sampling: SamplingParams) -> float:
+    """The temperature an agent's messages are scored at: its sampling temperature (1 for
+    greedy decoding, whose messages have no sampling distribution to match)."""
+    return sampling.temperature if sampling.temperature > 0 else 1.0
 
 
 def _per_message(groups: GroupAdvantages, messages: list[MessageRecord]) -> torch.Tensor:

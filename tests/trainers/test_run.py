@@ -251,3 +251,47 @@ def test_a_terminal_keeps_the_progress_bars_instead_of_stage_lines(
     out = io.StringIO()
     run_training(cfg, console=Console(file=out, width=200, force_terminal=True))
     assert "teamtr/TeamTR-v0 stages" in out.getvalue() and "stage 1/2:" not in out.getvalue()
+
+
+def test_training_honours_a_team_configs_per_agent_sampling(
+    tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a team config, each agent samples (and is scored) with its own temperature and
+    message length, in training, in the before/after evaluation and in the trainer."""
+    import trainers.run as run_module
+    from adapters.base import SamplingParams
+    from trainers.run import agent_sampling
+    from trainers.team_trainer import TeamTrainer
+
+    team = {
+        "default": {"backend": "hf", "path": str(tiny_model_dir)},
+        "agents": {
+            "critic": {"backend": "hf", "path": str(tiny_model_dir), "temperature": 0.5},
+            "aggregator": {"backend": "hf", "path": str(tiny_model_dir), "max_new_tokens": 4},
+        },
+        "sampling": {"temperature": 1.0, "max_new_tokens": 6},
+    }
+    cfg = small(tmp_path, tiny_model_dir, team=team, sft=None, schedule__stages=1)
+    expected = {
+        "solver": SamplingParams(temperature=1.0, max_new_tokens=6),
+        "critic": SamplingParams(temperature=0.5, max_new_tokens=6),
+        "aggregator": SamplingParams(temperature=1.0, max_new_tokens=4),
+    }
+    assert agent_sampling(cfg, list(expected)) == expected
+    built: list[TeamTrainer] = []
+
+    class Recording(TeamTrainer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            built.append(self)
+
+    monkeypatch.setattr(run_module, "TeamTrainer", Recording)
+    run_training(cfg, console=Console(file=io.StringIO()))
+    (trainer,) = built
+    assert trainer.runner.sampling == expected
+    temps = {a: s.score_temperature for a, s in trainer.agent_settings.items()}
+    assert temps == {"solver": 1.0, "critic": 0.5, "aggregator": 1.0}
+    # Without a team config every agent gets the run's temperature and message length.
+    plain = small(tmp_path / "plain", tiny_model_dir)
+    shared = SamplingParams(temperature=plain.temperature, max_new_tokens=plain.max_new_tokens)
+    assert agent_sampling(plain, ["solver", "critic"]) == {"solver": shared, "critic": shared}

@@ -249,3 +249,19 @@ def test_learning_signal_on_an_exact_problem() -> None:
     final = trainer.slots["b"].policy.probs("any")[0].item()  # "Answer: 1" is correct
     start = tabular_team()["b"].probs("any")[0].item()
     assert final > start + 0.1
+
+
+def test_per_agent_sampling_samples_and_scores_each_agent_at_its_own_temperature() -> None:
+    from adapters.base import SamplingParams
+
+    sampling = {"a": SamplingParams(temperature=0.0), "b": SamplingParams(temperature=1.0)}
+    trainer = TeamTrainer(
+        config(diagnostics=False), lambda: env_fn(("a", "b")), tabular_team(), sampling=sampling
+    )
+    batch = trainer.sample(0, 0, 8)
+    greedy = {m.text for m in batch.messages_of("a")}
+    assert len(greedy) == 1  # temperature 0: the argmax message every time
+    assert len({m.text for m in batch.messages_of("b")}) > 1
+    assert trainer.agent_settings["a"].score_temperature == 1.0  # greedy: scored at 1
+    assert trainer.agent_settings["b"].score_temperature == 1.0
+    trainer.run_stage()  # both agents update with their own settings
