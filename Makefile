@@ -38,7 +38,8 @@ test: $(VENV)/.installed-dev
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy teamtr_env tasks adapters trainers
+	$(BIN)/mypy teamtr_core teamtr_env tasks adapters trainers
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache

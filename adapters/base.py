@@ -1,157 +1,22 @@
-"""The Policy protocol: what the runner and the trainers require of an agent's policy.
+"""The Policy protocol and its types, re-exported from the shared floor
+(:mod:`teamtr_core.policy`) so that ``from adapters.base import Policy`` keeps working."""
 
-A policy turns a batch of rendered contexts (one per environment where its agent is active) into one
-generation each. The runner needs only ``generate`` (:class:`Policy`). Trainable backends
-(transformers, LoRA, tabular) also implement :class:`TrainablePolicy`: differentiable per-token
-log-probabilities of given completions, parameters and state dicts.
+from teamtr_core.policy import (
+    Completion,
+    Generation,
+    LoraSettings,
+    Policy,
+    SamplingParams,
+    TokenLogprobs,
+    TrainablePolicy,
+)
 
-Mask convention, everywhere in this project: ``True`` means the token counts.
-
-This module imports no torch at import time, so model-free code (the runner, scripted policies,
-tasks) stays light.
-"""
-
-from __future__ import annotations
-
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
-
-if TYPE_CHECKING:
-    import torch
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """How to sample one message.
-
-    Attributes:
-        temperature: softmax temperature (the paper uses 0.8); 0 means greedy.
-        top_p: nucleus mass (1.0 = off).
-        top_k: 0 = off. Keep it 0 for on-policy training: a truncated distribution is not the
-            policy whose log-probs the trainer computes.
-        max_new_tokens: the length limit of one message.
-        stop: strings that end a message (not included in the text).
-        seed: per-call seed; the runner derives one per call so whole rollouts are reproducible.
-    """
-
-    temperature: float = 0.8
-    top_p: float = 1.0
-    top_k: int = 0
-    max_new_tokens: int = 64
-    stop: tuple[str, ...] = field(default_factory=tuple)
-    seed: int | None = None
-
-    def __post_init__(self) -> None:
-        problems = []
-        if self.temperature < 0:
-            problems.append(f"temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            problems.append(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 0:
-            problems.append(f"top_k must be >= 0 (0 = off), got {self.top_k}")
-        if self.max_new_tokens < 1:
-            problems.append(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
-        if problems:
-            raise ValueError("Invalid SamplingParams: " + "; ".join(problems))
-        object.__setattr__(self, "stop", tuple(self.stop))
-
-
-@dataclass(frozen=True)
-class LoraSettings:
-    """LoRA adapter settings (peft), used by ``HFPolicy(lora=...)`` and team configs.
-
-    Attributes:
-        r: rank.
-        alpha: scaling numerator (``alpha / r`` scales the update).
-        dropout: dropout on the adapter input.
-        target_modules: module names to adapt (Llama/Qwen attention projections by default).
-    """
-
-    r: int = field(default=8, metadata={"help": "LoRA rank"})
-    alpha: int = field(default=16, metadata={"help": "LoRA alpha (update scale alpha / r)"})
-    dropout: float = field(default=0.0, metadata={"help": "dropout on the adapter input"})
-    target_modules: tuple[str, ...] = field(
-        default=("q_proj", "k_proj", "v_proj", "o_proj"),
-        metadata={"help": "module names that get adapters"},
-    )
-
-    def __post_init__(self) -> None:
-        problems = []
-        if self.r < 1:
-            problems.append(f"r must be >= 1, got {self.r}")
-        if not 0.0 <= self.dropout < 1.0:
-            problems.append(f"dropout must be in [0, 1), got {self.dropout}")
-        if not self.target_modules:
-            problems.append("target_modules must name at least one module")
-        if problems:
-            raise ValueError("Invalid LoraSettings: " + "; ".join(problems))
-        object.__setattr__(self, "target_modules", tuple(self.target_modules))
-
-
-@dataclass(frozen=True)
-class Generation:
-    """One generated message.
-
-    Attributes:
-        text: the decoded message.
-        token_ids: the sampled token ids (empty for policies without a tokenizer).
-    """
-
-    text: str
-    token_ids: tuple[int, ...] = ()
-
-
-@runtime_checkable
-class Policy(Protocol):
-    """Anything that can write messages for a batch of contexts."""
-
-    def generate(self, prompts: Sequence[str], sampling: SamplingParams) -> list[Generation]:
-        """Returns exactly one generation per prompt, in order."""
-        ...
-
-
-@dataclass(frozen=True)
-class TokenLogprobs:
-    """Per-token log-probabilities of a batch of completions under a policy.
-
-    Attributes:
-        logprobs: float tensor ``[B, T]``; ``logprobs[b, u]`` is ``log pi(x_u | prompt_b, x_<u)``
-            for completion ``b``'s ``u``-th token; differentiable when computed with grad.
-        mask: bool tensor ``[B, T]``; ``True`` where a real completion token is (padding is
-            ``False``). Message log-prob: ``(logprobs * mask).sum(-1)``.
-        token_ids: long tensor ``[B, T]`` of the completion tokens scored (0 at padding).
-    """
-
-    logprobs: torch.Tensor
-    mask: torch.Tensor
-    token_ids: torch.Tensor
-
-    def message_logprobs(self) -> torch.Tensor:
-        """``log pi(m | s)`` per completion, shape ``[B]`` (sum over its tokens)."""
-        return (self.logprobs * self.mask).sum(-1)
-
-
-Completion = Sequence[int] | str
-
-
-@runtime_checkable
-class TrainablePolicy(Policy, Protocol):
-    """A policy whose parameters a trainer can update.
-
-    ``completions`` are token id sequences (``Generation.token_ids``, the exact sampled tokens) or
-    strings (tokenised by the policy). Scoring the sampled ids is what on-policy training needs:
-    re-tokenising decoded text may not reproduce them.
-    """
-
-    def logprobs(self, prompts: Sequence[str], completions: Sequence[Completion]) -> TokenLogprobs:
-        """Differentiable per-token log-probs of ``completions[b]`` after ``prompts[b]``."""
-        ...
-
-    def parameters(self) -> Iterator[torch.nn.Parameter]:
-        """The trainable parameters (LoRA: only the adapter weights)."""
-        ...
-
-    def state_dict(self) -> Mapping[str, Any]: ...
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> Any: ...
+__all__ = [
+    "Completion",
+    "Generation",
+    "LoraSettings",
+    "Policy",
+    "SamplingParams",
+    "TokenLogprobs",
+    "TrainablePolicy",
+]

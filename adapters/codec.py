@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from adapters.base import Completion, Generation
+from teamtr_core.policy import Completion, Generation
 
 
 class PromptCodec:

@@ -23,8 +23,8 @@ from typing import Any, Literal
 import torch
 import torch.nn.functional as F
 
-from adapters.base import Completion, Generation, LoraSettings, SamplingParams, TokenLogprobs
 from adapters.codec import PromptCodec
+from teamtr_core.policy import Completion, Generation, LoraSettings, SamplingParams, TokenLogprobs
 
 DType = Literal["float32", "bfloat16", "float16", "auto"]
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

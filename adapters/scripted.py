@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from adapters.base import Generation, SamplingParams
 from tasks.base import SupportsExpert, Task
+from teamtr_core.policy import Generation, SamplingParams
 
 _RANDOM_CHARS = np.array(list("abcdefghijklmnopqrstuvwxyz0123456789 +-*=:.,?!\n"))
 

@@ -15,7 +15,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from adapters.base import Completion, Generation, SamplingParams, TokenLogprobs
+from teamtr_core.policy import Completion, Generation, SamplingParams, TokenLogprobs
 
 
 class TabularLookupError(KeyError, ValueError):

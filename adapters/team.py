@@ -21,9 +21,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from adapters.base import LoraSettings, Policy, SamplingParams
+from teamtr_core.errors import ConfigError
+from teamtr_core.policy import LoraSettings, Policy, SamplingParams
 from teamtr_env.config import from_dict, load_config
-from teamtr_env.errors import ConfigError
 
 Backend = Literal["hf", "vllm", "scripted", "random", "constant"]
 _MODEL_BACKENDS = ("hf", "vllm")

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from adapters.base import Generation, SamplingParams
 from adapters.codec import PromptCodec
+from teamtr_core.policy import Generation, SamplingParams
 
 VLLM_HINT = (
     "vLLM is not installed. It needs a CUDA GPU: pip install -e '.[models,vllm]'. "

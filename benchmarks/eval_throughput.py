@@ -28,9 +28,9 @@ from rich.console import Console
 from rich.table import Table
 
 import teamtr_env
-from adapters.base import SamplingParams
 from adapters.hf import HFPolicy
 from adapters.tiny import build_tiny_model
+from teamtr_core.policy import SamplingParams
 from teamtr_env.baselines import build_protocol
 from teamtr_env.evaluation import evaluate
 from teamtr_env.runner import Runner

@@ -37,9 +37,9 @@ from typing import Any
 
 import torch
 
-from adapters.base import SamplingParams
 from adapters.hf import HFPolicy
 from adapters.tiny import TinyModelSpec, build_tiny_model
+from teamtr_core.policy import SamplingParams
 
 BF16_TOL = 0.25  # nats per token: bfloat16 keeps ~3 significant digits of the logits
 FP32_TOL = 1e-4

@@ -30,9 +30,9 @@ from rich.console import Console
 from rich.table import Table
 
 import teamtr_env
-from adapters.base import SamplingParams
 from adapters.hf import HFPolicy
 from adapters.tiny import build_tiny_model
+from teamtr_core.policy import SamplingParams
 from teamtr_env.runner import Runner
 
 PROMPT = "Compute: {a} + {b}\nReply with: Answer: <integer>\n### solver\n"

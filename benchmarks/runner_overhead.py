@@ -64,8 +64,8 @@ from rich.console import Console
 from rich.table import Table
 
 import teamtr_env
-from adapters.base import Generation, Policy, SamplingParams
 from adapters.scripted import ConstantPolicy, ScriptedExpert
+from teamtr_core.policy import Generation, Policy, SamplingParams
 from teamtr_env.env import TeamEnv
 from teamtr_env.runner import Runner
 

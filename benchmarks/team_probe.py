@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from adapters.base import SamplingParams
 from adapters.scripted import ScriptedExpert
+from teamtr_core.policy import SamplingParams
 from teamtr_env.config import load_config
 from teamtr_env.runner import Runner
 from trainers.config import TrainConfig

@@ -30,7 +30,7 @@ from rich.table import Table
 def first_token_tv(policy, trainer, prompt: str, n: int, seed: int) -> float:
     import torch
 
-    from adapters.base import SamplingParams
+    from teamtr_core.policy import SamplingParams
 
     gens = policy.generate(
         [prompt] * n, SamplingParams(temperature=1.0, max_new_tokens=1, seed=seed)
@@ -59,10 +59,10 @@ def main() -> int:
         return 2
     import torch
 
-    from adapters.base import SamplingParams
     from adapters.hf import HFPolicy
     from adapters.tiny import build_tiny_model
     from adapters.vllm_policy import VLLMPolicy
+    from teamtr_core.policy import SamplingParams
 
     model_dir = args.model or build_tiny_model(Path(tempfile.mkdtemp()) / "tiny")
     trainer = HFPolicy.from_pretrained(model_dir, device="cuda")

@@ -30,6 +30,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
+from teamtr_core.errors import ConfigError
+
 Role = Literal["agent", "env", "system"]
 Split = Literal["train", "validation", "test"]
 SPLITS: tuple[Split, ...] = ("train", "validation", "test")
@@ -60,13 +62,12 @@ def split_of(problem_id: str) -> Split:
     return SPLIT_FRACTIONS[-1][0]
 
 
-class TaskConfigError(ValueError):
-    """Invalid task arguments; ``problems`` lists every one of them."""
+class TaskConfigError(ConfigError):
+    """Invalid task arguments; ``problems`` lists every one of them (a :class:`ConfigError`, the
+    one config error type of every layer)."""
 
     def __init__(self, task: str, problems: Sequence[str]) -> None:
-        self.problems = list(problems)
-        lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(f"Invalid {task} arguments ({len(self.problems)} problem(s)):\n{lines}")
+        super().__init__(f"{task} arguments", problems)
 
 
 def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:

@@ -10,9 +10,7 @@ Quick start::
         env.step(None if terminated or truncated else "Answer: 42")
 """
 
-from teamtr_env.builtin import register_builtin
-from teamtr_env.env import TeamEnv
-from teamtr_env.errors import (
+from teamtr_core.errors import (
     ConfigError,
     DuplicateTaskError,
     EpisodeOverError,
@@ -25,6 +23,8 @@ from teamtr_env.errors import (
     UnknownTaskError,
     VersionNotFoundError,
 )
+from teamtr_env.builtin import register_builtin
+from teamtr_env.env import TeamEnv
 from teamtr_env.protocol import TeamProtocol
 from teamtr_env.registration import (
     ENTRY_POINT_GROUP,

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from teamtr_env.errors import ConfigError
+from teamtr_core.errors import ConfigError
 
 BudgetKind = Literal["samples", "tokens"]
 

@@ -14,12 +14,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from adapters.base import Policy
 from adapters.scripted import HumanPolicy, RandomPolicy, ScriptedExpert
 from adapters.team import SamplingConfig
+from teamtr_core.errors import ConfigError, TeamTRError
+from teamtr_core.policy import Policy
 from teamtr_env.baselines import PROTOCOL_PARAMS, PROTOCOLS, InferenceProtocol, build_protocol
 from teamtr_env.env import TeamEnv
-from teamtr_env.errors import ConfigError, TeamTRError
 from teamtr_env.evaluation import EvalReport, evaluate, report_schema
 from teamtr_env.registration import registry
 from teamtr_env.rollout import format_episode

@@ -26,7 +26,7 @@ from typing import Any, Literal, Union
 import yaml
 from jsonschema import Draft202012Validator, ValidationError
 
-from teamtr_env.errors import ConfigError
+from teamtr_core.errors import ConfigError
 
 _FAILED: Any = object()  # marks a value that could not be built (its problems are recorded)
 _ARRAYS = (list, tuple, Sequence)

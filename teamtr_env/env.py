@@ -20,7 +20,7 @@ from gymnasium import spaces
 from pettingzoo import AECEnv
 
 from tasks.base import Episode, Message, Problem, Score, Task
-from teamtr_env.errors import ConfigError, EpisodeOverError
+from teamtr_core.errors import ConfigError, EpisodeOverError
 from teamtr_env.protocol import TeamProtocol
 from teamtr_env.router import FixedOrder, RouterLike, RouterState, make_router
 from teamtr_env.spaces import SAMPLE_CHARSET, UnicodeText

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal, get_args
 
-from adapters.toolcalls import canonicalize_tool_calls
 from tasks.base import Message
-from teamtr_env.errors import ConfigError
+from teamtr_core.errors import ConfigError
+from teamtr_core.toolcalls import canonicalize_tool_calls
 
 ReasoningMode = Literal["keep", "strip"]
 ToolCallMode = Literal["keep", "canonical"]

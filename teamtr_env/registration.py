@@ -24,8 +24,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from tasks.base import Task
-from teamtr_env.env import TeamEnv
-from teamtr_env.errors import (
+from teamtr_core.errors import (
     ConfigError,
     DuplicateTaskError,
     InvalidKwargsError,
@@ -34,6 +33,7 @@ from teamtr_env.errors import (
     UnknownTaskError,
     VersionNotFoundError,
 )
+from teamtr_env.env import TeamEnv
 from teamtr_env.protocol import TeamProtocol
 
 log = logging.getLogger(__name__)

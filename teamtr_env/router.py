@@ -9,7 +9,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from tasks.base import Message
-from teamtr_env.errors import ConfigError
+from teamtr_core.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,10 @@ from typing import Any, Literal
 import numpy as np
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from adapters.base import Generation, Policy, SamplingParams
 from tasks.base import Problem
+from teamtr_core.errors import ConfigError, PolicyError
+from teamtr_core.policy import Generation, Policy, SamplingParams
 from teamtr_env.env import TeamEnv
-from teamtr_env.errors import ConfigError, PolicyError
 from teamtr_env.rollout import EpisodeRecord, MessageRecord, RolloutBatch, RolloutStats
 
 PolicyMap = Policy | Mapping[str, Policy]

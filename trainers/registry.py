@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from teamtr_env.errors import RegistryError
+from teamtr_core.errors import RegistryError
 
 __all__ = [
     "ALIASES",

@@ -40,9 +40,9 @@ from rich.progress import (
 from rich.table import Table
 
 import teamtr_env
-from adapters.base import SamplingParams, TrainablePolicy
+from teamtr_core.errors import ConfigError
+from teamtr_core.policy import SamplingParams, TrainablePolicy
 from teamtr_env.config import dump_config
-from teamtr_env.errors import ConfigError
 from teamtr_env.evaluation import evaluate
 from teamtr_env.runner import Runner, derive_seed
 from trainers.config import TrainConfig

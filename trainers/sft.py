@@ -17,9 +17,9 @@ from typing import Any, Literal
 import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from adapters.base import Completion, SamplingParams, TrainablePolicy
 from adapters.scripted import ScriptedExpert
 from tasks.base import Task
+from teamtr_core.policy import Completion, SamplingParams, TrainablePolicy
 from teamtr_env.env import TeamEnv
 from teamtr_env.runner import Runner, derive_seed
 

@@ -40,9 +40,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from adapters.base import SamplingParams, TrainablePolicy
+from teamtr_core.errors import ConfigError
+from teamtr_core.policy import SamplingParams, TrainablePolicy
 from teamtr_env.env import TeamEnv
-from teamtr_env.errors import ConfigError
 from teamtr_env.rollout import MessageRecord, RolloutBatch
 from teamtr_env.runner import Runner, derive_seed
 from trainers.advantages import GroupAdvantages, group_advantages

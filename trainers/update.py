@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from adapters.base import TokenLogprobs, TrainablePolicy
+from teamtr_core.policy import TokenLogprobs, TrainablePolicy
 from teamtr_env.rollout import MessageRecord
 from trainers.kl import kl_penalty, token_kl_monitor
 from trainers.surrogate import clipped_surrogate, surrogate_value

@@ -124,7 +124,7 @@ class PolicyResponder:
 
     def _generate(self, prompt: str) -> str:
         if self.sampling is None:
-            from adapters.base import SamplingParams  # lazy: tasks do not depend on adapters
+            from teamtr_core.policy import SamplingParams  # lazy: tasks do not depend on adapters
 
             self.sampling = SamplingParams(temperature=0.7, top_p=0.7, max_new_tokens=64)
         self.calls += 1

@@ -27,8 +27,8 @@ from typing import Any, Literal
 
 from jsonschema import Draft202012Validator
 
-from adapters.toolcalls import CANONICAL_OPEN, parse_tool_calls_detailed
 from tasks.tooluse.tools import RESPOND, RESPOND_SCHEMA
+from teamtr_core.toolcalls import CANONICAL_OPEN, parse_tool_calls_detailed
 
 MAX_SCAN_CHARS = 65_536
 ActionKind = Literal["tool", "message", "invalid"]

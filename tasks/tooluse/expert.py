@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from adapters.toolcalls import ToolCall, render_tool_call
 from tasks.tooluse.actions import USER, parse_agent_message
 from tasks.tooluse.reward import outputs_found
 from tasks.tooluse.tasks_data import Action, ToolTask
 from tasks.tooluse.tools import WRITE_TOOL_NAMES
+from teamtr_core.toolcalls import ToolCall, render_tool_call
 
 IDENTIFY = {
     "find_user_id_by_email": ("email",),

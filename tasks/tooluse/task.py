@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from adapters.toolcalls import ToolCall
 from tasks.base import (
     SPLITS,
     Episode,
@@ -42,6 +41,7 @@ from tasks.tooluse.reward import GoldState, outputs_found, replay_gold
 from tasks.tooluse.tasks_data import ToolTask, builtin_tasks, load_task_file
 from tasks.tooluse.tools import RESPOND_MAX_CHARS, RESPOND_SCHEMA, TOOLS, make_toolbox, tool_schemas
 from tasks.tooluse.user_sim import MAX_USER_CHARS, STOP, ScriptedUser, Turn, UserSimulator
+from teamtr_core.toolcalls import ToolCall
 
 
 class UnknownUsersWarning(UserWarning):

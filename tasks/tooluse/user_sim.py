@@ -23,8 +23,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from adapters.base import Policy, SamplingParams
 from tasks.tooluse.tasks_data import ToolTask
+from teamtr_core.policy import Policy, SamplingParams
 
 STOP = "###STOP###"
 MAX_USER_CHARS = 1000

@@ -1,0 +1,63 @@
+"""The one error hierarchy of teamtr, on the shared floor: every layer raises these (tasks'
+``TaskConfigError`` is a ``ConfigError``). Every message says what was expected, what was seen
+and how to fix it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class TeamTRError(Exception):
+    """Base class of every error ``teamtr_env`` raises on purpose."""
+
+
+class ConfigError(TeamTRError, ValueError):
+    """A configuration with one or more problems; all of them are reported at once.
+
+    Attributes:
+        problems: one human-readable line per problem.
+    """
+
+    def __init__(self, what: str, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"Invalid {what} ({len(self.problems)} problem(s)):\n{lines}")
+
+
+class RegistryError(TeamTRError):
+    """Base class of registry errors."""
+
+
+class InvalidTaskIdError(RegistryError, ValueError):
+    """An id that does not have the form ``namespace/Name-vN``."""
+
+
+class UnknownTaskError(RegistryError, KeyError):
+    """No task is registered under the id (the message suggests close matches)."""
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the whole message
+        return str(self.args[0]) if self.args else ""
+
+
+class VersionNotFoundError(UnknownTaskError):
+    """The task name exists but not at the requested version."""
+
+
+class DuplicateTaskError(RegistryError, ValueError):
+    """An id registered twice without ``override=True``."""
+
+
+class InvalidKwargsError(ConfigError, RegistryError):
+    """Keyword arguments that the task or the environment does not accept."""
+
+
+class PluginLoadError(RegistryError, ImportError):
+    """A third-party plugin's entry point failed to import or to register its tasks."""
+
+
+class PolicyError(TeamTRError, RuntimeError):
+    """A policy broke the Policy protocol (e.g. returned the wrong number of generations)."""
+
+
+class EpisodeOverError(TeamTRError, RuntimeError):
+    """``step()`` after every agent has left the episode; call ``reset()``."""
