@@ -231,7 +231,7 @@ def main() -> int:
         console.print(f"stale gap by update index, {method}: {row['stale_gap_by_index']}")
     for method, row in rows.items():
         curve = [ci95(list(v)) for v in zip(*row["reward_by_stage"])]
-        console.print(f"training reward by stage, {method}: {', '.join(curve)}")
+        console.print(f"training reward by stage (stage-start team), {method}: {', '.join(curve)}")
     first = next(iter(rows), None)
     for method, row in rows.items():
         if method == first or len(row["reward_by_stage"]) != len(rows[first]["reward_by_stage"]):
@@ -242,7 +242,10 @@ def main() -> int:
             for x, y in zip(rows[first]["reward_by_stage"], row["reward_by_stage"])
         ]
         curve = [ci95(list(v)) for v in zip(*diffs)]
-        console.print(f"paired {first} - {method}, training reward by stage: {', '.join(curve)}")
+        console.print(
+            f"paired {first} - {method}, training reward by stage (stage-start team): "
+            + ", ".join(curve)
+        )
         after = [a - b for a, b in zip(rows[first]["test_avg_after"], row["test_avg_after"])]
         console.print(f"paired {first} - {method}, held-out avg@{k} after: {ci95(after)}")
     args.out.mkdir(parents=True, exist_ok=True)
@@ -253,10 +256,17 @@ def main() -> int:
 
 
 def _reward_by_stage(summary: dict) -> list[float]:
-    """The run's mean training reward per stage (``stage/reward_mean`` in its metrics.jsonl)."""
+    """The run's training reward per stage under the stage-start team (``stage/reward_start`` in
+    its metrics.jsonl: comparable across learners); runs logged before that metric existed give
+    ``stage/reward_mean``, which for TeamTR includes batches of partially updated teams."""
     path = Path(summary["paths"]["metrics"])
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    by_step = {r["step"]: r["stage/reward_mean"] for r in rows if "stage/reward_mean" in r}
+    key = (
+        "stage/reward_start"
+        if any("stage/reward_start" in r for r in rows)
+        else "stage/reward_mean"
+    )
+    by_step = {r["step"]: r[key] for r in rows if key in r}
     return [by_step[s] for s in sorted(by_step)]
 
 

@@ -227,6 +227,9 @@ class TeamTrainer:
         report.metrics.update(
             {
                 "stage/reward_mean": float(np.mean(rewards)),
+                # the stage's first batch, under the stage-start team: comparable across
+                # learners (TeamTR's later batches come from partially updated teams)
+                "stage/reward_start": rewards[0],
                 "stage/kl_tok_mean": float(np.mean(kls)) if kls else math.nan,
                 "stage/kl_tok_max": float(np.max(kls)) if kls else math.nan,
                 "stage/out_of_region_rate": float(

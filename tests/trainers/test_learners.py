@@ -51,6 +51,8 @@ def _same(a: Any, b: Any, where: str = "") -> None:
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_builtin_learners_reproduce_the_numbers_recorded_before_the_registry(case: str) -> None:
     now = json.loads(json.dumps(record(CASES[case])))
+    for stage in now["stages"]:  # metrics added since the recording are not compared
+        stage["metrics"].pop("stage/reward_start")
     _same(now, GOLDEN[case], case)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 from helpers_trainers import config, env_fn, tabular_team
 
@@ -265,3 +266,28 @@ def test_per_agent_sampling_samples_and_scores_each_agent_at_its_own_temperature
     assert trainer.agent_settings["a"].score_temperature == 1.0  # greedy: scored at 1
     assert trainer.agent_settings["b"].score_temperature == 1.0
     trainer.run_stage()  # both agents update with their own settings
+
+
+def test_reward_start_is_the_stage_start_teams_batch(monkeypatch) -> None:
+    """``stage/reward_start`` is the reward of the stage's first batch (comparable across
+    learners); ``stage/reward_mean`` averages all of a stage's training batches."""
+    from trainers.team_trainer import Stage
+
+    seen: list[float] = []
+    real = Stage.sample
+
+    def recording(self, index, problems):
+        batch = real(self, index, problems)
+        seen.append(float(batch.rewards().mean()))
+        return batch
+
+    monkeypatch.setattr(Stage, "sample", recording)
+    trainer = TeamTrainer(
+        config(schedule__method="teamtr", diagnostics=False),
+        lambda: env_fn(("a", "b", "c")),
+        tabular_team(("a", "b", "c")),
+    )
+    stage = trainer.run_stage()
+    assert len(seen) == 3
+    assert stage.metrics["stage/reward_start"] == seen[0]
+    assert stage.metrics["stage/reward_mean"] == pytest.approx(sum(seen) / 3)
