@@ -15,7 +15,10 @@ from typing import Literal
 import torch
 from torch import nn
 
+from teamtr_core.choices import choice_problems
 from teamtr_core.policy import Completion, Generation, SamplingParams, TokenLogprobs
+
+TableInit = Literal["uniform", "random"]
 
 
 class TabularLookupError(KeyError, ValueError):
@@ -67,7 +70,7 @@ class TabularPolicy(nn.Module):
         messages: Sequence[str],
         *,
         featurize: Callable[[str], str] | None = None,
-        init: Literal["uniform", "random"] = "uniform",
+        init: TableInit = "uniform",
         seed: int = 0,
         temperature_applies: bool = True,
     ) -> None:
@@ -78,8 +81,7 @@ class TabularPolicy(nn.Module):
             for what, xs in (("states", self.states), ("messages", self.messages))
             if not xs or len(set(xs)) != len(xs)
         ]
-        if init not in ("uniform", "random"):
-            problems.append(f"init must be 'uniform' or 'random', got {init!r}")
+        problems += choice_problems("init", init, TableInit)
         if problems:
             raise ValueError("Invalid TabularPolicy: " + "; ".join(problems))
         self._state_index = {s: i for i, s in enumerate(self.states)}

@@ -12,9 +12,10 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Literal, get_args
+from typing import Literal
 
 from tasks.base import Message
+from teamtr_core.choices import choice_problems
 from teamtr_core.errors import ConfigError
 from teamtr_core.toolcalls import canonicalize_tool_calls
 
@@ -274,16 +275,9 @@ def _validate(protocol: TeamProtocol, earlier: list[str]) -> list[str]:
         problems.append(
             f"max_context_chars: expected an integer >= 256, got {protocol.max_context_chars!r}"
         )
-    if protocol.tool_calls not in ("keep", "canonical"):
-        problems.append(f"tool_calls: expected 'keep' or 'canonical', got {protocol.tool_calls!r}")
-    if protocol.visibility not in get_args(Visibility):
-        problems.append(
-            f"visibility: expected one of {list(get_args(Visibility))}, got {protocol.visibility!r}"
-        )
-    if protocol.final_answer not in ("final_agent", "majority"):
-        problems.append(
-            f"final_answer: expected 'final_agent' or 'majority', got {protocol.final_answer!r}"
-        )
+    problems += choice_problems("tool_calls", protocol.tool_calls, ToolCallMode)
+    problems += choice_problems("visibility", protocol.visibility, Visibility)
+    problems += choice_problems("final_answer", protocol.final_answer, FinalAnswer)
     if protocol.round_size is not None and (
         not isinstance(protocol.round_size, int) or protocol.round_size < 1
     ):
@@ -293,6 +287,5 @@ def _validate(protocol: TeamProtocol, earlier: list[str]) -> list[str]:
         problems.append(f"full_view: {outsiders} are not agents {list(agents)}")
     if protocol.final_answer == "majority" and not set(agents) - set(protocol.full_view):
         problems.append("final_answer: 'majority' needs at least one agent outside full_view")
-    if protocol.reasoning not in ("keep", "strip"):
-        problems.append(f"reasoning: expected 'keep' or 'strip', got {protocol.reasoning!r}")
+    problems += choice_problems("reasoning", protocol.reasoning, ReasoningMode)
     return problems

@@ -19,11 +19,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from adapters.scripted import ScriptedExpert
 from tasks.base import Task
+from teamtr_core.choices import choice_problems
 from teamtr_core.policy import Completion, SamplingParams, TrainablePolicy
 from teamtr_env.env import TeamEnv
 from teamtr_env.runner import Runner, derive_seed
 
 _log = logging.getLogger(__name__)
+LrSchedule = Literal["constant", "cosine"]
 _EVAL_EVERY = 10  # optimizer steps between held-out checks when target_accuracy is set
 _HOLDOUT = 64  # held-out messages per agent (at most a fifth of its data)
 
@@ -40,7 +42,7 @@ class SFTConfig:
     batch_size: int = field(default=64, metadata={"help": "expert messages per step and agent"})
     lr: float = field(default=3e-3, metadata={"help": "AdamW learning rate"})
     weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay"})
-    lr_schedule: Literal["constant", "cosine"] = field(
+    lr_schedule: LrSchedule = field(
         default="cosine",
         metadata={
             "help": "constant, or cosine decay from lr to 0 over the steps (a sharper clone in "
@@ -77,8 +79,7 @@ class SFTConfig:
         ]
         if not (self.lr > 0 and self.max_grad_norm > 0 and self.weight_decay >= 0):
             problems.append("lr and max_grad_norm must be > 0 and weight_decay >= 0")
-        if self.lr_schedule not in ("constant", "cosine"):
-            problems.append(f"lr_schedule must be 'constant' or 'cosine', got {self.lr_schedule!r}")
+        problems += choice_problems("lr_schedule", self.lr_schedule, LrSchedule)
         if not 0.0 <= self.expert_error_rate <= 1.0:
             problems.append(f"expert_error_rate must be in [0, 1], got {self.expert_error_rate}")
         if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:

@@ -7,7 +7,8 @@ import re
 import numpy as np
 
 from tasks.arith import rules
-from tasks.base import Problem, Score, SingleAnswerTask, TaskConfigError, is_int
+from tasks.base import Problem, Score, SingleAnswerTask, Split, TaskConfigError, is_int
+from teamtr_core.choices import choice_problems
 
 _PROBLEM_LINE = re.compile(r"^Compute: ([0-9+\-* ]+)$", re.MULTILINE)
 
@@ -40,8 +41,7 @@ class ArithTask(SingleAnswerTask):
             )
         if not is_int(operands) or not 2 <= operands <= 6:
             problems.append(f"operands must be an integer in 2..6, got {operands!r}")
-        if split not in ("train", "validation", "test"):
-            problems.append(f"split must be 'train', 'validation' or 'test', got {split!r}")
+        problems += choice_problems("split", split, Split)
         if problems:
             raise TaskConfigError("ArithTask", problems)
         self.digits = digits

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 
 MAX_STEPS = 8
 # The scripted expert's mistakes (see PipelineTask): a wrong value, or a message without the rest.
-EXPERT_ERRORS = ("arithmetic", "drop_rest")
+ExpertError = Literal["arithmetic", "drop_rest"]
 # A chain: an integer, then up to MAX_STEPS signed one- or two-digit operations, space-separated.
 _CHAIN = re.compile(
     r"^[ \t]{0,3}(-?\d{1,4})((?:[ \t]{1,3}[+-]\d{1,2}){0," + str(MAX_STEPS) + r"})[ \t]{0,3}$"

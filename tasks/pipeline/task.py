@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from tasks.arith.rules import extract_answer
-from tasks.base import Problem, Score, SingleAnswerTask, TaskConfigError, is_int
+from tasks.base import Problem, Score, SingleAnswerTask, Split, TaskConfigError, is_int
 from tasks.pipeline import rules
+from teamtr_core.choices import choice_problems
 
 
 class PipelineTask(SingleAnswerTask):
@@ -55,12 +56,8 @@ class PipelineTask(SingleAnswerTask):
             problems.append(f"max_operand must be an integer in 1..9, got {max_operand!r}")
         if not is_int(max_value) or not 9 <= max_value <= 999:
             problems.append(f"max_value must be an integer in 9..999, got {max_value!r}")
-        if split not in ("train", "validation", "test"):
-            problems.append(f"split must be 'train', 'validation' or 'test', got {split!r}")
-        if expert_error not in rules.EXPERT_ERRORS:
-            problems.append(
-                f"expert_error must be one of {rules.EXPERT_ERRORS}, got {expert_error!r}"
-            )
+        problems += choice_problems("split", split, Split)
+        problems += choice_problems("expert_error", expert_error, rules.ExpertError)
         if problems:
             raise TaskConfigError("PipelineTask", problems)
         self.steps = steps

@@ -13,7 +13,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -41,7 +41,11 @@ from tasks.tooluse.reward import GoldState, outputs_found, replay_gold
 from tasks.tooluse.tasks_data import ToolTask, builtin_tasks, load_task_file
 from tasks.tooluse.tools import RESPOND_MAX_CHARS, RESPOND_SCHEMA, TOOLS, make_toolbox, tool_schemas
 from tasks.tooluse.user_sim import MAX_USER_CHARS, STOP, ScriptedUser, Turn, UserSimulator
+from teamtr_core.choices import choice_problems
 from teamtr_core.toolcalls import ToolCall
+
+ToolListing = Literal["compact", "json"]
+Unsupported = Literal["skip", "error"]
 
 
 class UnknownUsersWarning(UserWarning):
@@ -103,20 +107,18 @@ class ToolUseTask(InteractiveTask):
         db_dir: str | None = None,
         task_file: str | None = None,
         user_sim: Any = "scripted",
-        tool_listing: str = "compact",
+        tool_listing: ToolListing = "compact",
         max_call_chars: int = 8192,
-        unsupported: str = "skip",
+        unsupported: Unsupported = "skip",
         split: str | None = None,
     ) -> None:
         problems: list[str] = []
-        if tool_listing not in ("compact", "json"):
-            problems.append(f"tool_listing must be 'compact' or 'json', got {tool_listing!r}")
+        problems += choice_problems("tool_listing", tool_listing, ToolListing)
         if not is_int(max_call_chars) or not 256 <= max_call_chars <= 1_000_000:
             problems.append(
                 f"max_call_chars must be an integer in 256..1000000, got {max_call_chars!r}"
             )
-        if unsupported not in ("skip", "error"):
-            problems.append(f"unsupported must be 'skip' or 'error', got {unsupported!r}")
+        problems += choice_problems("unsupported", unsupported, Unsupported)
         if split is not None and split not in SPLITS:
             problems.append(f"split must be one of {SPLITS} or None, got {split!r}")
         db: Database = {}
@@ -183,7 +185,7 @@ class ToolUseTask(InteractiveTask):
         problems = load_task_file(
             path,
             split=self.split or "test",
-            unsupported=self.unsupported,  # type: ignore[arg-type]
+            unsupported=self.unsupported,
         )
         strangers = [p.id for p in problems if p.data.get("user_id") not in self.db["users"]]
         if strangers:
