@@ -201,6 +201,8 @@ def _make_policy(name: str, env: TeamEnv, args: argparse.Namespace) -> Policy:
             return ScriptedExpert(env.task, error_rate=args.error_rate, seed=args.seed)
         except TypeError as exc:  # the task has no scripted expert
             raise ConfigError("--policy", [str(exc)]) from exc
+        except ValueError as exc:  # e.g. --error-rate outside [0, 1]
+            raise ConfigError("--error-rate", [str(exc)]) from exc
     if name == "random":
         return RandomPolicy(seed=args.seed)
     return HumanPolicy()
@@ -520,14 +522,17 @@ def cmd_models(args: argparse.Namespace, console: Console) -> int:
         raise ConfigError("models", ["expected an action: teamtr models build-tiny PATH"])
     from adapters.tiny import TinyModelSpec, build_tiny_model
 
-    spec = TinyModelSpec(
-        hidden_size=args.hidden_size,
-        num_layers=args.layers,
-        num_heads=args.heads,
-        intermediate_size=args.intermediate_size,
-        max_positions=args.max_positions,
-        seed=args.seed,
-    )
+    try:
+        spec = TinyModelSpec(
+            hidden_size=args.hidden_size,
+            num_layers=args.layers,
+            num_heads=args.heads,
+            intermediate_size=args.intermediate_size,
+            max_positions=args.max_positions,
+            seed=args.seed,
+        )
+    except ValueError as exc:  # the flags are the user's input
+        raise ConfigError("teamtr models build-tiny", [str(exc)]) from exc
     path = build_tiny_model(args.path, spec)
     console.print(f"tiny model written to {path} (load it with HFPolicy.from_pretrained)")
     return 0
@@ -564,7 +569,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "train":
             return cmd_train(args, console)
         return cmd_eval(args, console)
-    except (TeamTRError, ValueError, OSError) as exc:
+    except (TeamTRError, OSError) as exc:  # user errors; any other exception is a bug
         err = Console(stderr=True, soft_wrap=True)  # no hard wraps: messages stay greppable
         err.print(f"error: {exc}", markup=False, highlight=False, style="red")
         return 2

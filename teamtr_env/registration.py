@@ -197,7 +197,13 @@ def _load_problems(task: Task, path: Any, task_kwargs: Mapping[str, Any]) -> lis
         key = None  # let the task's loader report the problem
     if key is not None and key in _LOADED:
         return list(_LOADED[key])
-    problems = list(task.load(path))
+    try:
+        problems = list(task.load(path))
+    except (ValueError, KeyError, TypeError) as exc:
+        # The file's content is the user's input: its problems are a ConfigError naming the
+        # file (a loader's own message names the line), not a traceback.
+        detail = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+        raise ConfigError(f"data file {path}", [f"{type(exc).__name__}: {detail}"]) from exc
     if key is not None:
         if len(_LOADED) >= _LOADED_MAX:
             _LOADED.pop(next(iter(_LOADED)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -158,3 +159,24 @@ def test_eval_on_a_malformed_data_file_fails_clearly(tmp_path, capsys) -> None:
     data.write_text('{"id": "ok"}\nnot json\n')
     assert main(["eval", "teamtr/Arith-v0", "--data-path", str(data), "--no-progress"]) == 2
     assert "bad.jsonl:2" in capsys.readouterr().err.replace("\n", "")
+
+
+def test_an_internal_bug_is_a_traceback_not_a_user_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the project's own errors (and OS errors) are reported as "error: ..." with exit 2;
+    a ValueError from a bug propagates, so it is seen as a bug."""
+    import teamtr_env.cli as cli
+
+    def broken(console):
+        raise ValueError("an internal bug")
+
+    monkeypatch.setattr(cli, "cmd_tasks", broken)
+    with pytest.raises(ValueError, match="an internal bug"):
+        cli.main(["tasks"])
+
+
+def test_a_malformed_row_is_a_config_error_naming_the_file(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "rows.jsonl"
+    bad.write_text('{"id": "a", "data": {"expression": "1 + 1"}, "answer": 2}\nnot json\n')
+    code = main(["eval", "teamtr/Arith-v0", "--data-path", str(bad), "--policy", "scripted"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"data file {bad}" in err and f"{bad}:2:" in err, err
