@@ -79,6 +79,7 @@ class TaskSpec:
         kwargs: default keyword arguments of the task factory.
         env_kwargs: default keyword arguments of the environment (protocol fields, router, ...).
         plugin: the entry-point plugin that registered it (``None`` for direct registration).
+        loaded: the registry's cache of loaded data files (``None``: load every time).
     """
 
     id: str
@@ -87,6 +88,7 @@ class TaskSpec:
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     plugin: str | None = None
+    loaded: LoadedProblems | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         parse_id(self.id)
@@ -165,7 +167,7 @@ class TaskSpec:
             protocol=protocol,
             router=env_kwargs.get("router"),
             problems=(
-                _load_problems(task, data_path, {**self.kwargs, **task_over})
+                _load_problems(task, data_path, {**self.kwargs, **task_over}, self.loaded)
                 if data_path is not None
                 else env_kwargs.get("problems")
             ),
@@ -173,14 +175,36 @@ class TaskSpec:
         )
 
 
-_LOADED: dict[tuple[Any, ...], list[Any]] = {}
-_LOADED_MAX = 16
+class LoadedProblems:
+    """A registry's cache of problems loaded from data files, bounded to ``max_files`` (oldest
+    evicted first): a runner makes one environment per episode, and some loaders are expensive
+    (optimal plans, parsing). Each :class:`Registry` owns one; nothing is process-wide."""
+
+    def __init__(self, max_files: int = 16) -> None:
+        self.max_files = max_files
+        self._files: dict[tuple[Any, ...], list[Any]] = {}
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+    def get(self, key: tuple[Any, ...]) -> list[Any] | None:
+        hit = self._files.get(key)
+        return None if hit is None else list(hit)
+
+    def put(self, key: tuple[Any, ...], problems: list[Any]) -> None:
+        if len(self._files) >= self.max_files:
+            self._files.pop(next(iter(self._files)))
+        self._files[key] = list(problems)
+
+    def clear(self) -> None:
+        self._files.clear()
 
 
-def _load_problems(task: Task, path: Any, task_kwargs: Mapping[str, Any]) -> list[Any]:
-    """``task.load(path)``, once per process for the same file (path, size and modification
-    time of the file, or of every file in a directory) and the same task arguments: a runner
-    makes one environment per episode, and some loaders are expensive (optimal plans, parsing)."""
+def _load_problems(
+    task: Task, path: Any, task_kwargs: Mapping[str, Any], cache: LoadedProblems | None
+) -> list[Any]:
+    """``task.load(path)``, once per ``cache`` for the same file (path, size and modification
+    time of the file, or of every file in a directory) and the same task arguments."""
     target = Path(path)
     try:
         files = sorted(target.rglob("*")) if target.is_dir() else [target]
@@ -195,8 +219,9 @@ def _load_problems(task: Task, path: Any, task_kwargs: Mapping[str, Any]) -> lis
         )
     except OSError:
         key = None  # let the task's loader report the problem
-    if key is not None and key in _LOADED:
-        return list(_LOADED[key])
+    hit = cache.get(key) if cache is not None and key is not None else None
+    if hit is not None:
+        return hit
     try:
         problems = list(task.load(path))
     except (ValueError, KeyError, TypeError) as exc:
@@ -204,10 +229,8 @@ def _load_problems(task: Task, path: Any, task_kwargs: Mapping[str, Any]) -> lis
         # file (a loader's own message names the line), not a traceback.
         detail = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
         raise ConfigError(f"data file {path}", [f"{type(exc).__name__}: {detail}"]) from exc
-    if key is not None:
-        if len(_LOADED) >= _LOADED_MAX:
-            _LOADED.pop(next(iter(_LOADED)))
-        _LOADED[key] = problems
+    if cache is not None and key is not None:
+        cache.put(key, problems)
     return list(problems)
 
 
@@ -389,6 +412,15 @@ class Registry(PluginRegistry[TaskSpec]):
     plugin_error = PluginLoadError
     listing = "teamtr tasks"
 
+    def __init__(
+        self,
+        *,
+        plugins: bool = True,
+        entry_points: Callable[[], Iterable[metadata.EntryPoint]] | None = None,
+    ) -> None:
+        super().__init__(plugins=plugins, entry_points=entry_points)
+        self.loaded = LoadedProblems()  # data files loaded through this registry's specs
+
     # -- registration -------------------------------------------------------------------------
     def register(
         self,
@@ -435,7 +467,15 @@ class Registry(PluginRegistry[TaskSpec]):
                     for k in unknown
                 ],
             )
-        spec = TaskSpec(id, entry_point, description, kwargs or {}, env_kwargs or {}, self._loading)
+        spec = TaskSpec(
+            id,
+            entry_point,
+            description,
+            kwargs or {},
+            env_kwargs or {},
+            self._loading,
+            self.loaded,
+        )
         self._specs[id] = spec
         return spec
 

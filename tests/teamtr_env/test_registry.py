@@ -248,3 +248,12 @@ def test_a_data_file_is_loaded_once_per_process_until_it_changes(tmp_path) -> No
     os.utime(data, ns=(1, 1))
     assert [p.id for p in reg.make("count/Arith-v0", data_path=str(data)).problems] == ["b"]
     assert len(calls) == 3
+    # The cache belongs to the registry: another registry loads for itself, and clearing one
+    # registry's cache makes it load again. Nothing is kept process-wide.
+    other = Registry(plugins=False)
+    other.register("count/Arith-v0", CountingArith)
+    other.make("count/Arith-v0", data_path=str(data))
+    assert len(calls) == 4 and len(other.loaded) == 1
+    reg.loaded.clear()
+    reg.make("count/Arith-v0", data_path=str(data))
+    assert len(calls) == 5
