@@ -208,7 +208,8 @@ def main() -> int:
                 for part in ("rollout", "update", "monitor", "diagnostic")
             },
             "stale_gap_by_index": _gap_by_index(runs),
-            "reward_by_stage": [_reward_by_stage(r) for r in runs],
+            "reward_by_stage": [_reward_by_stage(r)[0] for r in runs],
+            "reward_by_stage_metric": sorted({_reward_by_stage(r)[1] for r in runs}),
         }
         row = rows[method]
         cost = row["seconds_per_stage"]
@@ -231,7 +232,7 @@ def main() -> int:
         console.print(f"stale gap by update index, {method}: {row['stale_gap_by_index']}")
     for method, row in rows.items():
         curve = [ci95(list(v)) for v in zip(*row["reward_by_stage"])]
-        console.print(f"training reward by stage (stage-start team), {method}: {', '.join(curve)}")
+        console.print(f"training reward by stage ({_what(row)}), {method}: {', '.join(curve)}")
     first = next(iter(rows), None)
     for method, row in rows.items():
         if method == first or len(row["reward_by_stage"]) != len(rows[first]["reward_by_stage"]):
@@ -243,7 +244,7 @@ def main() -> int:
         ]
         curve = [ci95(list(v)) for v in zip(*diffs)]
         console.print(
-            f"paired {first} - {method}, training reward by stage (stage-start team): "
+            f"paired {first} - {method}, training reward by stage ({_what(row)}): "
             + ", ".join(curve)
         )
         after = [a - b for a, b in zip(rows[first]["test_avg_after"], row["test_avg_after"])]
@@ -255,7 +256,7 @@ def main() -> int:
     return 0
 
 
-def _reward_by_stage(summary: dict) -> list[float]:
+def _reward_by_stage(summary: dict) -> tuple[list[float], str]:
     """The run's training reward per stage under the stage-start team (``stage/reward_start`` in
     its metrics.jsonl: comparable across learners); runs logged before that metric existed give
     ``stage/reward_mean``, which for TeamTR includes batches of partially updated teams."""
@@ -267,7 +268,15 @@ def _reward_by_stage(summary: dict) -> list[float]:
         else "stage/reward_mean"
     )
     by_step = {r["step"]: r[key] for r in rows if key in r}
-    return [by_step[s] for s in sorted(by_step)]
+    return [by_step[s] for s in sorted(by_step)], key
+
+
+def _what(row: dict) -> str:
+    """What a row's reward curve measures (runs logged before ``stage/reward_start`` existed
+    give the mean over all of a stage's training batches)."""
+    if row["reward_by_stage_metric"] == ["stage/reward_start"]:
+        return "stage-start team"
+    return "mean of the stage's training batches; for TeamTR partly after updates"
 
 
 def _gap_by_index(runs: list[dict]) -> dict[int, float]:
