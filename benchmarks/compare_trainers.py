@@ -237,6 +237,7 @@ def main() -> int:
     for method, row in rows.items():
         if method == first or len(row["reward_by_stage"]) != len(rows[first]["reward_by_stage"]):
             continue
+        mixed = rows[first]["reward_by_stage_metric"] + row["reward_by_stage_metric"]
         # paired by seed: the methods of a seed start from the same behaviour-cloned team
         diffs = [
             [a - b for a, b in zip(x, y)]
@@ -244,8 +245,8 @@ def main() -> int:
         ]
         curve = [ci95(list(v)) for v in zip(*diffs)]
         console.print(
-            f"paired {first} - {method}, training reward by stage ({_what(row)}): "
-            + ", ".join(curve)
+            f"paired {first} - {method}, training reward by stage "
+            f"({_what({'reward_by_stage_metric': sorted(set(mixed))})}): " + ", ".join(curve)
         )
         after = [a - b for a, b in zip(rows[first]["test_avg_after"], row["test_avg_after"])]
         console.print(f"paired {first} - {method}, held-out avg@{k} after: {ci95(after)}")
