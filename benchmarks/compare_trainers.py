@@ -186,6 +186,7 @@ def main() -> int:
             g for r in runs for u in r["updates"] if (g := _gap(u, "noise_floor")) is not None
         ]
         per_stage_gap = sum(gaps) / max(sum(stages), 1) if gaps else None
+        curves = [_reward_by_stage(r) for r in runs]  # each run's metrics.jsonl, read once
         per_stage_floor = sum(floors) / max(sum(stages), 1) if floors else None
         rows[method] = {
             "test_avg_before": [r["before"][f"eval/avg@{k}"] for r in runs],
@@ -208,8 +209,8 @@ def main() -> int:
                 for part in ("rollout", "update", "monitor", "diagnostic")
             },
             "stale_gap_by_index": _gap_by_index(runs),
-            "reward_by_stage": [_reward_by_stage(r)[0] for r in runs],
-            "reward_by_stage_metric": sorted({_reward_by_stage(r)[1] for r in runs}),
+            "reward_by_stage": [curve for curve, _ in curves],
+            "reward_by_stage_metric": sorted({metric for _, metric in curves}),
         }
         row = rows[method]
         cost = row["seconds_per_stage"]

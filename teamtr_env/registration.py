@@ -52,17 +52,25 @@ class PluginLoadWarning(UserWarning):
     """A third-party task plugin failed to load; its tasks are unavailable."""
 
 
-def parse_id(task_id: str) -> tuple[str | None, str, int | None]:
+def parse_id(
+    task_id: str,
+    *,
+    kind: str = "task",
+    example: str = "teamtr/Arith-v0",
+    error: type[Exception] = InvalidTaskIdError,
+) -> tuple[str | None, str, int | None]:
     """Splits ``"namespace/Name-vN"`` into ``(namespace, name, version)``.
 
+    ``kind``, ``example`` and ``error`` adapt the error to the registry (tasks, learners).
+
     Raises:
-        InvalidTaskIdError: if the id does not have that form.
+        InvalidTaskIdError (or ``error``): if the id does not have that form.
     """
     match = _ID.match(task_id) if isinstance(task_id, str) else None
     if match is None:
-        raise InvalidTaskIdError(
-            f"Malformed task id {task_id!r}: expected 'namespace/Name-vN' such as "
-            "'teamtr/Arith-v0' (namespace and version optional when making)."
+        raise error(
+            f"Malformed {kind} id {task_id!r}: expected 'namespace/Name-vN' such as "
+            f"'{example}' (namespace and version optional when making)."
         )
     version = match.group("version")
     return match.group("namespace"), match.group("name"), int(version) if version else None
@@ -294,6 +302,9 @@ class PluginRegistry(Mapping[str, _Spec]):
     group: str = ""
     kind: str = ""
     plugin_error: type[Exception] = PluginLoadError
+    id_error: type[Exception] = InvalidTaskIdError
+    duplicate_error: type[Exception] = DuplicateTaskError
+    example_id: str = ""
     listing: str = ""
 
     def __init__(
@@ -314,6 +325,23 @@ class PluginRegistry(Mapping[str, _Spec]):
     def unregister(self, id: str) -> None:
         """Removes a registration (mostly for tests and notebooks)."""
         self._specs.pop(id, None)
+
+    def _check_new_id(self, id: str, *, override: bool) -> None:
+        """Refuses an id that is malformed or has no version (``id_error``), or that is taken
+        while ``override`` is false (``duplicate_error``)."""
+        kind = self.kind.lower()
+        if parse_id(id, kind=kind, example=self.example_id, error=self.id_error)[2] is None:
+            raise self.id_error(
+                f"{self.kind} id {id!r} has no version: register it as '{id}-v0' so that later "
+                "incompatible changes can become '-v1' without breaking users."
+            )
+        if id in self._specs and not override:
+            owner = getattr(self._specs[id], "plugin", None)
+            raise self.duplicate_error(
+                f"{self.kind} {id!r} is already registered"
+                f"{f' by plugin {owner!r}' if owner else ''}. "
+                "Pass override=True to replace it, or bump the version."
+            )
 
     def __getitem__(self, id: str) -> _Spec:
         return self.spec(id)
@@ -410,6 +438,7 @@ class Registry(PluginRegistry[TaskSpec]):
     group = ENTRY_POINT_GROUP
     kind = "Task"
     plugin_error = PluginLoadError
+    example_id = "teamtr/Arith-v0"
     listing = "teamtr tasks"
 
     def __init__(
@@ -447,17 +476,7 @@ class Registry(PluginRegistry[TaskSpec]):
             DuplicateTaskError: the id is taken and ``override`` is false.
             InvalidKwargsError: ``env_kwargs`` names unknown options.
         """
-        if parse_id(id)[2] is None:
-            raise InvalidTaskIdError(
-                f"Task id {id!r} has no version: register it as '{id}-v0' so that later "
-                "incompatible changes can become '-v1' without breaking users."
-            )
-        if id in self._specs and not override:
-            owner = self._specs[id].plugin
-            raise DuplicateTaskError(
-                f"Task {id!r} is already registered{f' by plugin {owner!r}' if owner else ''}. "
-                "Pass override=True to replace it, or bump the version."
-            )
+        self._check_new_id(id, override=override)
         unknown = [k for k in (env_kwargs or {}) if k not in ENV_KWARGS]
         if unknown:
             raise InvalidKwargsError(

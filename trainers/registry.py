@@ -36,7 +36,7 @@ __all__ = [
     "trainer_ids",
     "trainer_spec",
 ]
-from teamtr_env.registration import PluginRegistry, parse_id
+from teamtr_env.registration import PluginRegistry
 
 if TYPE_CHECKING:
     from trainers.learners.base import Learner
@@ -117,6 +117,9 @@ class TrainerRegistry(PluginRegistry[TrainerSpec]):
     group = ENTRY_POINT_GROUP
     kind = "Learner"
     plugin_error = TrainerPluginError
+    id_error = InvalidTrainerIdError
+    duplicate_error = DuplicateTrainerError
+    example_id = "teamtr/TeamTR-v0"
     listing = "teamtr trainers"
 
     def register(
@@ -139,20 +142,7 @@ class TrainerRegistry(PluginRegistry[TrainerSpec]):
             InvalidTrainerIdError: malformed id or no version.
             DuplicateTrainerError: the id is taken and ``override`` is false.
         """
-        try:
-            version = parse_id(id)[2]
-        except ValueError as exc:
-            raise InvalidTrainerIdError(str(exc).replace("Task", "Learner")) from exc
-        if version is None:
-            raise InvalidTrainerIdError(
-                f"Learner id {id!r} has no version: register it as '{id}-v0'."
-            )
-        if id in self._specs and not override:
-            owner = self._specs[id].plugin
-            raise DuplicateTrainerError(
-                f"Learner {id!r} is already registered{f' by plugin {owner!r}' if owner else ''}. "
-                "Pass override=True to replace it, or bump the version."
-            )
+        self._check_new_id(id, override=override)
         spec = TrainerSpec(id, entry_point, description, self._loading)
         self._specs[id] = spec
         return spec

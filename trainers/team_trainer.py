@@ -47,7 +47,7 @@ from teamtr_env.rollout import MessageRecord, RolloutBatch
 from teamtr_env.runner import Runner, derive_seed
 from trainers.advantages import GroupAdvantages, group_advantages
 from trainers.config import ScheduleConfig, TrainConfig
-from trainers.learners.base import Learner
+from trainers.learners.base import Learner, SamplingEvent
 from trainers.registry import make_learner
 from trainers.surrogate import surrogate_value
 from trainers.update import (
@@ -151,7 +151,7 @@ class TeamTrainer:
             max_grad_norm=opt.max_grad_norm,
             max_backtracks=tr.max_backtracks,
             monitor_subsample=tr.monitor_subsample,
-            score_temperature=config.temperature if config.temperature > 0 else 1.0,
+            score_temperature=_score_temperature(shared),
         )
         # Each agent's messages are scored at the temperature they were sampled at.
         self.agent_settings = {
@@ -197,11 +197,11 @@ class TeamTrainer:
         return order
 
     # -- one stage ----------------------------------------------------------------------------
-    def sampling_plan(self, n: int) -> list[tuple[int, int, int]]:
+    def sampling_plan(self, n: int) -> list[SamplingEvent]:
         """The stage's sampling events as ``(first update, updates covered, problems)``: the
         learner's plan (TeamTR samples before every ``resample_every``-th update; naive sequential
         and joint once, at the stage start), sized by ``schedule.budget``."""
-        return [tuple(e) for e in self.learner.sampling_plan(n, self.config.schedule)]  # type: ignore[misc]
+        return self.learner.sampling_plan(n, self.config.schedule)
 
     def run_stage(self, on_update: Callable[[int, int], None] | None = None) -> StageReport:
         """Runs stage ``self.stage`` with the learner and advances it. ``on_update(i, n)``

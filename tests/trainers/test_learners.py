@@ -72,6 +72,8 @@ def test_unknown_ids_suggest_close_matches_and_bad_ids_are_refused() -> None:
     fresh = TrainerRegistry(plugins=False)
     with pytest.raises(InvalidTrainerIdError, match="no version"):
         fresh.register("mylab/Mine", TeamTR)
+    with pytest.raises(InvalidTrainerIdError, match="Malformed learner id 'no good!'.*TeamTR-v0"):
+        fresh.register("no good!", TeamTR)
     fresh.register("mylab/Mine-v0", TeamTR)
     with pytest.raises(DuplicateTrainerError):
         fresh.register("mylab/Mine-v0", Joint)
