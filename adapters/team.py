@@ -8,10 +8,15 @@ A team config is a YAML or JSON file validated against the schema generated from
     agents:
       solver: {backend: hf, path: models/solver, lora: {r: 8}}
       critic: {backend: hf, path: models/critic, adapter_path: adapters/critic}
-      aggregator: {backend: scripted, error_rate: 0.1}
+      aggregator: {backend: scripted, error_rate: 0.1, sampling: {temperature: 0.5}}
 
 Relative paths are resolved against the config file's folder. Each agent gets its own parameter
 set (heterogeneous sizes are fine); ``build_team`` returns the policies and per-agent sampling.
+
+Every ``sampling`` section is a :class:`~teamtr_core.policy.SamplingParams`, and an agent's
+section inherits each key it does not set from the team's (and, inside a training config, the
+team's from the run's). The old per-agent ``temperature`` / ``max_new_tokens`` keys still load,
+with a ``FutureWarning``, as ``sampling.temperature`` / ``sampling.max_new_tokens``.
 """
 
 from __future__ import annotations
@@ -19,35 +24,25 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import LoraSettings, Policy, SamplingParams
-from teamtr_env.config import from_dict, load_config
+from teamtr_env.config import from_dict, inherit, load_config
 
 Backend = Literal["hf", "vllm", "scripted", "random", "constant"]
 _MODEL_BACKENDS = ("hf", "vllm")
 
 
-@dataclass(frozen=True)
-class SamplingConfig:
-    """Sampling parameters (the paper's defaults: temperature 0.8, top-p 1.0, no top-k)."""
+SamplingConfig = SamplingParams
+"""Deprecated name of :class:`~teamtr_core.policy.SamplingParams` (one sampling type everywhere)."""
 
-    temperature: float = field(default=0.8, metadata={"help": "softmax temperature; 0 = greedy"})
-    top_p: float = field(default=1.0, metadata={"help": "nucleus mass; 1.0 = off"})
-    top_k: int = field(default=0, metadata={"help": "0 = off (keep it off for on-policy training)"})
-    max_new_tokens: int = field(default=64, metadata={"help": "message length limit in tokens"})
-    stop: tuple[str, ...] = field(default=(), metadata={"help": "strings that end a message"})
 
-    def params(self, **overrides: Any) -> SamplingParams:
-        values = {k: v for k, v in overrides.items() if v is not None}
-        return SamplingParams(
-            temperature=values.get("temperature", self.temperature),
-            top_p=values.get("top_p", self.top_p),
-            top_k=values.get("top_k", self.top_k),
-            max_new_tokens=values.get("max_new_tokens", self.max_new_tokens),
-            stop=tuple(values.get("stop", self.stop)),
-        )
+def sampling_problems(value: Any) -> list[str]:
+    """The field check of a config's ``sampling`` section: ``seed`` is the runner's, per call."""
+    if isinstance(value, Mapping) and value.get("seed") is not None:
+        return ["seed: the runner derives a seed per call from the run's seed; remove it"]
+    return []
 
 
 @dataclass(frozen=True)
@@ -72,8 +67,19 @@ class AgentPolicyConfig:
     error_rate: float = field(default=0.0, metadata={"help": "scripted expert error rate"})
     text: str = field(default="", metadata={"help": "the constant backend's reply"})
     seed: int = field(default=0, metadata={"help": "seed of model-free policies"})
-    temperature: float | None = field(default=None, metadata={"help": "overrides sampling"})
-    max_new_tokens: int | None = field(default=None, metadata={"help": "overrides sampling"})
+    sampling: SamplingParams | None = field(
+        default=None,
+        metadata={
+            "help": "this agent's sampling; keys it leaves out come from the team's sampling "
+            "(null = the team's)",
+            "check": sampling_problems,
+        },
+    )
+
+    _renamed_keys: ClassVar[dict[str, str]] = {
+        "temperature": "sampling.temperature",
+        "max_new_tokens": "sampling.max_new_tokens",
+    }
 
 
 @dataclass(frozen=True)
@@ -86,7 +92,25 @@ class TeamConfig:
     default: AgentPolicyConfig | None = field(
         default=None, metadata={"help": "policy of agents not listed in 'agents'"}
     )
-    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    sampling: SamplingParams | None = field(
+        default=None,
+        metadata={
+            "help": "the team's sampling; keys it leaves out come from the training run's "
+            "sampling inside a training config, else from the defaults (null = those)",
+            "check": sampling_problems,
+        },
+    )
+
+    @staticmethod
+    def _prepare_config(data: dict[str, Any]) -> None:
+        """Each agent's ``sampling`` section inherits the keys it leaves out from the team's."""
+        own = data.get("sampling")
+        team = inherit(None, own, SamplingParams()) if isinstance(own, dict) else None
+        agents = data.get("agents")
+        sections = [data.get("default"), *(agents.values() if isinstance(agents, dict) else ())]
+        for agent in sections:
+            if isinstance(agent, dict) and isinstance(agent.get("sampling"), dict):
+                agent["sampling"] = inherit(team, agent["sampling"], SamplingParams())
 
 
 def load_team_config(path: str | Path, overrides: Sequence[str] = ()) -> TeamConfig:
@@ -193,22 +217,24 @@ def build_team(
 
 
 def team_sampling(
-    config: TeamConfig, agents: Sequence[str], **sampling_overrides: Any
+    config: TeamConfig,
+    agents: Sequence[str],
+    base: SamplingParams | None = None,
+    **sampling_overrides: Any,
 ) -> dict[str, SamplingParams]:
-    """Every agent's sampling parameters: the team's ``sampling`` with the agent's own
-    ``temperature`` / ``max_new_tokens`` over it and ``sampling_overrides`` (``None`` = unset)
-    over both. Builds no policy.
+    """Every agent's sampling parameters. Builds no policy.
+
+    An agent samples with its own ``sampling``, else the team's, else ``base`` (a training run's
+    ``sampling``), else the defaults; ``sampling_overrides`` (e.g. ``temperature=1.0`` from the
+    command line; ``None`` = unset) replace single keys of all of them.
 
     Raises:
-        ConfigError: listing every problem with the config for this team.
+        ConfigError: listing every problem with the config for this team, or with the overrides.
     """
+    chosen = check_team(config, agents)
     return {
-        name: config.sampling.params(
-            **{
-                "temperature": agent.temperature,
-                "max_new_tokens": agent.max_new_tokens,
-                **{k: v for k, v in sampling_overrides.items() if v is not None},
-            }
+        name: (agent.sampling or config.sampling or base or SamplingParams()).updated(
+            **sampling_overrides
         )
-        for name, agent in check_team(config, agents).items()
+        for name, agent in chosen.items()
     }

@@ -14,8 +14,10 @@ tasks) stays light.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from teamtr_core.errors import ConfigError
 
 if TYPE_CHECKING:
     import torch
@@ -23,7 +25,11 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """How to sample one message.
+    """How to sample one message: the one sampling vocabulary of the project.
+
+    The Policy protocol takes it per call, and configs use it as their ``sampling`` section (a
+    team config's, each of its agents', a training run's), so the same keys mean the same thing
+    everywhere. In a config, leave ``seed`` unset: the runner derives one per call.
 
     Attributes:
         temperature: softmax temperature (the paper uses 0.8); 0 means greedy.
@@ -35,12 +41,15 @@ class SamplingParams:
         seed: per-call seed; the runner derives one per call so whole rollouts are reproducible.
     """
 
-    temperature: float = 0.8
-    top_p: float = 1.0
-    top_k: int = 0
-    max_new_tokens: int = 64
-    stop: tuple[str, ...] = field(default_factory=tuple)
-    seed: int | None = None
+    temperature: float = field(default=0.8, metadata={"help": "softmax temperature; 0 = greedy"})
+    top_p: float = field(default=1.0, metadata={"help": "nucleus mass; 1.0 = off"})
+    top_k: int = field(default=0, metadata={"help": "0 = off (keep it off for on-policy training)"})
+    max_new_tokens: int = field(default=64, metadata={"help": "message length limit in tokens"})
+    stop: tuple[str, ...] = field(default=(), metadata={"help": "strings that end a message"})
+    seed: int | None = field(
+        default=None,
+        metadata={"help": "per-call seed (the runner sets it; leave unset in configs)"},
+    )
 
     def __post_init__(self) -> None:
         problems = []
@@ -55,6 +64,22 @@ class SamplingParams:
         if problems:
             raise ValueError("Invalid SamplingParams: " + "; ".join(problems))
         object.__setattr__(self, "stop", tuple(self.stop))
+
+    def updated(self, **overrides: Any) -> SamplingParams:
+        """A copy with some keys replaced, e.g. ``temperature=1.0`` from a command line; a
+        ``None`` value leaves its key as it is.
+
+        Raises:
+            ConfigError: an unknown key or an invalid value (every problem at once).
+        """
+        values = {k: v for k, v in overrides.items() if v is not None}
+        unknown = sorted(set(values) - {f.name for f in fields(self)})
+        if unknown:
+            raise ConfigError("sampling overrides", [f"unknown sampling keys {unknown}"])
+        try:
+            return replace(self, **values)
+        except ValueError as exc:
+            raise ConfigError("sampling overrides", [str(exc)]) from exc
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,8 @@ from rich.console import Console
 from rich.table import Table
 
 from adapters.scripted import HumanPolicy, RandomPolicy, ScriptedExpert
-from adapters.team import SamplingConfig
 from teamtr_core.errors import ConfigError, TeamTRError
-from teamtr_core.policy import Policy
+from teamtr_core.policy import Policy, SamplingParams
 from teamtr_env.baselines import PROTOCOL_PARAMS, PROTOCOLS, InferenceProtocol, build_protocol
 from teamtr_env.env import TeamEnv
 from teamtr_env.evaluation import EvalReport, evaluate, report_schema
@@ -231,7 +230,7 @@ def _runner(
     if args.team_set:
         raise ConfigError("--set", ["--set overrides a team config: pass --team CONFIG too"])
     policy = _make_policy(args.policy, env, args)
-    shared = SamplingConfig().params(**overrides)
+    shared = SamplingParams().updated(**overrides)
     return Runner(env_fn, policy, shared, progress=progress)
 
 

@@ -5,6 +5,16 @@ validates a mapping against it (reporting every problem at once) and builds the 
 :func:`to_dict` is its inverse, and :func:`load_config` / :func:`dump_config` read and write YAML
 or JSON files with ``--set``-style overrides (``"optim.lr=3e-4"``).
 
+Two class attributes let a config evolve without breaking old files; both act on the plain data
+before it is validated, in every nested section:
+
+- ``_renamed_keys: ClassVar[dict[str, str]]`` maps an old key to its new dotted path within the
+  same section (``{"temperature": "sampling.temperature"}``). An old key is moved there with a
+  ``FutureWarning``; giving both the old and the new key is a problem.
+- ``_prepare_config`` (a static method taking the section's mapping and changing it in place)
+  runs after every rename, parents before children; :func:`inherit` is its usual helper, for a
+  section that fills its unset keys from a parent section.
+
 Dataclasses are inspected with :func:`typing.get_type_hints`, so they must be defined at module
 level when they use ``from __future__ import annotations``.
 """
@@ -19,6 +29,7 @@ import json
 import re
 import types
 import typing
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Union
@@ -314,8 +325,93 @@ def from_dict(cls: type[_T], data: Mapping[str, Any], *, what: str | None = None
     return _checked_build(cls, data, what or cls.__name__, [])
 
 
+def _sections(
+    cls: Any, data: Mapping[str, Any]
+) -> list[tuple[Any, dict[str, Any], tuple[Any, ...]]]:
+    """The nested dataclass sections of ``data`` (a mapping for ``cls``) that are mappings: a
+    ``Section`` or ``Section | None`` field, or each value of a ``dict[str, Section]`` field."""
+    hints = typing.get_type_hints(cls)
+    found: list[tuple[Any, dict[str, Any], tuple[Any, ...]]] = []
+    for f in _init_fields(cls):
+        value = data.get(f.name)
+        if not isinstance(value, dict):
+            continue
+        tp = hints[f.name]
+        origin, args = typing.get_origin(tp), typing.get_args(tp)
+        if origin in _MAPPINGS:
+            if len(args) == 2 and _is_dataclass_type(args[1]):
+                found += [
+                    (args[1], v, (f.name, k)) for k, v in value.items() if isinstance(v, dict)
+                ]
+            continue
+        arm = next((a for a in (tp, *args) if _is_dataclass_type(a)), None)
+        if arm is not None:
+            found.append((arm, value, (f.name,)))
+    return found
+
+
+def _rename(
+    cls: Any, data: dict[str, Any], path: tuple[Any, ...], problems: list[str], moved: list[str]
+) -> None:
+    for old, new in getattr(cls, "_renamed_keys", {}).items():
+        if old not in data:
+            continue
+        *heads, last = new.split(".")
+        node = data
+        for i, head in enumerate(heads):
+            if node.get(head) is None:
+                node[head] = {}
+            if not isinstance(node[head], dict):
+                problems.append(_prefix(path, f"{'.'.join(heads[: i + 1])} must be a mapping"))
+                break
+            node = node[head]
+        else:
+            if last in node:
+                problems.append(
+                    _prefix(path, f"{old}: the old name of {new}, which is also given; keep {new}")
+                )
+            else:
+                node[last] = data.pop(old)
+                moved.append(f"{_where((*path, old))} is now {_where((*path, *heads, last))}")
+    for child, section, key in _sections(cls, data):
+        _rename(child, section, (*path, *key), problems, moved)
+
+
+def _prepare(cls: Any, data: dict[str, Any]) -> None:
+    hook = getattr(cls, "_prepare_config", None)
+    if hook is not None:
+        hook(data)
+    for child, section, _ in _sections(cls, data):
+        _prepare(child, section)
+
+
+def inherit(parent: Any, own: Any, defaults: Any = None) -> Any:
+    """The data of a section that inherits every key it does not set from ``parent``.
+
+    For ``_prepare_config`` hooks: ``defaults`` (a dataclass instance, the parent's defaults),
+    then ``parent``, then ``own`` (the section's own keys win). Data that is not a mapping (a
+    mistake validation will report) is left as it is.
+    """
+    if own is not None and not isinstance(own, dict):
+        return own
+    merged = dict(_jsonable(defaults)) if defaults is not None else {}
+    merged.update(parent if isinstance(parent, dict) else {})
+    merged.update(own or {})
+    return merged
+
+
 def _checked_build(cls: type[_T], data: Any, what: str, problems: list[str]) -> _T:
     plain = _jsonable(data) if isinstance(data, Mapping) else data
+    if isinstance(plain, dict) and _is_dataclass_type(cls):
+        moved: list[str] = []
+        _rename(cls, plain, (), problems, moved)
+        if moved:
+            warnings.warn(
+                f"{what}: renamed keys ({'; '.join(moved)}); the old names will stop working",
+                FutureWarning,
+                stacklevel=3,
+            )
+        _prepare(cls, plain)
     problems += _schema_problems(cls, plain)
     problems += _field_checks(cls, plain, ())
     built = _FAILED if problems else _build(cls, plain, (), problems)

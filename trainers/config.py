@@ -9,11 +9,15 @@ The JSON Schema that validates YAML/JSON config files is generated from these cl
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from adapters.team import TeamConfig
+from adapters.team import TeamConfig, sampling_problems
 from adapters.tiny import TinyModelSpec
+from teamtr_core.policy import SamplingParams
+from teamtr_env.config import inherit
 from trainers.sft import SFTConfig
+
+_RUN_SAMPLING = SamplingParams(max_new_tokens=12)  # the demo's messages are short
 
 Order = Literal["fixed", "reverse", "random"]
 DeltaMode = Literal["fixed", "adaptive", "none"]
@@ -241,8 +245,14 @@ class TrainConfig:
         default_factory=TinyModelSpec,
         metadata={"help": "the tiny model built in run_dir/models/tiny when team is null"},
     )
-    temperature: float = _help("rollout sampling temperature (the paper: 0.8)", 0.8)
-    max_new_tokens: int = _help("message length in tokens", 12)
+    sampling: SamplingParams = field(
+        default_factory=lambda: _RUN_SAMPLING,
+        metadata={
+            "help": "rollout sampling of every agent (the paper: temperature 0.8, top-p 1, no "
+            "top-k); a team config's sampling sections override it key by key",
+            "check": sampling_problems,
+        },
+    )
     sft: SFTConfig | None = field(
         default_factory=SFTConfig,
         metadata={"help": "behaviour cloning from the task's scripted expert first (null = skip)"},
@@ -275,10 +285,23 @@ class TrainConfig:
             problems.append(
                 f"torch_threads must be >= 0 (0 = torch's default), got {self.torch_threads}"
             )
-        if self.temperature < 0 or self.max_new_tokens < 1:
-            problems.append("temperature must be >= 0 and max_new_tokens >= 1")
         if problems:
             raise ValueError("; ".join(problems))
+
+    _renamed_keys: ClassVar[dict[str, str]] = {
+        "temperature": "sampling.temperature",
+        "max_new_tokens": "sampling.max_new_tokens",
+    }
+
+    @staticmethod
+    def _prepare_config(data: dict[str, Any]) -> None:
+        """A partial ``sampling`` keeps the run's defaults (12 tokens, not the class's 64), and a
+        team config's ``sampling`` inherits the keys it leaves out from the run's."""
+        if "sampling" in data:
+            data["sampling"] = inherit(None, data["sampling"], _RUN_SAMPLING)
+        team = data.get("team")
+        if isinstance(team, dict):
+            team["sampling"] = inherit(data.get("sampling"), team.get("sampling"), _RUN_SAMPLING)
 
     run_dir: str = _help("logs, checkpoints, plot and summary go here", "runs/teamtr-demo")
     progress: bool = _help("progress bars", True)
@@ -291,6 +314,10 @@ def config_from_overrides(overrides: list[str]) -> TrainConfig:
     from teamtr_env.config import apply_overrides, from_dict, parse_override, to_dict
 
     base = to_dict(TrainConfig())
+    given = {tuple(parse_override(o)[0]) for o in overrides}
+    for old, new in TrainConfig._renamed_keys.items():
+        if (old,) in given:  # the old key moves to the new one, which the base must not hold
+            base["sampling"].pop(new.removeprefix("sampling."))
     if any(parse_override(o)[0] == ["task"] for o in overrides):
         base["task_options"] = {}
     return from_dict(TrainConfig, apply_overrides(base, overrides), what="training config")

@@ -113,7 +113,7 @@ def sampled_config(method: Method, **sections: Any) -> TrainConfig:
     """
     data: dict[str, Any] = {
         "task": TASK_ID,
-        "temperature": 1.0,
+        "sampling": {"temperature": 1.0},
         "sft": None,
         "diagnostics": False,
         "progress": False,
@@ -185,9 +185,12 @@ def run_sampled(
             "optim.normalize_advantages must be false and optim.a_clip null (raw centred "
             "advantages); build the config with sampled_config()"
         )
-    if config.temperature != 1.0:
+    sampling = config.sampling
+    if (sampling.temperature, sampling.top_p, sampling.top_k) != (1.0, 1.0, 0):
         problems.append(
-            f"temperature must be 1.0 (TabularPolicy scores at 1), got {config.temperature}"
+            "sampling must be the policy's own distribution (temperature 1, top_p 1, top_k 0: "
+            f"TabularPolicy scores at 1), got temperature {sampling.temperature}, top_p "
+            f"{sampling.top_p}, top_k {sampling.top_k}"
         )
     if problems:
         raise ValueError("run_sampled: " + "; ".join(problems))

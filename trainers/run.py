@@ -75,15 +75,13 @@ def build_policies(config: TrainConfig, env: Any, run_dir: Path) -> dict[str, An
 
 
 def agent_sampling(config: TrainConfig, agents: Sequence[str]) -> dict[str, SamplingParams]:
-    """Each agent's rollout sampling: from the team config when there is one (its ``sampling``
-    and each agent's own ``temperature`` / ``max_new_tokens``), else the run's ``temperature``
-    and ``max_new_tokens`` for every agent."""
+    """Each agent's rollout sampling: its own ``sampling`` in the team config, else the team's,
+    else the run's ``sampling`` (every agent's when there is no team config)."""
     if config.team is not None:
         from adapters.team import team_sampling
 
-        return team_sampling(config.team, agents)
-    shared = SamplingParams(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
-    return {a: shared for a in agents}
+        return team_sampling(config.team, agents, base=config.sampling)
+    return dict.fromkeys(agents, config.sampling)
 
 
 def evaluate_team(

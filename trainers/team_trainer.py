@@ -105,8 +105,7 @@ class TeamTrainer:
         learner: what each stage samples and updates; default: the learner registered as
             ``config.schedule.method`` (see :mod:`trainers.registry`).
         sampling: each agent's rollout sampling (``trainers.run.agent_sampling``: a team
-            config's per-agent values); default: ``config.temperature`` and
-            ``config.max_new_tokens`` for every agent. Each agent's messages are scored at its
+            config's per-agent values); default: ``config.sampling`` for every agent. Each agent's messages are scored at its
             own temperature.
 
     Raises:
@@ -126,9 +125,7 @@ class TeamTrainer:
         problems = self.learner.check(config)
         if problems:
             raise ConfigError("training config", problems)
-        shared = SamplingParams(
-            temperature=config.temperature, max_new_tokens=config.max_new_tokens
-        )
+        shared = config.sampling
         self.runner = Runner(
             env_fn, dict(policies), dict(sampling) if sampling else shared, progress=False
         )

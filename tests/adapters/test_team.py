@@ -13,10 +13,17 @@ import teamtr_env
 from adapters.base import SamplingParams
 from adapters.hf import HFPolicy
 from adapters.scripted import ConstantPolicy, ScriptedExpert
-from adapters.team import TeamConfig, build_team, load_team_config, team_config_from_dict
+from adapters.team import (
+    SamplingConfig,
+    TeamConfig,
+    build_team,
+    load_team_config,
+    team_config_from_dict,
+    team_sampling,
+)
 from teamtr_env import ConfigError
 from teamtr_env.cli import main
-from teamtr_env.config import json_schema
+from teamtr_env.config import json_schema, to_dict
 
 AGENTS = ["solver", "critic", "aggregator"]
 
@@ -101,7 +108,11 @@ def test_build_team_mixed_backends_and_sampling_precedence(tiny_model_dir: Path)
             "sampling": {"temperature": 0.7, "max_new_tokens": 20},
             "default": {"backend": "hf", "path": str(tiny_model_dir), "lora": {"r": 2}},
             "agents": {
-                "critic": {"backend": "scripted", "error_rate": 0.5, "temperature": 0.3},
+                "critic": {
+                    "backend": "scripted",
+                    "error_rate": 0.5,
+                    "sampling": {"temperature": 0.3},
+                },
                 "aggregator": {"backend": "constant", "text": "Answer: 1"},
             },
         }
@@ -112,6 +123,44 @@ def test_build_team_mixed_backends_and_sampling_precedence(tiny_model_dir: Path)
     assert isinstance(policies["aggregator"], ConstantPolicy)
     assert sampling["solver"] == SamplingParams(temperature=0.7, max_new_tokens=5)
     assert sampling["critic"] == SamplingParams(temperature=0.3, max_new_tokens=5)
+
+
+def test_an_agents_sampling_inherits_the_keys_it_leaves_out_from_the_teams() -> None:
+    data = {
+        "sampling": {"temperature": 0.7, "top_p": 0.9, "max_new_tokens": 20},
+        "default": {"backend": "random"},
+        "agents": {"critic": {"backend": "random", "sampling": {"temperature": 0.3}}},
+    }
+    config = team_config_from_dict(data)
+    sampling = team_sampling(config, AGENTS)
+    team = SamplingParams(temperature=0.7, top_p=0.9, max_new_tokens=20)
+    assert sampling["solver"] == sampling["aggregator"] == team
+    assert sampling["critic"] == SamplingParams(temperature=0.3, top_p=0.9, max_new_tokens=20)
+    assert team_config_from_dict(to_dict(config)) == config  # the saved form loads the same
+    # A config without sampling sections: the base (a training run's), else the defaults.
+    bare = team_config_from_dict({"default": {"backend": "random"}})
+    base = SamplingParams(temperature=1.0, max_new_tokens=7)
+    assert set(team_sampling(bare, AGENTS, base=base).values()) == {base}
+    assert set(team_sampling(bare, AGENTS).values()) == {SamplingParams()}
+    assert team_sampling(bare, AGENTS, temperature=0.0)["solver"].temperature == 0.0
+    with pytest.raises(ConfigError, match="unknown sampling keys"):
+        team_sampling(bare, AGENTS, temprature=1.0)
+
+
+def test_old_per_agent_sampling_keys_load_with_a_warning() -> None:
+    old = {"default": {"backend": "random", "temperature": 0.3, "max_new_tokens": 9}}
+    new = {"default": {"backend": "random", "sampling": {"temperature": 0.3, "max_new_tokens": 9}}}
+    with pytest.warns(FutureWarning, match=r"default.temperature is now default.sampling"):
+        config = team_config_from_dict(old)
+    assert config == team_config_from_dict(new)
+    assert SamplingConfig is SamplingParams  # the old name of the one sampling type
+    both = {"default": {"backend": "random", "temperature": 0.3, "sampling": {"temperature": 1}}}
+    with pytest.raises(ConfigError) as excinfo:
+        team_config_from_dict({**both, "sampling": {"seed": 3}})
+    text = "\n".join(excinfo.value.problems)
+    assert "the old name of sampling.temperature" in text and "runner derives a seed" in text
+    with pytest.raises(ConfigError, match="temperature must be >= 0"):
+        team_config_from_dict({"sampling": {"temperature": -1}})
 
 
 def test_separate_parameters_per_agent(tiny_model_dir: Path) -> None:

@@ -7,7 +7,7 @@ import json
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import pytest
 from hypothesis import given, settings
@@ -19,6 +19,7 @@ from teamtr_env.config import (
     apply_overrides,
     dump_config,
     from_dict,
+    inherit,
     json_schema,
     load_config,
     parse_override,
@@ -426,3 +427,56 @@ def test_yaml_round_trip_keeps_unicode_line_separators(text: str, tmp_path: Path
     run = Run(name=text, agents={"a": Agent(path=text)})
     dump_config(run, tmp_path / "run.yaml")
     assert load_config(Run, tmp_path / "run.yaml") == run
+
+
+@dataclass(frozen=True)
+class Member:
+    lr: float = 0.1
+    size: int = 1
+    _renamed_keys: ClassVar[dict[str, str]] = {"rate": "lr"}
+
+
+@dataclass(frozen=True)
+class Squad:
+    shared: Member | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    optim: Optim = field(default_factory=Optim)
+    _renamed_keys: ClassVar[dict[str, str]] = {"learning_rate": "optim.lr"}
+
+    @staticmethod
+    def _prepare_config(data: dict[str, Any]) -> None:
+        members = data.get("members")
+        for name, own in (members or {}).items():
+            members[name] = inherit(data.get("shared"), own, Member())
+
+
+def test_renamed_keys_move_with_a_warning_in_every_nested_section() -> None:
+    data = {"learning_rate": 0.5, "shared": {"rate": 0.2}, "members": {"a": {"rate": 0.3}}}
+    with pytest.warns(FutureWarning) as caught:
+        squad = from_dict(Squad, data)
+    assert squad.optim.lr == 0.5 and squad.shared == Member(lr=0.2)
+    assert squad.members["a"].lr == 0.3
+    text = str(caught[0].message)
+    assert "learning_rate is now optim.lr" in text and "members.a.rate is now members.a.lr" in text
+    assert data == {"learning_rate": 0.5, "shared": {"rate": 0.2}, "members": {"a": {"rate": 0.3}}}
+
+
+def test_an_old_key_beside_its_new_one_is_a_problem_reported_with_the_others() -> None:
+    data = {"learning_rate": 0.5, "optim": {"lr": 0.1}, "members": {"a": {"size": "x"}}}
+    with pytest.raises(ConfigError) as excinfo:
+        from_dict(Squad, data)
+    text = "\n".join(_problems(excinfo))
+    assert "learning_rate: the old name of optim.lr, which is also given; keep optim.lr" in text
+    assert "members.a.size" in text
+    with pytest.raises(ConfigError, match="optim must be a mapping"):
+        from_dict(Squad, {"learning_rate": 0.5, "optim": 3})
+
+
+def test_prepare_hooks_let_a_section_inherit_unset_keys_from_its_parent() -> None:
+    squad = from_dict(Squad, {"shared": {"lr": 0.2, "size": 4}, "members": {"a": {"size": 2}}})
+    assert squad.members["a"] == Member(lr=0.2, size=2)  # own key wins, the rest inherited
+    assert from_dict(Squad, to_dict(squad)) == squad  # the inherited data round-trips
+    assert from_dict(Squad, {"members": {"b": {}}}).members["b"] == Member()  # defaults
+    with pytest.raises(ConfigError, match="members.a"):  # malformed data is left to validation
+        from_dict(Squad, {"members": {"a": 3}})
+    assert inherit({"lr": 1}, "oops", Member()) == "oops"

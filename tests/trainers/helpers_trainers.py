@@ -29,7 +29,7 @@ def tabular_team(agents: tuple[str, ...] = ("a", "b"), seed: int = 0) -> dict[st
 
 def config(**overrides: Any) -> TrainConfig:
     data: dict[str, Any] = {
-        "temperature": 1.0,
+        "sampling": {"temperature": 1.0},
         "sft": None,
         "diagnostics": True,
         "progress": False,

@@ -14,8 +14,10 @@ import torch
 from helpers_trainers import with_overrides
 from rich.console import Console
 
+from adapters.team import team_config_from_dict
+from teamtr_core.errors import ConfigError
 from teamtr_env.cli import main
-from teamtr_env.config import from_dict
+from teamtr_env.config import from_dict, to_dict
 from trainers.config import TrainConfig
 from trainers.logger import read_jsonl
 from trainers.run import StopTraining, load_checkpoint, run_training
@@ -24,7 +26,7 @@ SMALL = {
     # The old demo's one-digit sums: tiny contexts, and a test split of exactly 8 distinct sums.
     "task": "teamtr/Arith-v0",
     "task_options": {"digits": 1, "system_prompts": {"solver": "", "critic": "", "aggregator": ""}},
-    "max_new_tokens": 6,
+    "sampling": {"max_new_tokens": 6},
     "sft": {"problems": 8, "steps": 2, "batch_size": 8},
     "schedule": {"stages": 2, "problems_per_batch": 2, "group_size": 2},
     "eval": {"problems": 4, "k": 2},
@@ -221,6 +223,38 @@ def test_set_overrides_merge_into_the_defaults() -> None:
     assert config_from_overrides(["sft=null"]).sft is None
 
 
+def test_one_sampling_section_old_keys_still_load_and_a_team_inherits_the_runs() -> None:
+    from teamtr_core.policy import SamplingParams
+    from trainers.config import config_from_overrides
+    from trainers.run import agent_sampling
+
+    assert TrainConfig().sampling == SamplingParams(temperature=0.8, max_new_tokens=12)
+    with pytest.warns(FutureWarning, match="temperature is now sampling.temperature"):
+        old = config_from_overrides(["temperature=0.5", "max_new_tokens=7"])
+    assert old == config_from_overrides(["sampling.temperature=0.5", "sampling.max_new_tokens=7"])
+    with pytest.warns(FutureWarning):
+        assert from_dict(TrainConfig, {"temperature": 0.5}).sampling.temperature == 0.5
+    with pytest.raises(ConfigError, match="the old name of sampling.temperature"):
+        from_dict(TrainConfig, {"temperature": 0.5, "sampling": {"temperature": 0.4}})
+    # Key by key, the most specific section wins: agent, then team, then run.
+    team = {
+        "default": {"backend": "random"},
+        "sampling": {"top_p": 0.9},
+        "agents": {"critic": {"backend": "random", "sampling": {"temperature": 0.3}}},
+    }
+    cfg = from_dict(TrainConfig, {"sampling": {"temperature": 1.0}, "team": team})
+    run = SamplingParams(temperature=1.0, max_new_tokens=12)
+    assert cfg.sampling == run
+    assert agent_sampling(cfg, ["solver", "critic"]) == {
+        "solver": SamplingParams(temperature=1.0, top_p=0.9, max_new_tokens=12),
+        "critic": SamplingParams(temperature=0.3, top_p=0.9, max_new_tokens=12),
+    }
+    assert from_dict(TrainConfig, to_dict(cfg)) == cfg  # the run directory's config.yaml
+    # Built in Python, a team without sampling sections samples with the run's.
+    bare = TrainConfig(team=team_config_from_dict({"default": {"backend": "random"}}))
+    assert set(agent_sampling(bare, ["solver", "critic"]).values()) == {bare.sampling}
+
+
 def test_piped_run_prints_a_line_per_stage_and_counts_distinct_eval_problems(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
@@ -266,8 +300,16 @@ def test_training_honours_a_team_configs_per_agent_sampling(
     team = {
         "default": {"backend": "hf", "path": str(tiny_model_dir)},
         "agents": {
-            "critic": {"backend": "hf", "path": str(tiny_model_dir), "temperature": 0.5},
-            "aggregator": {"backend": "hf", "path": str(tiny_model_dir), "max_new_tokens": 4},
+            "critic": {
+                "backend": "hf",
+                "path": str(tiny_model_dir),
+                "sampling": {"temperature": 0.5},
+            },
+            "aggregator": {
+                "backend": "hf",
+                "path": str(tiny_model_dir),
+                "sampling": {"max_new_tokens": 4},
+            },
         },
         "sampling": {"temperature": 1.0, "max_new_tokens": 6},
     }
@@ -293,5 +335,6 @@ def test_training_honours_a_team_configs_per_agent_sampling(
     assert temps == {"solver": 1.0, "critic": 0.5, "aggregator": 1.0}
     # Without a team config every agent gets the run's temperature and message length.
     plain = small(tmp_path / "plain", tiny_model_dir)
-    shared = SamplingParams(temperature=plain.temperature, max_new_tokens=plain.max_new_tokens)
+    shared = SamplingParams(temperature=0.8, max_new_tokens=6)
+    assert plain.sampling == shared
     assert agent_sampling(plain, ["solver", "critic"]) == {"solver": shared, "critic": shared}
