@@ -3,11 +3,13 @@ terminal. They are the zero-cost policies of tests, benchmarks and behaviour-clo
 
 from __future__ import annotations
 
+import inspect
+import warnings
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from tasks.base import SupportsExpert, Task
+from tasks.base import Problem, SupportsExpert, Task
 from teamtr_core.policy import Generation, SamplingParams
 
 _RANDOM_CHARS = np.array(list("abcdefghijklmnopqrstuvwxyz0123456789 +-*=:.,?!\n"))
@@ -18,11 +20,16 @@ def _rng_for(sampling: SamplingParams, fallback: np.random.Generator) -> np.rand
 
 
 class ScriptedExpert:
-    """A task's scripted expert acting on the rendered context alone, wrong with probability
-    ``error_rate`` (independently per message).
+    """A task's scripted expert, wrong with probability ``error_rate`` (independently per
+    message).
+
+    A privileged policy (:class:`~teamtr_core.policy.PrivilegedPolicy`): the runner tells it the
+    problem behind each context, and the task's ``expert_reply(context, rng, make_error=...,
+    problem=...)`` writes the message. Use it through a :class:`~teamtr_env.runner.Runner`, or
+    call :meth:`generate_privileged` with the problems yourself (plain ``generate`` passes none).
 
     Args:
-        task: a task implementing ``expert_reply(context, rng, make_error=...)``.
+        task: a task implementing ``expert_reply``.
         error_rate: probability that a message is a plausible wrong reply.
         seed: seeds the internal generator (used when the sampling params carry no seed).
 
@@ -35,21 +42,58 @@ class ScriptedExpert:
         if not isinstance(task, SupportsExpert):
             raise TypeError(
                 f"Task {getattr(task, 'name', task)!r} has no scripted expert: it must implement "
-                "expert_reply(context, rng, make_error=...)."
+                "expert_reply(context, rng, *, make_error, problem=None)."
             )
         if not 0.0 <= error_rate <= 1.0:
             raise ValueError(f"error_rate must be in [0, 1], got {error_rate}")
         self.task = task
         self.error_rate = error_rate
         self._rng = np.random.default_rng(seed)
+        self._takes_problem = _takes_problem(task)
 
-    def generate(self, prompts: Sequence[str], sampling: SamplingParams) -> list[Generation]:
+    def generate_privileged(
+        self,
+        prompts: Sequence[str],
+        problems: Sequence[Problem | None],
+        sampling: SamplingParams,
+    ) -> list[Generation]:
+        """The expert's message for each context, given the problem of its episode."""
+        if len(problems) != len(prompts):
+            raise ValueError(f"{len(prompts)} prompts but {len(problems)} problems")
         rng = _rng_for(sampling, self._rng)
         errors = rng.random(len(prompts)) < self.error_rate
+        reply = self.task.expert_reply
+        if not self._takes_problem:  # an expert written before problems were passed
+            return [Generation(reply(p, rng, make_error=bool(e))) for p, e in zip(prompts, errors)]
         return [
-            Generation(self.task.expert_reply(p, rng, make_error=bool(e)))
-            for p, e in zip(prompts, errors)
+            Generation(reply(p, rng, make_error=bool(e), problem=problem))
+            for p, e, problem in zip(prompts, errors, problems)
         ]
+
+    def generate(self, prompts: Sequence[str], sampling: SamplingParams) -> list[Generation]:
+        """The expert's message for each context without its problem: right for tasks whose
+        expert reads everything from the text (arithmetic, pipeline, blocksworld, ...); a
+        privileged expert (math, tool use, situation puzzles, ...) then answers as it can
+        without the problem, so give it the problems (:meth:`generate_privileged`)."""
+        return self.generate_privileged(prompts, [None] * len(prompts), sampling)
+
+
+def _takes_problem(task: Task) -> bool:
+    """Whether the task's ``expert_reply`` accepts ``problem=`` (old third-party experts do not;
+    they are called without it, with a ``FutureWarning``)."""
+    try:
+        params = inspect.signature(task.expert_reply).parameters  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        return True
+    if "problem" in params or any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return True
+    warnings.warn(
+        f"task {getattr(task, 'name', task)!r}: expert_reply(context, rng, *, make_error) takes "
+        "no 'problem'; add a 'problem' keyword (the problem of the episode) to it",
+        FutureWarning,
+        stacklevel=3,
+    )
+    return False
 
 
 class RandomPolicy:

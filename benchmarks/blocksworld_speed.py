@@ -82,7 +82,10 @@ def generation_row(n: int, instances: int) -> tuple[float, ...]:
         sample_ms = (time.perf_counter() - start) / instances * 1e3
         contexts = [f"### Problem\n{task.prompt(p)}\n### agent_0\n" for p in problems]
         start = time.perf_counter()
-        replies = [task.expert_reply(c, rng, make_error=False) for c in contexts]
+        replies = [
+            task.expert_reply(c, rng, make_error=False, problem=p)
+            for c, p in zip(contexts, problems)
+        ]
         expert_ms = (time.perf_counter() - start) / instances * 1e3
         if not all(task.grade(p, r).correct for p, r in zip(problems, replies)):
             raise SystemExit(f"the expert failed on a {n}-block instance")

@@ -65,7 +65,8 @@ from rich.table import Table
 
 import teamtr_env
 from adapters.scripted import ConstantPolicy, ScriptedExpert
-from teamtr_core.policy import Generation, Policy, SamplingParams
+from tasks.base import Problem
+from teamtr_core.policy import Generation, Policy, PrivilegedPolicy, SamplingParams
 from teamtr_env.env import TeamEnv
 from teamtr_env.runner import Runner
 
@@ -92,6 +93,15 @@ class CountingPolicy:
     def generate(self, prompts: Sequence[str], sampling: SamplingParams) -> list[Generation]:
         self.calls += 1
         return self.inner.generate(prompts, sampling)
+
+    def generate_privileged(
+        self, prompts: Sequence[str], problems: Sequence[Problem], sampling: SamplingParams
+    ) -> list[Generation]:
+        """Forwards the problems to a privileged inner policy (a scripted expert)."""
+        if not isinstance(self.inner, PrivilegedPolicy):
+            return self.generate(prompts, sampling)
+        self.calls += 1
+        return self.inner.generate_privileged(prompts, problems, sampling)
 
 
 @dataclass

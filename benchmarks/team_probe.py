@@ -62,7 +62,9 @@ def probe(config: TrainConfig, policies: dict[str, Any], problems: int, k: int) 
     copies: dict[str, list[bool]] = {a: [] for a in agents}
     previous: dict[int, str] = {}
     messages = sorted(batch.messages, key=lambda m: (m.episode, m.turn))
-    replies = expert.generate([m.context for m in messages], SamplingParams(seed=0))
+    contexts = [m.context for m in messages]
+    of_message = [chosen[m.group] for m in messages]
+    replies = expert.generate_privileged(contexts, of_message, SamplingParams(seed=0))
     for m, reply in zip(messages, replies):
         right[(m.episode, m.agent)] = reply.text == m.text
         if m.episode in previous:

@@ -1,13 +1,11 @@
 """Task plugins: problems, rules and exact verifiers. Imports no torch and knows no agents."""
 
 from tasks.base import (
-    PROMPT_INDEX,
     BaseTask,
     Episode,
     InteractiveTask,
     Message,
     Problem,
-    PromptIndex,
     Score,
     SingleAnswerTask,
     SupportsExpert,
@@ -19,13 +17,11 @@ from tasks.base import (
 )
 
 __all__ = [
-    "PROMPT_INDEX",
     "BaseTask",
     "Episode",
     "InteractiveTask",
     "Message",
     "Problem",
-    "PromptIndex",
     "Score",
     "SingleAnswerTask",
     "SupportsExpert",

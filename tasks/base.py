@@ -20,8 +20,6 @@ from __future__ import annotations
 import abc
 import hashlib
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -230,78 +228,27 @@ class Task(Protocol):
 
 @runtime_checkable
 class SupportsExpert(Protocol):
-    """Optional: a task that can act as a scripted expert from the rendered context alone."""
+    """Optional: a task with a scripted expert (``adapters.scripted.ScriptedExpert``).
 
-    def expert_reply(self, context: str, rng: np.random.Generator, *, make_error: bool) -> str:
-        """The expert's message for an agent that sees ``context``; a plausible wrong reply when
-        ``make_error`` is true."""
-        ...
-
-
-class PromptIndex:
-    """A process-wide, bounded map from rendered opening prompts back to their problems.
-
-    Scripted experts act on the context an agent sees, but some tasks cannot be solved from the text
-    alone (a MATH-500 answer, a tool-use task's gold actions, a situation puzzle's hidden story). Such
-    tasks record every prompt they render (:meth:`BaseTask.remember`) and their expert looks the
-    problem up from the context (:meth:`BaseTask.problem_for_context`). This is a *privileged* oracle
-    for tests and behaviour-cloning data, never something a model policy can reach.
-
-    The index is shared by every task instance of the process (a runner makes one task per env), keyed
-    by the longest line of each prompt and bounded to ``max_entries`` (oldest evicted first).
+    The expert is privileged: besides the context an agent sees, it is given the problem of the
+    episode, so tasks whose answer is not in the text (a MATH answer, a tool-use task's gold
+    actions, a situation puzzle's hidden story) can still play it. It is an oracle for tests,
+    behaviour-cloning data and probes, never something a model policy can reach.
     """
 
-    def __init__(self, max_entries: int = 200_000, key_chars: int = 160) -> None:
-        self.max_entries = max_entries
-        self.key_chars = key_chars
-        self._by_key: dict[str, list[tuple[int, str, Problem]]] = {}
-        self._order: OrderedDict[str, str] = OrderedDict()  # prompt -> key, oldest first
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._order)
-
-    def add(self, prompt: str, problem: Problem) -> None:
-        """Records that ``prompt`` renders ``problem`` (re-adding refreshes the entry)."""
-        lines = prompt.split("\n")
-        longest = max(range(len(lines)), key=lambda i: len(lines[i]))
-        offset = sum(len(line) + 1 for line in lines[:longest])
-        key = lines[longest][: self.key_chars]
-        with self._lock:
-            if prompt in self._order:
-                self._drop(prompt)
-            self._by_key.setdefault(key, []).append((offset, prompt, problem))
-            self._order[prompt] = key
-            while len(self._order) > self.max_entries:
-                self._drop(next(iter(self._order)))
-
-    def _drop(self, prompt: str) -> None:
-        key = self._order.pop(prompt)
-        entries = [e for e in self._by_key.get(key, []) if e[1] != prompt]
-        if entries:
-            self._by_key[key] = entries
-        else:
-            self._by_key.pop(key, None)
-
-    def find(self, context: str) -> Problem | None:
-        """The problem whose recorded prompt occurs in ``context`` (``None`` if none does)."""
-        pos = 0
-        for line in context.split("\n"):
-            for offset, prompt, problem in self._by_key.get(line[: self.key_chars], ()):
-                start = pos - offset
-                if start >= 0 and context.startswith(prompt, start):
-                    return problem
-            pos += len(line) + 1
-        return None
-
-    def clear(self) -> None:
-        with self._lock:
-            self._by_key.clear()
-            self._order.clear()
-
-
-PROMPT_INDEX = PromptIndex()
-"""The process-wide index that :meth:`BaseTask.remember` writes to."""
+    def expert_reply(
+        self,
+        context: str,
+        rng: np.random.Generator,
+        *,
+        make_error: bool,
+        problem: Problem | None = None,
+    ) -> str:
+        """The expert's message for an agent that sees ``context`` in an episode of
+        ``problem`` (the runner always passes it; ``None`` when a caller has only the text, where
+        a privileged expert answers as best it can); a plausible wrong reply when
+        ``make_error`` is true."""
+        ...
 
 
 class BaseTask(abc.ABC):
@@ -347,18 +294,6 @@ class BaseTask(abc.ABC):
             f"{self.name}: no problem of split {split!r} in {max_tries} draws; the generator's "
             "problem space is too small for a held-out split (use a larger configuration)."
         )
-
-    def remember(self, problem: Problem, prompt: str) -> str:
-        """Records ``prompt`` as the rendering of ``problem`` for a privileged scripted expert
-        (see :class:`PromptIndex`) and returns it; call it at the end of ``prompt``."""
-        PROMPT_INDEX.add(prompt, problem)
-        return prompt
-
-    def problem_for_context(self, context: str) -> Problem | None:
-        """The problem behind the opening prompt in an agent's ``context``, if it was rendered by
-        :meth:`remember` in this process (``None`` otherwise, e.g. when the prompt was truncated
-        out of the context)."""
-        return PROMPT_INDEX.find(context)
 
     def start(self, problem: Problem, rng: np.random.Generator) -> Any:
         return None

@@ -136,6 +136,24 @@ class Policy(Protocol):
         ...
 
 
+@runtime_checkable
+class PrivilegedPolicy(Protocol):
+    """A policy that is also told the problem behind each context: a task's scripted expert.
+
+    Some experts cannot act from the text alone (a MATH answer, a tool-use task's gold actions, a
+    situation puzzle's hidden story), so the runner hands them each context's problem explicitly
+    with :meth:`generate_privileged` instead of calling ``generate``. This is an oracle for tests,
+    behaviour-cloning data and probes; a model policy never implements it.
+    """
+
+    def generate_privileged(
+        self, prompts: Sequence[str], problems: Sequence[Any], sampling: SamplingParams
+    ) -> list[Generation]:
+        """One generation per prompt, in order; ``problems[i]`` is the problem (a
+        ``tasks.base.Problem``) of the episode that ``prompts[i]`` belongs to."""
+        ...
+
+
 @dataclass(frozen=True)
 class TokenLogprobs:
     """Per-token log-probabilities of a batch of completions under a policy.

@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from tasks.base import Problem
 from teamtr_core.errors import ConfigError, PolicyError
-from teamtr_core.policy import Generation, Policy, SamplingParams
+from teamtr_core.policy import Generation, Policy, PrivilegedPolicy, SamplingParams
 from teamtr_env.env import TeamEnv
 from teamtr_env.rollout import EpisodeRecord, MessageRecord, RolloutBatch, RolloutStats
 
@@ -244,7 +244,12 @@ class Runner:
                         seed=derive_seed(seed, steps, self.agents.index(agent), 7919),
                     )
                     t0 = time.perf_counter()
-                    gens = self.policies[agent].generate(prompts, sampling)
+                    policy = self.policies[agent]
+                    if isinstance(policy, PrivilegedPolicy):  # a scripted expert: its problems
+                        problems_now = [envs[i].problem for i in idxs]
+                        gens = policy.generate_privileged(prompts, problems_now, sampling)
+                    else:
+                        gens = policy.generate(prompts, sampling)
                     policy_s += time.perf_counter() - t0
                     calls[agent] += 1
                     gens = _check_generations(gens, len(prompts), agent)

@@ -80,7 +80,7 @@ class DetectiveCaseTask(CasePoolTask):
         self._open_pool(data_file, split, data_split)
 
     def prompt(self, problem: Problem) -> str:
-        return self.remember(problem, prompts.dc_prompt(problem.data, self.max_rounds))
+        return prompts.dc_prompt(problem.data, self.max_rounds)
 
     def start(self, problem: Problem, rng: np.random.Generator) -> DCState:
         case = dict(problem.data)
@@ -139,11 +139,17 @@ class DetectiveCaseTask(CasePoolTask):
         """Episode means of the score details (the evaluation report's task metrics)."""
         return mean_details(details, ("turns_used", "invalid_turns"))
 
-    def expert_reply(self, context: str, rng: np.random.Generator, *, make_error: bool) -> str:
+    def expert_reply(
+        self,
+        context: str,
+        rng: np.random.Generator,
+        *,
+        make_error: bool,
+        problem: Problem | None = None,
+    ) -> str:
         """Questions each suspect once about the time of the murder, then names the murderer
-        (privileged: reads the case through :meth:`problem_for_context`). With ``make_error`` a
-        question turn names nobody valid and the answer turn names an innocent."""
-        problem = self.problem_for_context(context)
+        (privileged: reads the case from ``problem``). With ``make_error`` a question turn names
+        nobody valid and the answer turn names an innocent; without the problem it guesses."""
         if problem is None:
             return "Reason: I could not read the case.\nAnswer: A"
         names = [str(s["name"]) for s in problem.data["initial_information"]["suspect"]]

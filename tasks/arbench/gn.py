@@ -158,7 +158,14 @@ class GuessingNumbersTask(InteractiveTask):
         """Episode means of the score details (the evaluation report's task metrics)."""
         return mean_details(details, ("solved", "turns_used", "valid_guesses", "wasted_turns"))
 
-    def expert_reply(self, context: str, rng: np.random.Generator, *, make_error: bool) -> str:
+    def expert_reply(
+        self,
+        context: str,
+        rng: np.random.Generator,
+        *,
+        make_error: bool,
+        problem: Problem | None = None,
+    ) -> str:
         """A guess consistent with every feedback in ``context`` (the one splitting the remaining
         candidates most; first guess ``0123``); a random inconsistent guess when ``make_error``."""
         history = gn_rules.parse_feedback(context)

@@ -88,7 +88,7 @@ class SituationPuzzleTask(CasePoolTask):
         self._open_pool(data_file, split, data_split)
 
     def prompt(self, problem: Problem) -> str:
-        return self.remember(problem, prompts.sp_prompt(problem.data["surface"], self.max_rounds))
+        return prompts.sp_prompt(problem.data["surface"], self.max_rounds)
 
     def start(self, problem: Problem, rng: np.random.Generator) -> SPState:
         return SPState(dict(problem.data), self.max_rounds)
@@ -136,11 +136,18 @@ class SituationPuzzleTask(CasePoolTask):
         """Episode means of the score details (the evaluation report's task metrics)."""
         return mean_details(details, ("f1_char", "f1_word", "turns_used", "questions"))
 
-    def expert_reply(self, context: str, rng: np.random.Generator, *, make_error: bool) -> str:
+    def expert_reply(
+        self,
+        context: str,
+        rng: np.random.Generator,
+        *,
+        make_error: bool,
+        problem: Problem | None = None,
+    ) -> str:
         """Asks the puzzle's key questions in order, then answers with the hidden story
-        (privileged: reads the puzzle through :meth:`problem_for_context`). With ``make_error`` a
-        question turn asks an off-topic question and the answer turn gives a wrong story."""
-        problem = self.problem_for_context(context)
+        (privileged: reads them from ``problem``). With ``make_error`` a question turn asks an
+        off-topic question and the answer turn gives a wrong story; without the problem, a wrong
+        story."""
         if problem is None:
             return WRONG_ANSWER
         keys = list(problem.data.get("key_question", []))

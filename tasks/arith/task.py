@@ -81,7 +81,14 @@ class ArithTask(SingleAnswerTask):
         details = {"reason": "correct" if correct else "wrong_answer", "extraction": how}
         return Score(float(correct), correct, str(value), details)
 
-    def expert_reply(self, context: str, rng: np.random.Generator, *, make_error: bool) -> str:
+    def expert_reply(
+        self,
+        context: str,
+        rng: np.random.Generator,
+        *,
+        make_error: bool,
+        problem: Problem | None = None,
+    ) -> str:
         """Solves the first ``Compute:`` line of the context; off by 1-10 when ``make_error``."""
         match = _PROBLEM_LINE.search(context)
         parsed = rules.parse_expression(match.group(1)) if match else None

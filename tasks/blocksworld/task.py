@@ -173,7 +173,14 @@ class BlocksworldTask(SingleAnswerTask):
         return Score(1.0, True, answer, {"reason": "valid", **details})
 
     # -- scripted expert ----------------------------------------------------------------------
-    def expert_reply(self, context: str, rng: np.random.Generator, *, make_error: bool) -> str:
+    def expert_reply(
+        self,
+        context: str,
+        rng: np.random.Generator,
+        *,
+        make_error: bool,
+        problem: Problem | None = None,
+    ) -> str:
         """Reads the query (the last ``[STATEMENT]``) back from the context, plans optimally and
         writes the plan in PlanBench's words with ``[PLAN END]``; with ``make_error`` one step is
         dropped or two adjacent steps are swapped, which makes the plan invalid."""

@@ -122,7 +122,7 @@ class MathTask(SingleAnswerTask):
             )
         else:
             instruction = "Reason step by step, and put your final answer within \\boxed{}."
-        return self.remember(problem, f"{text}\n\n{instruction}")
+        return f"{text}\n\n{instruction}"
 
     def grade(self, problem: Problem, text: str) -> Score:
         return grade_answer(
@@ -133,10 +133,16 @@ class MathTask(SingleAnswerTask):
             max_answer_chars=self.max_answer_chars,
         )
 
-    def expert_reply(self, context: str, rng: np.random.Generator, *, make_error: bool) -> str:
-        """Boxes the gold answer of the problem behind ``context`` (a privileged lookup); with
-        ``make_error``, a perturbed answer that this task's grader marks wrong."""
-        problem = self.problem_for_context(context)
+    def expert_reply(
+        self,
+        context: str,
+        rng: np.random.Generator,
+        *,
+        make_error: bool,
+        problem: Problem | None = None,
+    ) -> str:
+        """Boxes the gold answer of ``problem`` (privileged); with ``make_error``, a perturbed
+        answer that this task's grader marks wrong. Without the problem it cannot answer."""
         if problem is None or not isinstance(problem.answer, str):
             return "I cannot find the problem statement in my context, so I have no answer."
         answer = problem.answer

@@ -95,7 +95,14 @@ class PipelineTask(SingleAnswerTask):
         details = {"reason": "correct" if correct else "wrong_answer", "extraction": how}
         return Score(float(correct), correct, str(value), details)
 
-    def expert_reply(self, context: str, rng: np.random.Generator, *, make_error: bool) -> str:
+    def expert_reply(
+        self,
+        context: str,
+        rng: np.random.Generator,
+        *,
+        make_error: bool,
+        problem: Problem | None = None,
+    ) -> str:
         """Does one step of the last chain in the context (the problem for the first agent, the
         previous message for the others); when ``make_error``, off by 1-3 or without the rest of
         the chain, as ``expert_error`` says."""

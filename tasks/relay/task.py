@@ -73,7 +73,14 @@ class RelayTask(SingleAnswerTask):
             {"reason": "correct" if correct else "wrong_answer"},
         )
 
-    def expert_reply(self, context: str, rng: np.random.Generator, *, make_error: bool) -> str:
+    def expert_reply(
+        self,
+        context: str,
+        rng: np.random.Generator,
+        *,
+        make_error: bool,
+        problem: Problem | None = None,
+    ) -> str:
         """The identity code: repeats the observed symbol (a different one when
         ``make_error``)."""
         symbol = rules.observed_symbol(context)

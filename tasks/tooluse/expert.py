@@ -1,7 +1,7 @@
 """The scripted expert: plays a task's gold actions from the context it is shown.
 
-It is privileged: the task finds the hidden gold actions behind the context
-(``BaseTask.problem_for_context``). From the conversation after the opening prompt it counts the
+It is privileged: the runner hands it the episode's problem, whose hidden gold actions it
+plays. From the conversation after the opening prompt it counts the
 successful tool results (the gold actions done so far) and then, in order:
 
 1. the next gold action: if it identifies the user and the user has not yet given the needed

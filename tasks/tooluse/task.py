@@ -208,7 +208,7 @@ class ToolUseTask(InteractiveTask):
             f"{self._policy_text.rstrip()}\n\n## Tools\n\n{CALL_FORMAT}\n\n{self._tool_text}\n\n"
             f"## Conversation\n\nUser: {self.user_sim.opening(task)}"
         )
-        return self.remember(problem, text)
+        return text
 
     def _listing(self) -> str:
         if self.tool_listing == "json":
@@ -307,10 +307,16 @@ class ToolUseTask(InteractiveTask):
         return Score(float(correct), correct, final_hash[:16], details)
 
     # -- the scripted expert ------------------------------------------------------------------
-    def expert_reply(self, context: str, rng: np.random.Generator, *, make_error: bool) -> str:
-        """Plays the gold actions (privileged: looks the task up from the context), see
-        :mod:`tasks.tooluse.expert`."""
-        problem = self.problem_for_context(context)
+    def expert_reply(
+        self,
+        context: str,
+        rng: np.random.Generator,
+        *,
+        make_error: bool,
+        problem: Problem | None = None,
+    ) -> str:
+        """Plays the gold actions of ``problem`` (privileged), see :mod:`tasks.tooluse.expert`;
+        without the problem it can only ask who the user is."""
         if problem is None:
             return "Could you please tell me your email address?"
         task = ToolTask.from_problem(problem)

@@ -143,7 +143,7 @@ class ZebraTask(SingleAnswerTask):
         text = render_prompt(problem.data["puzzle"], headers, n_houses)
         if problem.data.get("source") == "generated":
             return text  # the expert always reads generated puzzles from the text
-        return self.remember(problem, text)  # official wording may defeat the text parser
+        return text  # official wording may defeat the text parser
 
     def grade(self, problem: Problem, text: str) -> Score:
         try:
@@ -177,14 +177,20 @@ class ZebraTask(SingleAnswerTask):
             out[f"{key}/no_answer_rate"] = summary.no_answer_rate
         return out
 
-    def expert_reply(self, context: str, rng: np.random.Generator, *, make_error: bool) -> str:
+    def expert_reply(
+        self,
+        context: str,
+        rng: np.random.Generator,
+        *,
+        make_error: bool,
+        problem: Problem | None = None,
+    ) -> str:
         """Reads the puzzle from ``context``, solves it with the SAT solver and answers in the
         official JSON; swaps two values of one attribute when ``make_error``. Falls back to the
-        privileged prompt index only when the text cannot be parsed."""
+        gold solution of ``problem`` (privileged) only when the text cannot be parsed."""
         solution = solve_text(context)
         how = SOLVED_REASONING
         if solution is None:
-            problem = self.problem_for_context(context)
             if problem is None or not problem.meta.get("gold_available", True):
                 return "I cannot find a puzzle I can solve in the context."
             solution, how = dict(problem.answer), RECALLED_REASONING

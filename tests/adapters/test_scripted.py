@@ -81,6 +81,40 @@ def test_expert_internal_seed_used_without_sampling_seed() -> None:
     assert a.generate(contexts, SamplingParams()) != a1  # the internal stream advances
 
 
+def test_the_runner_gives_a_privileged_expert_each_episodes_problem() -> None:
+    """MATH answers are not in the text: the expert solves every episode only because the runner
+    hands it the problem, and nothing is remembered between calls (no process-wide index)."""
+    import teamtr_env
+    from teamtr_core.policy import PrivilegedPolicy
+    from teamtr_env.runner import Runner
+
+    expert = ScriptedExpert(teamtr_env.make("teamtr/Math-v0").task, seed=0)
+    assert isinstance(expert, PrivilegedPolicy)
+    runner = Runner(lambda: teamtr_env.make("teamtr/Math-v0"), expert, progress=False)
+    problems = runner.sample_problems(20, seed=0)
+    batch = runner.rollout(problems, group_size=2, seed=0)
+    assert all(e.correct for e in batch.episodes)
+    # The same contexts without their problems: the expert has nothing to recall them from.
+    contexts = [m.context for m in batch.messages if m.turn == 0]
+    blind = expert.generate(contexts, SamplingParams(seed=0))
+    assert all("cannot find the problem" in g.text for g in blind)
+    with pytest.raises(ValueError, match="2 prompts but 1 problems"):
+        expert.generate_privileged(contexts[:2], problems[:1], SamplingParams())
+
+
+def test_an_expert_written_before_problems_were_passed_still_plays() -> None:
+    class OldTask:
+        name = "old"
+
+        def expert_reply(self, context: str, rng: np.random.Generator, *, make_error: bool) -> str:
+            return "wrong" if make_error else context.upper()
+
+    with pytest.warns(FutureWarning, match="add a 'problem' keyword"):
+        expert = ScriptedExpert(OldTask())  # type: ignore[arg-type]
+    gens = expert.generate_privileged(["a", "b"], [None, None], SamplingParams(seed=0))
+    assert [g.text for g in gens] == ["A", "B"]
+
+
 def test_expert_requires_expert_reply() -> None:
     class NoExpertTask:
         name = "no-expert"

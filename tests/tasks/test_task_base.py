@@ -233,30 +233,3 @@ def test_arith_task_load(tmp_path: Path) -> None:
         assert problem.split == "validation"
         assert task.grade(problem, f"Answer: {problem.answer}").correct
         assert task.prompt(problem).startswith(f"Compute: {problem.data['expression']}\n")
-
-
-def test_prompt_index_finds_problem_behind_rendered_context() -> None:
-    from tasks.base import PromptIndex
-
-    index = PromptIndex(max_entries=3)
-    problems = [Problem(id=f"p{i}", answer=i) for i in range(4)]
-    prompts = [f"There are 3 houses.\nClue number {i} is quite long\nReply." for i in range(4)]
-    for problem, prompt in zip(problems, prompts):
-        index.add(prompt, problem)
-    assert len(index) == 3  # the oldest entry was evicted
-    context = f"system text\n### Problem\n{prompts[2]}\n### alice\nAnswer: 1\n### bob\n"
-    found = index.find(context)
-    assert found is not None and found.id == "p2"
-    assert index.find(f"### Problem\n{prompts[0]}\n") is None  # evicted
-    assert index.find("### Problem\nThere are 3 houses.\nClue number 2 is quite long\n") is None
-    index.add(prompts[2], problems[2])  # re-adding refreshes, never duplicates
-    assert len(index) == 3
-
-
-def test_base_task_remember_is_shared_across_instances() -> None:
-    from tasks.arith import ArithTask
-
-    problem = Problem(id="shared", answer=7)
-    prompt = ArithTask().remember(problem, "Compute: 3 + 4 with a unique marker 98765")
-    found = ArithTask().problem_for_context(f"### Problem\n{prompt}\n### a\n")
-    assert found is not None and found.id == "shared"

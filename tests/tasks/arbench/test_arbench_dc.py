@@ -144,10 +144,10 @@ def test_expert_interrogates_everyone_then_answers(case_problem: Problem) -> Non
     context = task.prompt(case_problem) + "\n"
     rng = np.random.default_rng(0)
     while not task.done(state):
-        reply = task.expert_reply(context, rng, make_error=False)
+        reply = task.expert_reply(context, rng, make_error=False, problem=case_problem)
         feedback = task.respond(state, "solver", reply)
         context += f"### solver\n{reply}\n### arbench_dc\n{feedback}\n"
     assert state.turns == 6 and state.invalid_turns == 0
     assert task.score(Episode(case_problem, (), None, state)).correct
-    wrong = task.expert_reply(context, rng, make_error=True)
+    wrong = task.expert_reply(context, rng, make_error=True, problem=case_problem)
     assert dc_rules.extract_choice(wrong) not in ("", "C")

@@ -160,12 +160,15 @@ def test_expert_asks_key_questions_then_answers_with_the_story() -> None:
     prompt = task.prompt(PROBLEM)
     context = prompt + "\n"
     rng = np.random.default_rng(0)
-    first = task.expert_reply(context, rng, make_error=False)
+    first = task.expert_reply(context, rng, make_error=False, problem=PROBLEM)
     assert first == "Q: Did the man have hiccups?"
     context += f"### solver\n{first}\n### arbench_sp\nYes\n"
     context += "### critic\nQ: x\n### arbench_sp\nYes\n"
-    assert task.expert_reply(context, rng, make_error=False) == f"A: {PUZZLE['bottom']}"
-    wrong = task.expert_reply(context, rng, make_error=True)
+    reply = task.expert_reply(context, rng, make_error=False, problem=PROBLEM)
+    assert reply == f"A: {PUZZLE['bottom']}"
+    wrong = task.expert_reply(context, rng, make_error=True, problem=PROBLEM)
     assert sp_rules.parse_message(wrong).kind == "answer"
     assert sp_rules.f1_scores(sp_rules.final_answer_text(wrong), PUZZLE["bottom"])[1] < 0.5
-    assert task.expert_reply("an unknown context", rng, make_error=False).startswith("A:")
+    # Without the problem (a caller with only the text) it can only give a wrong story.
+    assert task.expert_reply(context, rng, make_error=False).startswith("A:")
+    assert task.expert_reply(context, rng, make_error=False) != reply

@@ -85,7 +85,7 @@ def test_expert_solves_every_generated_problem(difficulty: int) -> None:
     rng = np.random.default_rng(difficulty)
     for _ in range(40):
         problem = task.sample(rng)
-        reply = task.expert_reply(_context(task, problem), rng, make_error=False)
+        reply = task.expert_reply(_context(task, problem), rng, make_error=False, problem=problem)
         score = task.grade(problem, reply)
         assert score.correct, (problem.answer, reply, dict(score.details))
 
@@ -96,15 +96,19 @@ def test_expert_on_fixtures_right_and_wrong(name: str) -> None:
     rng = np.random.default_rng(0)
     for problem in task.load(FIXTURES / name):
         context = _context(task, problem)
-        assert task.grade(problem, task.expert_reply(context, rng, make_error=False)).correct
-        wrong = task.grade(problem, task.expert_reply(context, rng, make_error=True))
+        right = task.expert_reply(context, rng, make_error=False, problem=problem)
+        assert task.grade(problem, right).correct
+        wrong = task.grade(
+            problem, task.expert_reply(context, rng, make_error=True, problem=problem)
+        )
         assert wrong.details["reason"] == "wrong_answer", (problem.answer, dict(wrong.details))
 
 
 def test_expert_error_is_a_plausible_perturbation() -> None:
     task = MathTask()
     problem = Problem("p", {"problem": "Compute $\\frac{0}{3} + 1$."}, "\\frac{14}{3}")
-    reply = task.expert_reply(_context(task, problem), np.random.default_rng(0), make_error=True)
+    rng = np.random.default_rng(0)
+    reply = task.expert_reply(_context(task, problem), rng, make_error=True, problem=problem)
     assert "\\boxed{\\frac{" in reply and "\\frac{14}{3}" not in reply
 
 
@@ -119,7 +123,8 @@ def test_expert_without_the_problem_answers_gracefully() -> None:
 def test_think_format_expert_and_failure() -> None:
     task = MathTask(require_think_format=True)
     problem = task.sample(np.random.default_rng(3))
-    reply = task.expert_reply(_context(task, problem), np.random.default_rng(0), make_error=False)
+    rng = np.random.default_rng(0)
+    reply = task.expert_reply(_context(task, problem), rng, make_error=False, problem=problem)
     assert reply.startswith("<think>")
     assert task.grade(problem, reply).correct
     bare = f"\\boxed{{{problem.answer}}}"

@@ -140,7 +140,8 @@ def test_wrong_argument_from_the_expert(env: teamtr_env.TeamEnv, problems: list[
     context = env.observe("solver")["text"]
     gold = call_text(**_first_action(problems[0]))
     wrong = {
-        task.expert_reply(context, np.random.default_rng(s), make_error=True) for s in range(5)
+        task.expert_reply(context, np.random.default_rng(s), make_error=True, problem=problems[0])
+        for s in range(5)
     }
     assert gold not in wrong and all(w.startswith("<tool_call>") for w in wrong)
 

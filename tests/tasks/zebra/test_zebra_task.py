@@ -91,8 +91,6 @@ def test_prompt_is_puzzle_then_instruction_and_template() -> None:
     assert prompt.endswith(answer_template(problem.data["header"], 3))
     template = json.loads(prompt[prompt.index('{\n    "reasoning"') :])
     assert template["solution"]["House 3"] == {h: "___" for h in problem.data["header"]}
-    # generated prompts are not recorded in the privileged index: the expert reads them
-    assert task.problem_for_context(context(task, problem)) is None
 
 
 def test_grade_scores_and_details() -> None:
@@ -139,18 +137,18 @@ def test_expert_solves_every_generated_puzzle_from_the_text(n: int, m: int) -> N
         assert wrong.details["cells_correct"] == n * m - 2  # two values swapped
 
 
-def test_expert_falls_back_to_the_index_only_when_the_text_defeats_it() -> None:
+def test_expert_falls_back_to_the_gold_only_when_the_text_defeats_it() -> None:
     task = ZebraTask()
     problems = {p.id: p for p in task.load(FIXTURE)}
     rng = np.random.default_rng(0)
     unreadable = problems["lgp-test-2x3-3"]  # "The Swedish person" for the value `swede`
-    reply = task.expert_reply(context(task, unreadable), rng, make_error=False)
+    reply = task.expert_reply(context(task, unreadable), rng, make_error=False, problem=unreadable)
     assert "recalled" in reply and task.grade(unreadable, reply).correct
     readable = problems["lgp-test-3x3-7"]  # "born in January" for `jan`: read from the text
-    reply = task.expert_reply(context(task, readable), rng, make_error=False)
+    reply = task.expert_reply(context(task, readable), rng, make_error=False, problem=readable)
     assert "recalled" not in reply and task.grade(readable, reply).correct
-    unknown = context(task, unreadable).replace("first house", "second house")
-    assert "cannot find" in task.expert_reply(unknown, rng, make_error=False)
+    # Without the problem (a caller with only the text) the unreadable puzzle stays unsolved.
+    assert "cannot find" in task.expert_reply(context(task, unreadable), rng, make_error=False)
 
 
 def test_expert_answer_fits_the_default_message_limit() -> None:
