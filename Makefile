@@ -30,7 +30,7 @@ install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
 
 demo: $(VENV)/.installed
-	$(BIN)/teamtr train --run-dir runs/teamtr-demo
+	$(BIN)/teamtr train --run-dir runs/teamtr-demo --overwrite
 
 test: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest

@@ -147,7 +147,8 @@ def main() -> int:
             if args.skip_missing:
                 continue
             t0 = time.perf_counter()
-            summary = run_training(config, console=Console(file=io.StringIO()))
+            # the comparison's own run directory: rerun it unless --reuse found it finished
+            summary = run_training(config, console=Console(file=io.StringIO()), overwrite=True)
             console.print(
                 f"{method} seed {seed}: {time.perf_counter() - t0:.0f} s, after {summary['after']}"
             )

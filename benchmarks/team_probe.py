@@ -111,7 +111,7 @@ def main() -> int:
         if cache is None or not cache.exists():
             print(f"no behaviour-cloning cache for {args.run_dir} (set sft.cache_dir)")
             return 2
-        states = torch.load(cache, weights_only=False)["states"]
+        states = torch.load(cache, weights_only=True, map_location="cpu")["states"]
     else:
         checkpoint = load_checkpoint(args.run_dir)
         if checkpoint is None:

@@ -156,7 +156,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--set schedule.method=ID",
     )
     train.add_argument("--run-dir", help="where logs, checkpoints and the summary go")
-    train.add_argument("--resume", action="store_true", help="continue after the last checkpoint")
+    train.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --run-dir after its last intact checkpoint, with its own "
+        "config.yaml (a --config or --set that changes the results is refused)",
+    )
+    train.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the run already in --run-dir (its files are deleted first); without it "
+        "a non-empty run directory is refused",
+    )
     train.add_argument("--schema", action="store_true", help="print the config's JSON Schema")
 
     models = sub.add_parser("models", help="build local models")
@@ -508,11 +519,14 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
     overrides = list(args.train_set) + ([f"run_dir={args.run_dir}"] if args.run_dir else [])
     if args.trainer:
         overrides.append(f"schedule.method={args.trainer}")
+    saved = Path(args.run_dir or TrainConfig().run_dir) / "config.yaml"
     if args.config is not None:
         config = load_config(TrainConfig, args.config, overrides)
+    elif args.resume and saved.exists():  # a resume continues the run with its own config
+        config = load_config(TrainConfig, saved, overrides)
     else:
         config = config_from_overrides(overrides)
-    run_training(config, resume=args.resume, console=console)
+    run_training(config, resume=args.resume, overwrite=args.overwrite, console=console)
     return 0
 
 

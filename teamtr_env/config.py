@@ -526,6 +526,18 @@ def _read(path: Path) -> tuple[Any, list[str]]:
         return None, [f"{path}{at}: invalid YAML: {getattr(exc, 'problem', None) or exc}"]
 
 
+def read_data(path: str | Path) -> Any:
+    """The plain data of a YAML or JSON file (an empty YAML file is ``None``).
+
+    Raises:
+        ConfigError: naming the file; an unreadable file or a syntax error (with its line).
+    """
+    data, problems = _read(Path(path))
+    if problems:
+        raise ConfigError(f"file {str(path)!r}", problems)
+    return data
+
+
 def load_config(cls: type[_T], path: str | Path, overrides: Sequence[str] = ()) -> _T:
     """Reads a YAML (``.yaml``/``.yml``) or JSON (``.json``) file, applies overrides, builds ``cls``.
 

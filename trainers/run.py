@@ -10,8 +10,10 @@
     curves.png           learning curves
     summary.json         before/after evaluation, totals, per-update records
 
-Resuming (``resume=True``) continues after the last completed stage and gives the same result as
-an uninterrupted run with the same seed: every random draw derives from (seed, stage, index).
+Resuming (``resume=True``) continues after the last intact checkpoint and gives the same result
+as an uninterrupted run with the same seed: every random draw derives from (seed, stage, index).
+A new run needs an empty directory (or ``overwrite=True``), and a resume must have the run's own
+configuration: see :mod:`trainers.rundir`.
 """
 
 from __future__ import annotations
@@ -42,9 +44,10 @@ from rich.table import Table
 import teamtr_env
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import SamplingParams, TrainablePolicy
-from teamtr_env.config import dump_config
+from teamtr_env.config import dump_config, from_dict, to_dict
 from teamtr_env.evaluation import evaluate
 from teamtr_env.runner import Runner, derive_seed
+from trainers import rundir
 from trainers.config import TrainConfig
 from trainers.logger import JsonlLogger, MultiLogger, TensorBoardLogger, plot_learning_curves
 from trainers.registry import trainer_spec
@@ -133,25 +136,21 @@ def _evaluate_all(
 def save_checkpoint(
     run_dir: Path, trainer: TeamTrainer, extra: dict[str, Any], keep: int = 2
 ) -> Path:
-    """Atomically writes ``checkpoints/stage_XXXX.pt`` and points ``latest`` at it."""
-    folder = run_dir / "checkpoints"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"stage_{trainer.stage:04d}.pt"
-    tmp = path.with_suffix(".tmp")
-    torch.save({"trainer": trainer.state_dict(), "extra": extra}, tmp)
-    os.replace(tmp, path)
-    (folder / "latest.tmp").write_text(path.name)
-    os.replace(folder / "latest.tmp", folder / "latest")
-    for old in sorted(folder.glob("stage_*.pt"))[:-keep]:
-        old.unlink()
-    return path
+    """Atomically writes ``checkpoints/stage_XXXX.pt`` with the configuration that determines the
+    results, points ``latest`` at it and keeps the last ``keep`` stages (``trainers.rundir``)."""
+    state = {"trainer": trainer.state_dict(), "extra": extra, "config": _result_config(trainer)}
+    return rundir.save(run_dir / "checkpoints", trainer.stage, state, keep)
+
+
+def _result_config(trainer: TeamTrainer) -> dict[str, Any]:
+    return rundir.result_config(to_dict(trainer.config))
 
 
 def load_checkpoint(run_dir: Path) -> dict[str, Any] | None:
-    latest = run_dir / "checkpoints" / "latest"
-    if not latest.exists():
-        return None
-    return torch.load(run_dir / "checkpoints" / latest.read_text().strip(), weights_only=False)
+    """The newest intact checkpoint's contents (``None``: there is none); see
+    :func:`trainers.rundir.load` (weights-only; an unreadable latest falls back)."""
+    found = rundir.load(run_dir / "checkpoints")
+    return found.state if found else None
 
 
 def run_training(
@@ -160,29 +159,51 @@ def run_training(
     resume: bool = False,
     console: Console | None = None,
     stop_after: int | None = None,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Runs (or resumes) a training run and returns its summary (also saved as summary.json).
 
+    The configuration is checked completely before anything is written, and the run directory
+    rules of :mod:`trainers.rundir` apply: a new run needs an empty directory (or
+    ``overwrite``), a resume must have the run's own configuration.
+
     Args:
         config: the run configuration.
-        resume: continue after the last completed stage in ``config.run_dir``.
+        resume: continue after the last intact checkpoint in ``config.run_dir``.
         console: where to print; a default console when ``None``.
         stop_after: raise ``StopTraining`` after this many completed stages (crash simulation).
+        overwrite: replace a run already in ``config.run_dir`` (its files are deleted first).
+
+    Raises:
+        ConfigError: a problem with the config, the run directory or its checkpoints, listed
+            before anything is written.
     """
     console = console or Console()
     if config.torch_threads > 0:
         torch.set_num_threads(config.torch_threads)
     run_dir = Path(config.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    checkpoint = load_checkpoint(run_dir) if resume else None
-    if resume and checkpoint is None:
-        console.print(f"no checkpoint in {run_dir}: starting from scratch")
-    dump_config(config, run_dir / "config.yaml")
+    # Everything that can reject the run comes before anything is written.
     env_fn = _env_factory(config, "train")
     eval_fn = _env_factory(config, config.eval.split)
     val_fn = _env_factory(config, "validation")
     env = env_fn()
+    _check_before_writing(config, env)
+    found = rundir.load(run_dir / "checkpoints") if resume else None
+    if resume:
+        rundir.check_resume(run_dir, _normalised(to_dict(config)), found, _normalised)
     _check_training_split(config, env, eval_fn(), console)
+    deleted = rundir.prepare(run_dir, resume=resume, overwrite=overwrite)
+    if deleted:
+        others = sorted(p.name for p in run_dir.iterdir())
+        kept = f"; left alone: {', '.join(others)}" if others else ""
+        console.print(f"--overwrite: deleted {', '.join(deleted)} in {run_dir}{kept}")
+    for reason in found.skipped if found else ():
+        console.print(f"[yellow]skipped a checkpoint:[/] {reason}")
+    checkpoint = found.state if found else None
+    if resume and checkpoint is None:
+        console.print(f"no checkpoint in {run_dir}: starting from scratch")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    dump_config(config, run_dir / "config.yaml")
     policies = build_policies(config, env, run_dir)
     if not any(isinstance(p, TrainablePolicy) for p in policies.values()):
         raise ConfigError(
@@ -199,7 +220,7 @@ def run_training(
         if checkpoint is not None:
             trainer.load_state_dict(checkpoint["trainer"])
             extra = checkpoint["extra"]
-            console.print(f"resumed {run_dir} after stage {trainer.stage}")
+            console.print(f"resumed {run_dir} after stage {trainer.stage} ({found.path.name})")  # type: ignore[union-attr]
         else:
             extra = {"updates": [], "sft": None}
             if config.sft is not None:
@@ -228,6 +249,35 @@ def run_training(
     (run_dir / "summary.json").write_text(json.dumps(_finite(summary), indent=2, default=str))
     _print_summary(console, config, summary, run_dir)
     return summary
+
+
+def _check_before_writing(config: TrainConfig, env: Any) -> None:
+    """The checks of the learner and the team config that building the trainer would make,
+    done before the run directory is touched (every problem at once)."""
+    from trainers.registry import make_learner
+
+    problems = list(make_learner(config.schedule.method).check(config))
+    if config.team is not None:
+        from adapters.team import check_team
+
+        try:
+            check_team(config.team, env.possible_agents)
+        except ConfigError as exc:
+            problems += [f"team: {p}" for p in exc.problems]
+    if problems:
+        raise ConfigError("training config", problems)
+
+
+def _normalised(data: Any) -> dict[str, Any]:
+    """Config data as this version writes it (old key names renamed), for comparisons."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        try:
+            return to_dict(from_dict(TrainConfig, data, what="the run's config"))
+        except ConfigError:
+            return dict(data) if isinstance(data, dict) else {}
 
 
 def _env_factory(config: TrainConfig, split: str) -> Callable[[], Any]:
@@ -273,12 +323,12 @@ def _save_best(run_dir: Path, policies: dict[str, Any]) -> None:
     folder = run_dir / "checkpoints"
     folder.mkdir(parents=True, exist_ok=True)
     states = {a: p.state_dict() for a, p in policies.items() if isinstance(p, TrainablePolicy)}
-    torch.save(states, folder / "best.tmp")
+    torch.save(rundir.plain(states), folder / "best.tmp")
     os.replace(folder / "best.tmp", folder / "best.pt")
 
 
 def _load_best(run_dir: Path, policies: dict[str, Any]) -> None:
-    states = torch.load(run_dir / "checkpoints" / "best.pt", weights_only=False)
+    states = rundir.torch_load_plain(run_dir / "checkpoints" / "best.pt")
     for agent, state in states.items():
         policies[agent].load_state_dict(state)
 
@@ -301,11 +351,17 @@ def _behaviour_clone(
     t0 = time.perf_counter()
     cache = _bc_cache_path(config)
     if cache is not None and cache.exists():
-        cached = torch.load(cache, weights_only=False)
-        for agent, policy in trainable.items():
-            policy.load_state_dict(cached["states"][agent])
-        console.print(f"behaviour cloning: loaded from the cache {cache}")
-        return {**cached["info"], "cached": str(cache)}
+        try:
+            cached = rundir.torch_load_plain(cache)
+            for agent, policy in trainable.items():
+                policy.load_state_dict(cached["states"][agent])
+        except Exception as exc:  # truncated, crafted or stale: clone again
+            console.print(
+                f"behaviour cloning: the cache {cache} is unusable ({exc}); cloning again"
+            )
+        else:
+            console.print(f"behaviour cloning: loaded from the cache {cache}")
+            return {**cached["info"], "cached": str(cache)}
     data = collect_expert_data(
         env_fn,
         env.task,
@@ -342,7 +398,7 @@ def _behaviour_clone(
     if cache is not None:
         cache.parent.mkdir(parents=True, exist_ok=True)
         states = {a: p.state_dict() for a, p in trainable.items()}
-        torch.save({"states": states, "info": info}, cache.with_suffix(".tmp"))
+        torch.save(rundir.plain({"states": states, "info": info}), cache.with_suffix(".tmp"))
         os.replace(cache.with_suffix(".tmp"), cache)
     return info
 

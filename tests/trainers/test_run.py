@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import shutil
 from pathlib import Path
 
 import pytest
@@ -35,10 +34,7 @@ SMALL = {
 
 
 def small(run_dir: Path, tiny_model_dir: Path, **extra) -> TrainConfig:
-    # Reuse the session's tiny model instead of building one per run.
-    (run_dir / "models").mkdir(parents=True, exist_ok=True)
-    if not (run_dir / "models" / "tiny").exists():
-        shutil.copytree(tiny_model_dir, run_dir / "models" / "tiny")
+    # Each run builds its tiny model in its own (new, empty) run directory.
     data = with_overrides(json.loads(json.dumps(SMALL)), extra)
     return from_dict(TrainConfig, {**data, "run_dir": str(run_dir)})
 
@@ -168,9 +164,7 @@ def test_the_default_run_is_the_pipeline_relay(tmp_path: Path, tiny_model_dir: P
     defaults = TrainConfig()
     assert defaults.task == "teamtr/Pipeline-v0" and defaults.schedule.budget == "disjoint"
     data = {k: v for k, v in SMALL.items() if k not in ("task", "task_options")}
-    (tmp_path / "models").mkdir()
-    shutil.copytree(tiny_model_dir, tmp_path / "models" / "tiny")
-    cfg = from_dict(TrainConfig, {**data, "run_dir": str(tmp_path)})
+    cfg = from_dict(TrainConfig, {**data, "run_dir": str(tmp_path / "run")})
     summary = run_training(cfg, console=Console(file=io.StringIO()))
     assert [u["agent"] for u in summary["updates"][:3]] == ["step1", "step2", "step3"]
     assert summary["eval_problems_distinct"] == 4

@@ -1,0 +1,206 @@
+"""Run directories never silently mix or overwrite results: resume fingerprints, refusing a used
+directory, validating before writing, atomic and weights-only checkpoints with a fallback."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from rich.console import Console
+from test_run import small
+
+from teamtr_core.errors import ConfigError
+from teamtr_env.cli import main
+from trainers import rundir
+from trainers.run import StopTraining, load_checkpoint, run_training
+
+QUIET = Console(file=io.StringIO())
+
+
+def _crashed(run_dir: Path, tiny_model_dir: Path, stop_after: int = 1, **extra):  # type: ignore[no-untyped-def]
+    cfg = small(run_dir, tiny_model_dir, **extra)
+    with pytest.raises(StopTraining):
+        run_training(cfg, console=QUIET, stop_after=stop_after)
+    return cfg
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_a_resume_that_changes_the_results_is_refused_with_every_difference(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    cfg = _crashed(tmp_path / "run", tiny_model_dir)
+    before = _snapshot(tmp_path / "run")
+    changed = small(
+        tmp_path / "run",
+        tiny_model_dir,
+        schedule__method="naive_sequential",
+        optim__lr=1e-3,
+        tiny_model__hidden_size=64,
+    )
+    with pytest.raises(ConfigError) as excinfo:
+        run_training(changed, resume=True, console=QUIET)
+    text = "\n".join(excinfo.value.problems)
+    assert "schedule.method:" in text and '-> "naive_sequential"' in text
+    assert "optim.lr:" in text and "tiny_model.hidden_size: 128 -> 64" in text
+    assert "config.yaml" in text and "stage_0001.pt" in text  # both records are checked
+    assert _snapshot(tmp_path / "run") == before  # nothing written, config.yaml kept
+    # Safe keys may change: the resume goes through.
+    safe = small(tmp_path / "run", tiny_model_dir, progress=True)
+    assert run_training(safe, resume=True, console=QUIET)["stages"] == cfg.schedule.stages
+
+
+def test_a_used_run_directory_is_refused_and_overwrite_replaces_it(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    # The old seed-0 run was killed after stage 1; a new seed-1 run must not pick it up.
+    run = tmp_path / "run"
+    _crashed(run, tiny_model_dir)
+    before = _snapshot(run)
+    seed1 = small(run, tiny_model_dir, seed=1)
+    with pytest.raises(ConfigError, match="already holds a run .*--resume.*--overwrite"):
+        run_training(seed1, console=QUIET)
+    assert _snapshot(run) == before
+    with pytest.raises(ConfigError, match="differs"):  # nor may it resume the seed-0 run
+        run_training(seed1, resume=True, console=QUIET)
+    (run / "mine.txt").write_text("not teamtr's")
+    out = io.StringIO()
+    with pytest.raises(StopTraining):
+        run_training(seed1, overwrite=True, console=Console(file=out, width=400), stop_after=1)
+    said = out.getvalue()
+    assert "--overwrite: deleted checkpoints, config.yaml, metrics.jsonl, models, tb" in said
+    assert "left alone: mine.txt" in said
+    assert load_checkpoint(run)["config"]["seed"] == 1  # the old run's files are gone
+    assert (run / "mine.txt").exists()
+    with pytest.raises(ConfigError, match="pick one"):
+        run_training(seed1, resume=True, overwrite=True, console=QUIET)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("x")
+    with pytest.raises(ConfigError, match="already holds other files"):
+        run_training(small(tmp_path / "other", tiny_model_dir), console=QUIET)
+
+
+def test_a_rejected_config_writes_nothing(tmp_path: Path, tiny_model_dir: Path) -> None:
+    team = {"agents": {"solver": {"backend": "random"}}}  # critic and aggregator have no policy
+    cfg = small(tmp_path / "new", tiny_model_dir, team=team)
+    with pytest.raises(ConfigError, match="agent 'critic' has no policy"):
+        run_training(cfg, console=QUIET)
+    assert not (tmp_path / "new").exists()
+    # A rejected resume leaves the run as it was.
+    _crashed(tmp_path / "run", tiny_model_dir)
+    before = _snapshot(tmp_path / "run")
+    with pytest.raises(ConfigError):
+        run_training(small(tmp_path / "run", tiny_model_dir, team=team), resume=True, console=QUIET)
+    assert _snapshot(tmp_path / "run") == before
+
+
+def test_a_truncated_latest_checkpoint_falls_back_to_the_previous_one(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    full = run_training(small(tmp_path / "full", tiny_model_dir), console=QUIET)
+    cfg = _crashed(tmp_path / "crashed", tiny_model_dir, stop_after=2)
+    folder = tmp_path / "crashed" / "checkpoints"
+    newest = folder / "stage_0002.pt"
+    newest.write_bytes(newest.read_bytes()[:1000])
+    out = io.StringIO()
+    resumed = run_training(cfg, resume=True, console=Console(file=out, width=200))
+    text = out.getvalue()
+    assert "skipped a checkpoint: stage_0002.pt cannot be read" in text
+    assert "resumed" in text and "after stage 1 (stage_0001.pt)" in text
+    assert resumed["after"] == full["after"]  # stage 2 was trained again, identically
+
+
+def test_checkpoint_folder_faults_are_named(tmp_path: Path) -> None:
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    assert rundir.load(folder) is None  # no checkpoints: nothing to resume
+    good = {"trainer": {"stage": 1}, "extra": {}}
+    rundir.save(folder, 1, good)
+    rundir.save(folder, 2, {"trainer": {"stage": 2}, "extra": {}})
+    (folder / "latest").write_text("")
+    found = rundir.load(folder)
+    assert found is not None and found.path.name == "stage_0002.pt"
+    assert found.skipped == (
+        f"{folder / 'latest'} is empty (it should name the newest stage_XXXX.pt)",
+    )
+    (folder / "latest").unlink()
+    (folder / "latest").mkdir()
+    found = rundir.load(folder)
+    assert found is not None and "is a directory" in found.skipped[0]
+    (folder / "latest").rmdir()
+    (folder / "latest").write_text("stage_0009.pt")
+    found = rundir.load(folder)
+    assert found is not None and found.skipped == (
+        "latest names stage_0009.pt, which does not exist",
+    )
+    for path in folder.glob("stage_*.pt"):
+        path.write_bytes(b"\x00garbage")
+    with pytest.raises(ConfigError, match="no intact checkpoint is left"):
+        rundir.load(folder)
+
+
+class _Payload:
+    """Unpickling this runs code: it touches a marker file."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (Path.touch, (self.marker,))
+
+
+def test_a_crafted_checkpoint_cannot_run_code(tmp_path: Path) -> None:
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    marker = tmp_path / "pwned"
+    torch.save({"trainer": _Payload(marker), "extra": {}}, folder / "stage_0001.pt")
+    (folder / "latest").write_text("stage_0001.pt")
+    with pytest.raises(ConfigError, match="stage_0001.pt cannot be read"):
+        rundir.load(folder)
+    assert not marker.exists()
+    torch.load(folder / "stage_0001.pt", weights_only=False)  # what a full unpickle would do
+    assert marker.exists()
+
+
+def test_checkpoints_keep_the_last_stages_of_this_run_only(tmp_path: Path) -> None:
+    folder = tmp_path / "checkpoints"
+    for stage in (5, 6):  # stale files of an older, longer run
+        rundir.save(folder, stage, {"trainer": {"stage": stage}})
+    rundir.save(folder, 1, {"trainer": {"stage": 1}})
+    rundir.save(folder, 2, {"trainer": {"stage": 2}})
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == ["latest", "stage_0001.pt", "stage_0002.pt"]
+    assert (folder / "latest").read_text() == "stage_0002.pt"
+    assert not list(folder.glob("*.tmp"))
+
+
+def test_plain_turns_numpy_into_data_a_weights_only_load_accepts(tmp_path: Path) -> None:
+    import numpy as np
+
+    state = {"a": np.float64(0.5), "b": [np.int64(3), (np.arange(2),)], "t": torch.ones(2)}
+    path = tmp_path / "x.pt"
+    torch.save(rundir.plain(state), path)
+    loaded = rundir.torch_load_plain(path)
+    assert loaded["a"] == 0.5 and loaded["b"] == [3, ([0, 1],)]
+    assert torch.equal(loaded["t"], torch.ones(2))
+
+
+def test_cli_resume_reads_the_runs_own_config_and_refuses_changes(
+    tmp_path: Path, tiny_model_dir: Path, capsys
+) -> None:
+    run = tmp_path / "run"
+    _crashed(run, tiny_model_dir, sft__steps=3)  # not the CLI's default config
+    assert main(["train", "--run-dir", str(run)]) == 2
+    assert "already holds a run" in capsys.readouterr().err
+    assert main(["train", "--resume", "--run-dir", str(run), "--set", "optim.lr=0.5"]) == 2
+    assert "optim.lr:" in capsys.readouterr().err
+    assert main(["train", "--resume", "--overwrite", "--run-dir", str(run)]) == 2
+    assert "pick one" in capsys.readouterr().err
+    assert main(["train", "--resume", "--run-dir", str(run)]) == 0  # its config.yaml
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["stages"] == 2

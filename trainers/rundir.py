@@ -1,0 +1,268 @@
+"""Run directories that never silently mix or overwrite results.
+
+The rules ``run_training`` (and ``teamtr train``) apply before anything is written:
+
+- **A new run needs an empty directory.** A directory that holds anything is refused unless the
+  run resumes it (``resume``) or replaces it (``overwrite``: teamtr's own files, listed in
+  :data:`ARTEFACTS`, are deleted first; other files are left alone and named).
+- **A resume must be the same run.** Every checkpoint stores the configuration that determines the
+  results, and ``config.yaml`` holds it from the start; a resume whose configuration differs in
+  anything but :data:`SAFE_TO_CHANGE` is refused with the list of differences.
+- **Checkpoints are written atomically** (a temporary file, then a rename) and loaded
+  weights-only (tensors and plain data: a crafted file cannot run code). An unreadable latest
+  checkpoint falls back to the newest intact one, and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from teamtr_core.errors import ConfigError
+from teamtr_env.config import read_data
+
+SAFE_TO_CHANGE: tuple[str, ...] = ("progress", "run_dir", "torch_threads")
+"""Config keys a resume may change: they do not change what the run computes (progress bars, where
+the directory is, and the CPU threads torch uses)."""
+
+ARTEFACTS: tuple[str, ...] = (
+    "config.yaml",
+    "metrics.jsonl",
+    "tb",
+    "checkpoints",
+    "models",
+    "curves.png",
+    "summary.json",
+)
+"""What a run writes in its directory (``--overwrite`` deletes these and nothing else)."""
+
+_STAGE_FILE = re.compile(r"^stage_(\d{4,})\.pt$")
+
+
+@dataclass(frozen=True)
+class LoadedCheckpoint:
+    """An intact checkpoint: its path, its contents, and the newer ones that could not be read."""
+
+    path: Path
+    state: dict[str, Any]
+    skipped: tuple[str, ...] = ()
+
+
+def result_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The plain config data that determines a run's results: all but :data:`SAFE_TO_CHANGE`."""
+    return {k: v for k, v in config.items() if k not in SAFE_TO_CHANGE}
+
+
+def config_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """``"key: old -> new"`` for every leaf that differs (dotted keys, safe keys ignored)."""
+    flat_old, flat_new = dict(_flatten(result_config(old))), dict(_flatten(result_config(new)))
+    lines = []
+    for key in sorted(set(flat_old) | set(flat_new)):
+        a, b = flat_old.get(key, "(unset)"), flat_new.get(key, "(unset)")
+        if a != b:
+            lines.append(f"{key}: {_show(a)} -> {_show(b)}")
+    return lines
+
+
+def _flatten(data: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    if isinstance(data, Mapping) and data:
+        for key, value in data.items():
+            yield from _flatten(value, f"{prefix}.{key}" if prefix else str(key))
+    else:
+        yield prefix, json.dumps(data, sort_keys=True, default=str)
+
+
+def _show(text: str) -> str:
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def prepare(run_dir: Path, *, resume: bool, overwrite: bool) -> list[str]:
+    """Applies the directory rules for a new or resumed run and returns what was deleted.
+
+    Raises:
+        ConfigError: ``resume`` and ``overwrite`` together, or a non-empty directory for a new
+            run without ``overwrite``.
+    """
+    if resume and overwrite:
+        raise ConfigError(
+            "train", ["--resume continues a run and --overwrite replaces it: pick one"]
+        )
+    if resume or not run_dir.exists():
+        return []
+    if not run_dir.is_dir():
+        raise ConfigError("run directory", [f"{run_dir} exists and is not a directory"])
+    present = sorted(p.name for p in run_dir.iterdir())
+    ours = [name for name in present if name in ARTEFACTS]
+    if not present:
+        return []
+    if not overwrite:
+        what = f"a run ({', '.join(ours)})" if ours else f"other files ({', '.join(present[:5])})"
+        raise ConfigError(
+            "run directory",
+            [
+                f"{run_dir} already holds {what}: pass --resume to continue that run, "
+                "--overwrite to replace it, or choose another --run-dir"
+            ],
+        )
+    for name in ours:
+        path = run_dir / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    return ours
+
+
+def check_resume(
+    run_dir: Path,
+    config: Mapping[str, Any],
+    checkpoint: LoadedCheckpoint | None,
+    normalise: Callable[[Any], Mapping[str, Any]] = dict,
+) -> None:
+    """Refuses a resume whose configuration differs from the run's (``config.yaml`` and the
+    checkpoint's stored configuration, each passed through ``normalise``, e.g. to rename old
+    keys), listing every difference.
+
+    Raises:
+        ConfigError: the differences, with how to resume with the run's own config.
+    """
+    saved: list[tuple[str, Mapping[str, Any]]] = []
+    path = run_dir / "config.yaml"
+    if path.exists():
+        data = read_data(path)
+        if isinstance(data, Mapping):
+            saved.append((str(path), normalise(data)))
+    if checkpoint is not None and isinstance(checkpoint.state.get("config"), Mapping):
+        saved.append((str(checkpoint.path), normalise(checkpoint.state["config"])))
+    problems = []
+    for where, old in saved:
+        diffs = config_differences(old, config)
+        if diffs:
+            problems.append(f"the config differs from the one in {where}:")
+            problems += [f"  {line}" for line in diffs]
+    if problems:
+        problems.append(
+            f"resume with the run's own config (teamtr train --resume --run-dir {run_dir}, "
+            "which reads its config.yaml), or start a new run in another --run-dir; only "
+            f"{', '.join(SAFE_TO_CHANGE)} may change on a resume"
+        )
+        raise ConfigError("resume", problems)
+
+
+# -- checkpoints --------------------------------------------------------------------------------
+
+
+def plain(value: Any) -> Any:
+    """``value`` as tensors and plain data (what a weights-only load accepts): NumPy scalars and
+    arrays become Python numbers and lists, tuples stay tuples."""
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, Mapping):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        items = [plain(v) for v in value]
+        return items if isinstance(value, list) else tuple(items)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def save(folder: Path, stage: int, state: Mapping[str, Any], keep: int = 2) -> Path:
+    """Atomically writes ``folder/stage_XXXX.pt`` (``state`` as plain data), points ``latest`` at
+    it and deletes the stage files outside the last ``keep`` stages up to ``stage``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"stage_{stage:04d}.pt"
+    tmp = path.with_suffix(".tmp")
+    torch.save(plain(state), tmp)
+    os.replace(tmp, path)
+    (folder / "latest.tmp").write_text(path.name, encoding="utf-8")
+    os.replace(folder / "latest.tmp", folder / "latest")
+    for number, old in _stage_files(folder):
+        if not stage - keep < number <= stage:
+            old.unlink()
+    return path
+
+
+def _stage_files(folder: Path) -> list[tuple[int, Path]]:
+    """``(stage, path)`` of the stage files, newest first."""
+    found = [
+        (int(m.group(1)), p) for p in folder.glob("stage_*.pt") if (m := _STAGE_FILE.match(p.name))
+    ]
+    return sorted(found, reverse=True)
+
+
+def load(folder: Path) -> LoadedCheckpoint | None:
+    """The newest intact checkpoint in ``folder`` (``None``: there is none to resume from).
+
+    ``latest`` names the newest; when it is empty, names a missing file, or that file cannot be
+    read, the other stage files are tried, newest first, and the reasons are kept in
+    ``skipped``.
+
+    Raises:
+        ConfigError: checkpoints exist but none can be read (each one's reason listed).
+    """
+    if not folder.is_dir():
+        return None
+    skipped: list[str] = []
+    candidates = _stage_files(folder)
+    latest = folder / "latest"
+    if latest.exists():
+        name = _read_latest(latest, skipped)
+        if name is not None:
+            named = folder / name
+            if not named.is_file():
+                skipped.append(f"latest names {name}, which does not exist")
+            else:
+                candidates = [(-1, named), *[(n, p) for n, p in candidates if p != named]]
+    for _, path in candidates:
+        try:
+            state = torch.load(path, weights_only=True, map_location="cpu")
+        except Exception as exc:
+            skipped.append(f"{path.name} cannot be read ({type(exc).__name__}: {_first_line(exc)})")
+            continue
+        if not isinstance(state, dict) or "trainer" not in state:
+            skipped.append(f"{path.name} is not a teamtr checkpoint")
+            continue
+        return LoadedCheckpoint(path, state, tuple(skipped))
+    if skipped:
+        raise ConfigError(f"checkpoints in {folder}", [*skipped, "no intact checkpoint is left"])
+    return None
+
+
+def _read_latest(latest: Path, skipped: list[str]) -> str | None:
+    if latest.is_dir():
+        skipped.append(f"{latest} is a directory, not the file naming the newest checkpoint")
+        return None
+    try:
+        name = latest.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        skipped.append(f"{latest} cannot be read ({exc})")
+        return None
+    if not name:
+        skipped.append(f"{latest} is empty (it should name the newest stage_XXXX.pt)")
+        return None
+    if not _STAGE_FILE.match(name):
+        skipped.append(f"{latest} names {name!r}, not a stage_XXXX.pt file")
+        return None
+    return name
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:160] if text else ""
+
+
+def torch_load_plain(path: Path) -> Any:
+    """``torch.load`` of a file this package wrote, weights-only (tensors and plain data)."""
+    return torch.load(path, weights_only=True, map_location="cpu")
