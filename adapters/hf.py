@@ -242,21 +242,21 @@ class HFPolicy:
         logits = self.model(
             input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device)
         ).logits
-        longest = max((len(c) for c in comp_ids), default=0)
-        out = logits.new_zeros((len(seqs), longest), dtype=torch.float32)
-        rows = []
-        for row, (p, c) in enumerate(zip(prompt_ids, comp_ids)):
-            if not c:
-                rows.append(out[row])
-                continue
-            # Position i predicts token i + 1: the completion's tokens are predicted from
-            # positions len(p) - 1 ... len(p) + len(c) - 2.
-            step_logits = logits[row, len(p) - 1 : len(p) + len(c) - 1].float() / temperature
-            token_lp = F.log_softmax(step_logits, dim=-1).gather(
-                -1, torch.tensor(c, device=logits.device).unsqueeze(-1)
-            )
-            rows.append(F.pad(token_lp.squeeze(-1), (0, longest - len(c))))
-        return torch.stack(rows) if rows else out
+        # Position i predicts token i + 1: row b's completion tokens are predicted from positions
+        # len(p) - 1 ... len(p) + len(c) - 2. One gather and one log-softmax for the whole chunk.
+        device = logits.device
+        comp_len = torch.tensor([len(c) for c in comp_ids], device=device)
+        prompt_len = torch.tensor([len(p) for p in prompt_ids], device=device)
+        longest = int(comp_len.max()) if len(comp_ids) else 0
+        steps = torch.arange(longest, device=device)
+        valid = steps.unsqueeze(0) < comp_len.unsqueeze(1)  # [B, T]
+        rows = torch.arange(len(seqs), device=device).unsqueeze(1).expand(-1, longest)[valid]
+        positions = (prompt_len.unsqueeze(1) - 1 + steps.unsqueeze(0))[valid]
+        tokens = torch.tensor([t for c in comp_ids for t in c], dtype=torch.long, device=device)
+        step_logits = logits[rows, positions].float() / temperature  # [tokens, V]
+        token_lp = F.log_softmax(step_logits, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+        out = torch.zeros((len(seqs), longest), dtype=torch.float32, device=device)
+        return out.masked_scatter(valid, token_lp)
 
 
 def _wrap_lora(model: Any, lora: LoraSettings) -> Any:

@@ -459,7 +459,6 @@ class Stage:
         messages = batch.messages_of(agent)
         groups = trainer._advantages(batch)
         msg_adv = _per_message(groups, messages)
-        behaviour = trainer._score(agent, messages)
         diag = None
         if self._stale is not None and index > 0:
             t0 = time.perf_counter()
@@ -481,7 +480,6 @@ class Stage:
             delta=delta,
             settings=trainer.agent_settings[agent],
             weights=weights,
-            behaviour=behaviour,
         )
         self.timing["update_s"] += result.update_s
         self.timing["monitor_s"] += result.monitor_s

@@ -133,12 +133,18 @@ def update_agent(
         weights: ``[N]`` optional importance weights (stale-rollout IS ablation).
         behaviour: precomputed behaviour log-probs (``score`` of the same messages), if any.
     """
+    if settings.epochs < 1:
+        raise ValueError(f"settings.epochs must be >= 1, got {settings.epochs}")
     n = len(messages)
     if n == 0:
         return UpdateResult(True, "no_messages", 0.0, 0.0, True, 0, 0.0, 0.0, 0.0, 0, 0, 0.0, 0.0)
     mb, temp = settings.micro_batch_size, settings.score_temperature
     t0 = time.perf_counter()
-    old = list(behaviour) if behaviour is not None else score(policy, messages, mb, temp)
+    # Without precomputed behaviour log-probs they come from the first epoch's own forward pass,
+    # detached: the parameters do not change within an epoch (one optimizer step per epoch), so
+    # they are exactly the behaviour log-probs, and a separate scoring pass is saved.
+    old: list[TokenLogprobs] = list(behaviour) if behaviour is not None else []
+    n_tokens = int(sum(int(o.mask.sum()) for o in old))
     params = list(policy.parameters())
     snapshot = [p.detach().clone() for p in params]
     opt_state = copy.deepcopy(optimizer.state_dict())
@@ -164,14 +170,16 @@ def update_agent(
             0.0,
         )
 
-    n_tokens = int(sum(int(o.mask.sum()) for o in old))
     clip_frac = 0.0
-    for _ in range(settings.epochs):
+    for epoch in range(settings.epochs):
         optimizer.zero_grad(set_to_none=True)
         clipped = 0.0
         for i, start in enumerate(range(0, n, mb)):
             chunk = messages[start : start + mb]
             new = score(policy, chunk, mb, temp, grad=True)[0]
+            if epoch == 0 and behaviour is None:
+                old.append(TokenLogprobs(new.logprobs.detach(), new.mask, new.token_ids))
+                n_tokens += int(new.mask.sum())
             cur = old[i]
             adv = advantages[start : start + len(chunk)]
             w = weights[start : start + len(chunk)] if weights is not None else None

@@ -137,6 +137,43 @@ def _result(**fields: object) -> UpdateResult:
     return UpdateResult(**{**base, **fields})  # type: ignore[arg-type]
 
 
+def test_behaviour_log_probs_come_from_the_first_epoch_exactly_and_save_a_pass() -> None:
+    """Without precomputed behaviour log-probs the first epoch's forward pass provides them: the
+    update equals the one given ``score(...)`` beforehand, with one scoring pass fewer."""
+    from trainers.update import score
+
+    results, calls = [], []
+    for precompute in (True, False):
+        policy, msgs, adv = batch(seed=3)
+        opt = torch.optim.SGD(policy.parameters(), lr=0.5)
+        behaviour = score(policy, msgs, 8) if precompute else None
+        counted = []
+        original = policy.logprobs
+
+        def counting(*args, _orig=original, _n=counted, **kwargs):  # type: ignore[no-untyped-def]
+            _n.append(1)
+            return _orig(*args, **kwargs)
+
+        policy.logprobs = counting  # type: ignore[method-assign]
+        settings = UpdateSettings(epochs=3, micro_batch_size=8)
+        result = update_agent(
+            policy, opt, msgs, adv, beta=0.1, delta=1.0, settings=settings, behaviour=behaviour
+        )
+        results.append((result, policy.logits.detach().clone()))
+        calls.append(len(counted))
+    (a, logits_a), (b, logits_b) = results
+    assert torch.equal(logits_a, logits_b)
+    assert (a.kl, a.l_seq, a.n_tokens, a.ratio_clip_frac) == (
+        b.kl,
+        b.l_seq,
+        b.n_tokens,
+        b.ratio_clip_frac,
+    )
+    # 4 micro-batches: 3 epochs + 1 monitor pass each, and no separate behaviour pass.
+    assert calls == [16, 16]
+    assert b.n_tokens == 32
+
+
 def test_adaptation_rules() -> None:
     assert adapt_beta(0.1, _result(kl=0.001, kl_raw=0.001), delta=0.01) == 0.05
     assert adapt_beta(0.1, _result(kl=0.007, kl_raw=0.007), delta=0.01) == 0.1
