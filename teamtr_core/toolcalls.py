@@ -21,7 +21,9 @@ A bare object is a call only if it has ``arguments``/``parameters`` (or ``functi
 ```` ```tool_call ```` any object is a call, and ``{"name": "f"}`` means no arguments. Valid JSON
 that is not call-shaped is skipped whole (a call nested inside it does not count). JSON values are
 delimited by bracket counting that respects strings and escapes, with memoised matches and a work
-budget linear in ``max_chars``; malformed candidates become diagnostics, never exceptions.
+budget linear in ``max_chars``; malformed candidates become diagnostics, never exceptions. Only the
+first ``max_chars`` characters are scanned: a call still open where they end is reported as too
+long (naming the limit), not as unbalanced.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ CANONICAL_CLOSE = "</tool_call>"
 NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 DEFAULT_MAX_CHARS = 100_000
 MAX_DEPTH = 64  # nesting limit of arguments; candidates nested deeper are rejected unparsed
+_BROKEN, _OPEN = -1, -2  # the end _match gives an unbalanced value / one still open at the end
 _CANDIDATE_RE = re.compile(r'\{[ \t\r\n]*["}]|\[[ \t\r\n]*\{')
 _OUT_RE = re.compile(r'[\[\]{}"\\]')
 _IN_RE = re.compile(r'["\\]')
@@ -202,9 +205,9 @@ def _items(value: Any, explicit: bool) -> list[ToolCall | str] | None:
 def _match(
     src: str, start: int, memo: dict[int, tuple[int, int]], budget: list[int]
 ) -> tuple[int, int] | None:
-    """(end, depth) of the bracketed value opening at ``start``; end -1 if it is unbalanced.
-
-    Unbalanced: never closed, a mismatched bracket, or a backslash outside a string. Every opener
+    """(end, depth) of the bracketed value opening at ``start``; end is :data:`_BROKEN` (-1) if
+    it is unbalanced (a mismatched bracket or a backslash outside a string) and :data:`_OPEN`
+    (-2) if it is still open where ``src`` ends (a value cut by the scan window). Every opener
     met outside a string is memoised (a fresh scan from it would behave identically) and known
     spans are jumped over. Scans that disagree on string state can only re-agree through a
     backslash outside a string, which ends them, so at most three scans cross any character.
@@ -214,10 +217,11 @@ def _match(
     """
     if start in memo:
         return memo[start]
-    stack, pos, in_string = [[start, 1]], start + 1, False
+    stack, pos, in_string, code = [[start, 1]], start + 1, False, _BROKEN
     while budget[0] >= 0:
         found = (_IN_RE if in_string else _OUT_RE).search(src, pos)
         if found is None:
+            code = _OPEN
             break
         p = found.start()
         char, budget[0], pos = src[p], budget[0] - (p + 1 - pos), p + 1
@@ -230,7 +234,8 @@ def _match(
         elif char in "{[":
             if (known := memo.get(p)) is None:
                 stack.append([p, 1])
-            elif known[0] < 0:
+            elif known[0] < 0:  # the same scan from here on: it ends the same way
+                code = known[0]
                 break
             else:
                 stack[-1][1], pos = max(stack[-1][1], known[1] + 1), known[0]
@@ -245,8 +250,8 @@ def _match(
     else:
         return None
     for opener, _ in stack:
-        memo[opener] = (-1, 0)
-    return (-1, 0)
+        memo[opener] = (code, 0)
+    return (code, 0)
 
 
 def _ws_left(src: str, pos: int, lo: int) -> int:
@@ -300,7 +305,10 @@ def _scan(text: str, max_chars: int) -> tuple[list[ToolCall], list[str], list[_S
         end, depth = hit
         explicit = src.endswith(_EXPLICIT, prev, _ws_left(src, start, prev))
         problem, items, pos = "", None, end  # valid JSON that is not call-shaped: skip it whole
-        if end < 0:
+        if end == _OPEN and len(text) > max_chars:
+            problem = f"too long: runs past the {max_chars}-character scan window (max_chars)"
+            pos = start + 1
+        elif end < 0:
             problem, pos = "unbalanced JSON", start + 1
         elif depth > MAX_DEPTH + 8:
             problem = "JSON nested too deeply"
@@ -336,7 +344,9 @@ def parse_tool_calls_detailed(text: str, max_chars: int = DEFAULT_MAX_CHARS) -> 
         max_chars: only ``text[:max_chars]`` is scanned (work is linear in it).
 
     Returns:
-        ``(calls, errors)``; errors read like ``"tool_call 2: arguments is not an object"``.
+        ``(calls, errors)``; errors read like ``"tool_call 2: arguments is not an object"``, or
+        ``"tool_call 1: too long: runs past the 100000-character scan window (max_chars)"`` for
+        a call cut by ``max_chars``.
     """
     calls, errors, _ = _scan(text, max_chars)
     return ToolCallParse(calls, errors)

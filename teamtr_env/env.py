@@ -21,8 +21,9 @@ from pettingzoo import AECEnv
 
 from tasks.base import Episode, Message, Problem, Score, Task
 from teamtr_core.errors import ConfigError, EpisodeOverError
+from teamtr_env.context import ContextHistory
 from teamtr_env.protocol import TeamProtocol
-from teamtr_env.router import FixedOrder, RouterLike, RouterState, make_router
+from teamtr_env.router import FixedOrder, RouterLike, RouterState, TranscriptView, make_router
 from teamtr_env.spaces import SAMPLE_CHARSET, UnicodeText
 
 
@@ -122,6 +123,7 @@ class TeamEnv(AECEnv):
         self._state = self.task.start(self.problem, self._rng)
         self.transcript = []
         self._origin: list[tuple[str, int]] = []  # per message: (the turn's agent, turn)
+        self._history = ContextHistory(self.protocol)
         self.score = None
         self.turn = 0
         self._notes: list[dict[str, Any]] = []
@@ -153,15 +155,13 @@ class TeamEnv(AECEnv):
         self._cumulative_rewards[agent] = 0.0
         self._clear_rewards()
         cleaned = self.protocol.clean(action)
-        self.transcript.append(Message("agent", agent, cleaned.text))
-        self._origin.append((agent, self.turn))
+        self._record(Message("agent", agent, cleaned.text), agent)
         if cleaned.notes:
             self._notes.append({"turn": self.turn, "speaker": agent, "notes": list(cleaned.notes)})
         feedback = self.task.respond(self._state, agent, cleaned.text)
         if feedback is not None:
             env_msg = self.protocol.clean(feedback)
-            self.transcript.append(Message("env", self.task.name, env_msg.text))
-            self._origin.append((agent, self.turn))
+            self._record(Message("env", self.task.name, env_msg.text), agent)
             if env_msg.notes:
                 self._notes.append(
                     {"turn": self.turn, "speaker": "env", "notes": list(env_msg.notes)}
@@ -193,18 +193,28 @@ class TeamEnv(AECEnv):
 
     # -- helpers ------------------------------------------------------------------------------
     def context(self, agent: str) -> str:
-        """The rendered shared context as ``agent`` sees it (the observation's ``text``)."""
+        """The rendered shared context as ``agent`` sees it (the observation's ``text``).
+
+        Each message is rendered once, when it is played, so a context costs the same at turn 5
+        and at turn 5000; the text is exactly ``protocol.render(prompt, <the messages agent
+        sees>, agent)``, which is called instead when a protocol subclass overrides ``render`` or
+        ``sees``, or when messages were added to or removed from ``transcript`` other than by
+        ``step``.
+        """
         if self.problem is None:
             raise EpisodeOverError("No episode yet: call reset() before observing.")
-        shown: Sequence[Message] = self.transcript
-        if self.protocol.visibility != "all":
-            shown = [
-                m
-                for m, (owner, turn) in zip(self.transcript, self._origin)
-                if self.protocol.sees(agent, self.turn, owner, turn)
-            ]
         prompt = self._prompt if self.protocol.shows_prompt(agent, self.turn) else None
-        text, truncated = self.protocol.render(prompt, shown, agent)
+        if self._incremental():
+            text, truncated = self._history.render(prompt, agent, self.turn)
+        else:
+            shown: Sequence[Message] = self.transcript
+            if self.protocol.visibility != "all":
+                shown = [
+                    m
+                    for m, (owner, turn) in zip(self.transcript, self._origin)
+                    if self.protocol.sees(agent, self.turn, owner, turn)
+                ]
+            text, truncated = self.protocol.render(prompt, shown, agent)
         self._context_truncated |= truncated
         return text
 
@@ -255,6 +265,22 @@ class TeamEnv(AECEnv):
         details = {**dict(score.details), "aggregation": "majority", "votes": votes}
         return text, Score(score.reward, score.correct, score.answer, details)
 
+    def _record(self, message: Message, owner: str) -> None:
+        """Appends a message of this turn (owned by the turn's agent) to the transcript."""
+        self.transcript.append(message)
+        self._origin.append((owner, self.turn))
+        self._history.append(message, owner, self.turn)
+
+    def _incremental(self) -> bool:
+        """Whether ``context`` may use the incremental history: the protocol renders and filters
+        as ``TeamProtocol`` does, and the transcript holds exactly the messages ``step`` played."""
+        kind = type(self.protocol)
+        return (
+            kind.render is TeamProtocol.render
+            and kind.sees is TeamProtocol.sees
+            and len(self._history) == len(self.transcript) == len(self._origin)
+        )
+
     def _choose_problem(self, options: Mapping[str, Any]) -> Problem:
         problem = options.get("problem")
         if isinstance(problem, Problem):
@@ -271,9 +297,8 @@ class TeamEnv(AECEnv):
         return self.task.sample(self._rng)
 
     def _route(self) -> str:
-        state = RouterState(
-            self.turn, tuple(self.possible_agents), tuple(self.transcript), self._rng
-        )
+        transcript = TranscriptView(self.transcript)  # not a copy: routing stays O(1)
+        state = RouterState(self.turn, tuple(self.possible_agents), transcript, self._rng)
         agent = self.router.select(state)
         if agent not in self._index:
             raise ConfigError(

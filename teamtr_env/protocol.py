@@ -210,16 +210,15 @@ class TeamProtocol:
         """The context ``agent`` sees: system prompt, the task's prompt (``None``: not shown),
         every message so far and a cue line naming the active agent.
 
+        ``TeamEnv`` renders the same text incrementally (``teamtr_env.context.ContextHistory``)
+        unless a subclass overrides this method or :meth:`sees`.
+
         Returns:
             ``(text, truncated)``; ``truncated`` is true when old messages were dropped or the
             text was cut to ``max_context_chars``.
         """
-        system = self.system_prompt(agent)
-        head = (f"{system}\n" if system else "") + (
-            f"### {self.header}\n{prompt}\n" if prompt is not None else ""
-        )
-        cue = f"### {agent}\n"
-        blocks = [f"### {m.speaker}\n{m.text}\n" for m in transcript]
+        head, cue = self.frame(prompt, agent)
+        blocks = [self.message_block(m) for m in transcript]
         budget = self.max_context_chars - len(head) - len(cue)
         kept: list[str] = []
         for block in reversed(blocks):
@@ -227,11 +226,28 @@ class TeamProtocol:
                 break
             kept.append(block)
             budget -= len(block)
-        text = head + "".join(reversed(kept)) + cue
-        truncated = len(kept) < len(blocks)
+        return self.fit(head, "".join(reversed(kept)), cue, dropped=len(kept) < len(blocks))
+
+    def message_block(self, message: Message) -> str:
+        """How one message appears in a rendered context (a ``### speaker`` line, then the text)."""
+        return f"### {message.speaker}\n{message.text}\n"
+
+    def frame(self, prompt: str | None, agent: str) -> tuple[str, str]:
+        """The ``(head, cue)`` around the messages of ``agent``'s context: the head holds the
+        system prompt and the task's prompt (``None``: not shown), the cue names ``agent``."""
+        system = self.system_prompt(agent)
+        head = (f"{system}\n" if system else "") + (
+            f"### {self.header}\n{prompt}\n" if prompt is not None else ""
+        )
+        return head, f"### {agent}\n"
+
+    def fit(self, head: str, body: str, cue: str, *, dropped: bool) -> tuple[str, bool]:
+        """Joins a context and cuts it from the left to ``max_context_chars``; returns
+        ``(text, truncated)``, where ``dropped`` says whether old messages were left out."""
+        text = head + body + cue
         if len(text) > self.max_context_chars:
-            text, truncated = text[-self.max_context_chars :], True
-        return text, truncated
+            return text[-self.max_context_chars :], True
+        return text, dropped
 
 
 def _strip_controls(text: str) -> str:

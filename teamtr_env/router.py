@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, overload, runtime_checkable
 
 import numpy as np
 
@@ -19,7 +19,8 @@ class RouterState:
     Attributes:
         turn: the index of the turn about to be played (0-based).
         agents: the team's agent names.
-        transcript: the shared context so far.
+        transcript: the shared context so far (``TeamEnv`` passes a :class:`TranscriptView`,
+            which compares equal to the tuple of its messages).
         rng: the episode's random generator (seeded by ``env.reset(seed=...)``).
     """
 
@@ -27,6 +28,50 @@ class RouterState:
     agents: tuple[str, ...]
     transcript: Sequence[Message]
     rng: np.random.Generator
+
+
+class TranscriptView(Sequence[Message]):
+    """A read-only view of the first ``length`` messages of a list that only grows, such as a
+    ``TeamEnv`` transcript: a snapshot that costs nothing to take, however long the episode.
+
+    Indexing, iteration and ``len`` see those messages only; a slice is a tuple; a view equals
+    (and hashes as) the tuple of its messages.
+    """
+
+    __slots__ = ("_length", "_messages")
+
+    def __init__(self, messages: Sequence[Message], length: int | None = None) -> None:
+        self._messages = messages
+        self._length = len(messages) if length is None else length
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Message, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Message | tuple[Message, ...]:
+        if isinstance(index, slice):
+            return tuple(self._messages[i] for i in range(self._length)[index])
+        return self._messages[range(self._length)[index]]
+
+    def __iter__(self) -> Iterator[Message]:
+        for i in range(self._length):
+            yield self._messages[i]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, TranscriptView | tuple):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"TranscriptView({tuple(self)!r})"
 
 
 @runtime_checkable

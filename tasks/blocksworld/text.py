@@ -13,8 +13,12 @@ Rendering follows ``plan-bench/utils/pddl_to_text.py`` (task 1, plan generation)
 Extraction follows ``utils/text_to_pddl.py::text_to_plan_blocksworld``: the text is lowercased,
 ``pick up``/``put down`` become ``pick-up``/``put-down``; on each line the action is the first of
 ``pick-up, put-down, stack, unstack`` (the domain file's order) that occurs as a whitespace-separated
-word; its objects are the colour names found in the line, ordered by first occurrence (a colour
-counts once); a line whose object count differs from the action's arity is skipped. As PlanBench's
+word; its objects are the block names found in the line, ordered by first occurrence (a block
+counts once); a line whose object count differs from the action's arity is skipped. A block name is
+``<colour> block`` as a whole phrase: the colour is not preceded, and ``block`` not followed, by a
+letter or digit. PlanBench tests substrings (``"red block" in line``), so it reads "the tired
+block" as the red block; we do not, which changes no verdict on PlanBench's recorded GPT-4
+answers (``tests/tasks/blocksworld/test_blocksworld_planbench_official.py``). As PlanBench's
 completion pipelines stop generation at ``[PLAN END]``, text from the first ``[PLAN END]`` on is
 ignored by default; ``stop_at_end=False`` reads the whole reply as its chat-model evaluation does.
 """
@@ -175,6 +179,29 @@ _TEXT_ACTIONS = (("pick up", "pick-up"), ("put down", "put-down"))
 _COLOUR_NAMES = tuple(COLOURS.values())
 
 
+def block_names(line: str) -> list[str]:
+    """The block names (``"red block"``, ...) in a lowercased line, each once, ordered by first
+    occurrence. A name counts only as a whole phrase, not preceded or followed by a letter or
+    digit (``str.isalnum``), so "the tired block" names no block; ``_``, ``*`` and other
+    punctuation are boundaries."""
+    found = []
+    for name in _COLOUR_NAMES:
+        if name not in line:  # the common case, at C speed
+            continue
+        pos = line.index(name)
+        while pos >= 0 and not _is_whole(line, pos, pos + len(name)):
+            pos = line.find(name, pos + 1)
+        if pos >= 0:
+            found.append((pos, name))
+    return [name for _, name in sorted(found)]
+
+
+def _is_whole(line: str, start: int, end: int) -> bool:
+    return (start == 0 or not line[start - 1].isalnum()) and (
+        end == len(line) or not line[end].isalnum()
+    )
+
+
 class ExtractedPlan(NamedTuple):
     """The actions read from a reply.
 
@@ -219,11 +246,11 @@ def extract_plan(
         name = next((a for a in ACTION_ORDER if a in words), None)
         if name is None:
             continue
-        found = sorted((line.index(c), c) for c in _COLOUR_NAMES if c in line)
+        found = block_names(line)
         if len(found) != ACTION_ARITY[name]:
             skipped += 1
             continue
-        actions.append(Action(name, tuple(LETTERS[c] for _, c in found)))
+        actions.append(Action(name, tuple(LETTERS[c] for c in found)))
         if len(actions) >= max_actions:
             break
     return ExtractedPlan(actions, skipped, stopped)

@@ -10,6 +10,8 @@ The mapping (one action per message, like tau-bench's one action per step):
   to the user;
 * a malformed call (broken JSON after ``<tool_call>``, a ``<tool_call>`` tag without a JSON
   object, a call without a name, ...) is an invalid call: an error goes back to the team, nothing runs, nothing reaches the user;
+  so is a call still open after the first :data:`MAX_SCAN_CHARS` characters (only those are
+  read), whose error says it is too long and names the limit;
 * any other message is sent to the user as it is.
 
 The environment answers with exactly one of (:func:`render_feedback`)::
@@ -77,6 +79,13 @@ def parse_agent_message(text: str, max_scan_chars: int = MAX_SCAN_CHARS) -> Agen
         return AgentAction("message", str(arguments["content"]), ignored_calls=ignored)
     if not errors and CANONICAL_OPEN in text[:max_scan_chars]:
         errors = ["no JSON object after <tool_call>"]
+    if any(": too long: " in e for e in errors):
+        return AgentAction(
+            "invalid",
+            f"Error: tool call too long: it runs past the first {max_scan_chars} characters of "
+            "the message, which is all that is read. Write shorter calls as "
+            '<tool_call>{"name": "...", "arguments": {...}}</tool_call>.',
+        )
     if errors:
         return AgentAction(
             "invalid",

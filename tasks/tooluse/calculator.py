@@ -6,16 +6,23 @@ Grammar (recursive descent, no exponent operator, so no expression can blow up):
     term   := factor (('*' | '/') factor)*
     factor := ('+' | '-') factor | NUMBER | '(' expr ')'
     NUMBER := digits ['.' digits] | '.' digits
+
+The tool does ASCII arithmetic, like tau-bench's (which accepts only ``0123456789+-*/(). ``):
+``digits`` are ``0-9``. Python reads the decimal digits of other scripts too
+(``float("١٢٣") == 123.0``); here they are an error that names the character. Whitespace between
+tokens (any ``str.isspace`` character) is ignored; any other character outside
+``0-9 . + - * / ( )`` is an error.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import unicodedata
 
 MAX_EXPRESSION_CHARS = 256
 MAX_DEPTH = 32
-_TOKEN = re.compile(r"\s*(?:(\d{1,30}(?:\.\d{0,30})?|\.\d{1,30})|(.))")
+_TOKEN = re.compile(r"\s*(?:([0-9]{1,30}(?:\.[0-9]{0,30})?|\.[0-9]{1,30})|(.))")
 
 
 class CalculationError(ValueError):
@@ -33,6 +40,12 @@ def _tokens(expression: str) -> list[str]:
         if number is not None:
             out.append(number)
         elif other is not None:
+            if other.isdecimal():  # a decimal digit of another script (ASCII ones are numbers)
+                name = unicodedata.name(other, "a decimal digit")
+                raise CalculationError(
+                    f"non-ASCII digit {other!r} (U+{ord(other):04X} {name}) in expression: write "
+                    "numbers with the ASCII digits 0-9"
+                )
             if other not in "+-*/()":
                 raise CalculationError(f"invalid character {other!r} in expression")
             out.append(other)
@@ -86,7 +99,7 @@ class _Parser:
             if self.take() != ")":
                 raise CalculationError("missing ')'")
             return value
-        if token[0].isdigit() or token[0] == ".":
+        if token[0] in "0123456789.":
             return float(token)
         raise CalculationError(f"unexpected {token!r}")
 
@@ -95,8 +108,9 @@ def calculate(expression: str) -> float:
     """Evaluates ``+ - * /`` arithmetic with parentheses and unary signs.
 
     Raises:
-        CalculationError: for anything else (names, ``**``, unbalanced parentheses, division by
-            zero, overflow, more than :data:`MAX_EXPRESSION_CHARS` characters).
+        CalculationError: for anything else (names, ``**``, digits other than ASCII ``0-9``,
+            unbalanced parentheses, division by zero, overflow, more than
+            :data:`MAX_EXPRESSION_CHARS` characters).
     """
     if len(expression) > MAX_EXPRESSION_CHARS:
         raise CalculationError(f"expression longer than {MAX_EXPRESSION_CHARS} characters")

@@ -146,8 +146,8 @@ READ_TOOLS: tuple[Tool, ...] = (
     ),
     Tool(
         "calculate",
-        "Calculate the result of an arithmetic expression with numbers, + - * /, parentheses "
-        "and spaces, such as '2 + 2'. The result is rounded to 2 decimals.",
+        "Calculate the result of an arithmetic expression with numbers (ASCII digits 0-9), "
+        "+ - * /, parentheses and spaces, such as '2 + 2'. The result is rounded to 2 decimals.",
         {"expression": string("The expression, such as '(12.5 + 3) * 2'.", TEXT_MAX)},
         ("expression",),
         calculate_tool,

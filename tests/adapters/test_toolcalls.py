@@ -182,6 +182,28 @@ def test_call_after_max_chars_is_not_scanned() -> None:
     assert parse_tool_calls(text, max_chars=1000) == [CANCEL]
 
 
+def test_call_cut_by_max_chars_is_too_long_not_unbalanced() -> None:
+    """Issue #15: a call still open where the scan window ends said 'unbalanced JSON'."""
+    long_call = '<tool_call>{"name": "f", "arguments": {"a": "' + "x" * 300 + '"}}</tool_call>'
+    calls, errors = parse_tool_calls_detailed("Calling. " + long_call, max_chars=150)
+    assert calls == []
+    assert errors == [
+        "text truncated to max_chars=150",
+        "tool_call 1: too long: runs past the 150-character scan window (max_chars)",
+    ]
+    assert parse_tool_calls(long_call, max_chars=1000) == [ToolCall("f", {"a": "x" * 300})]
+    # Open at the end of a text that was not cut, or broken inside the window: unbalanced.
+    assert parse_tool_calls_detailed(long_call[:100]).errors == ["tool_call 1: unbalanced JSON"]
+    broken = '<tool_call>{"name": "f", "arguments": {"a": 1]}' + " " * 300
+    assert parse_tool_calls_detailed(broken, max_chars=150).errors[1:] == [
+        "tool_call 1: unbalanced JSON"
+    ]
+    # An inner object met again after the outer one (memoised): still too long.
+    nested = '{"name": "f", "arguments": {"g": {"name": "h", "arguments": {"s": "' + "y" * 300
+    errors = parse_tool_calls_detailed(nested, max_chars=150).errors[1:]
+    assert errors and all(": too long: runs past the 150-character" in e for e in errors)
+
+
 # ---------------------------------------------------------------- adversarial input
 
 DEEP_ARGS = '{"name": "f", "arguments": "' + "[" * 10_000 + "]" * 10_000 + '"}'

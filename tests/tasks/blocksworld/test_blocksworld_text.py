@@ -121,6 +121,44 @@ def test_objects_are_ordered_by_position_not_by_colour() -> None:
     assert out.actions == acts("(unstack d a)")
 
 
+def test_block_names_match_as_whole_phrases() -> None:
+    """Issue #15: "the tired block" read as the red block (PlanBench tests substrings)."""
+    assert text.extract_plan("put down the tired block").actions == []
+    out = text.extract_plan("stack the tired block on top of the red block\npick up the red block")
+    assert out.actions == acts("(pick-up a)") and out.skipped == 1
+    assert text.extract_plan("put down the blue blocks").actions == []
+    assert text.extract_plan("pick up theorange block").actions == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "stack the red block on top of the blue block",
+        "Stack the **red block** on top of the __blue block__.",
+        "stack (red block) on top of [blue block]",
+        "stack red block,blue block",
+        "stack the red block on the blue block; then the red block again",
+    ],
+)
+def test_block_names_between_punctuation_still_match(line: str) -> None:
+    assert text.extract_plan(line).actions == acts("(stack a b)")
+
+
+@pytest.mark.parametrize(
+    ("line", "names"),
+    [
+        ("the tired block", []),
+        ("the bored block and the red block", ["red block"]),
+        ("the blue block on the red block", ["blue block", "red block"]),
+        ("the red blocks", []),
+        ("red block2 or red block", ["red block"]),
+        ("the reds block", []),
+    ],
+)
+def test_block_names(line: str, names: list[str]) -> None:
+    assert text.block_names(line) == names
+
+
 def test_action_is_the_first_of_the_domain_order_present_as_a_word() -> None:
     # PlanBench scans pick-up, put-down, stack, unstack in the domain's order, not the line's.
     out = text.extract_plan("unstack the blue block from the orange block and stack it")

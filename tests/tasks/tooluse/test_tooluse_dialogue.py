@@ -9,7 +9,7 @@ import pytest
 
 from adapters.base import Generation, SamplingParams
 from adapters.scripted import ConstantPolicy
-from tasks.tooluse.actions import parse_agent_message, render_feedback
+from tasks.tooluse.actions import MAX_SCAN_CHARS, parse_agent_message, render_feedback
 from tasks.tooluse.db import load_db
 from tasks.tooluse.reward import outputs_found
 from tasks.tooluse.tasks_data import ToolTask, builtin_tasks
@@ -64,6 +64,20 @@ def test_plain_text_and_respond_go_to_the_user() -> None:
 def test_malformed_calls_are_invalid(text: str) -> None:
     action = parse_agent_message(text)
     assert action.kind == "invalid" and action.text.startswith("Error")
+
+
+def test_a_call_past_the_scan_window_is_too_long_not_unbalanced() -> None:
+    """Issue #15: a call cut by the scan window was reported as 'unbalanced JSON'."""
+    call = '<tool_call>{"name": "think", "arguments": {"thought": "%s"}}</tool_call>'
+    cut = parse_agent_message("Thinking. " + call % ("x" * MAX_SCAN_CHARS))
+    assert cut.kind == "invalid"
+    assert cut.text.startswith("Error: tool call too long: it runs past the first 65536 characters")
+    assert "unbalanced" not in cut.text
+    short = parse_agent_message(call % ("x" * 1000), max_scan_chars=500)
+    assert short.kind == "invalid" and "past the first 500 characters" in short.text
+    assert parse_agent_message(call % ("x" * 1000)).kind == "tool"  # inside the window: runs
+    never_closed = parse_agent_message(call.replace("}}", "") % "x")  # short and broken
+    assert never_closed.kind == "invalid" and "unbalanced JSON" in never_closed.text
 
 
 def test_feedback_formats() -> None:

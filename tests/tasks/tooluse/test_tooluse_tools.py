@@ -399,6 +399,34 @@ def test_calculator_rejects_everything_else(expression: str) -> None:
         calculate(expression)
 
 
+@pytest.mark.parametrize(
+    ("expression", "digit"),
+    [
+        ("١٢٣+1", "'١' (U+0661 ARABIC-INDIC DIGIT ONE)"),  # issue #15: was 124.0
+        ("1 + ２", "'２' (U+FF12 FULLWIDTH DIGIT TWO)"),
+        ("2.५", "'५' (U+096B DEVANAGARI DIGIT FIVE)"),
+        ("𝟕 * 2", "'𝟕' (U+1D7D5 MATHEMATICAL BOLD DIGIT SEVEN)"),
+    ],
+)
+def test_calculator_rejects_non_ascii_digits_by_name(expression: str, digit: str) -> None:
+    with pytest.raises(CalculationError) as err:
+        calculate(expression)
+    assert str(err.value) == (
+        f"non-ASCII digit {digit} in expression: write numbers with the ASCII digits 0-9"
+    )
+
+
+def test_calculator_ignores_any_whitespace_and_rejects_other_non_ascii() -> None:
+    assert calculate("1\u00a0+\t2\n") == 3.0
+    with pytest.raises(CalculationError, match="invalid character '²'"):
+        calculate("3²")
+
+
+def test_calculate_tool_reports_a_non_ascii_digit(db: dict[str, Any]) -> None:
+    result = make_toolbox().execute(db, "calculate", {"expression": "١٢٣+1"})
+    assert result.text.startswith("Error: non-ASCII digit '١'")
+
+
 def test_calculate_tool_rounds_and_reports_errors(db: dict[str, Any]) -> None:
     box = make_toolbox()
     assert box.execute(db, "calculate", {"expression": "35.80 - 31.20"}).text == "4.6"
