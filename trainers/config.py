@@ -147,6 +147,12 @@ class TrustRegionConfig:
     monitor_subsample: float = _help(
         "fraction of token positions the KL monitor reads (unbiased)", 1.0
     )
+    monitor_without_region: bool = _help(
+        "with no trust region (delta_mode none, or a learner that updates without one), still "
+        "score the updated policy once per update to log its KL and surrogate; false skips that "
+        "forward pass and logs NaN for them",
+        False,
+    )
 
     def __post_init__(self) -> None:
         problems = []

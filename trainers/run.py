@@ -491,10 +491,11 @@ def _stage_line(config: TrainConfig, stage: int, metrics: dict[str, float], elap
     """``stage 2/6: 31.2 s (elapsed 63 s), reward mean 0.250, KL 0.0123, val avg@4 0.312 (8
     problems)``: the plain progress line printed after every stage when there are no bars."""
     k = config.eval.k
+    kl = metrics.get("stage/kl_tok_mean", math.nan)
     line = (
         f"stage {stage}/{config.schedule.stages}: {metrics.get('stage/wall_s', math.nan):.1f} s "
         f"(elapsed {elapsed:.0f} s), reward mean {metrics.get('stage/reward_mean', math.nan):.3f}, "
-        f"KL {metrics.get('stage/kl_tok_mean', math.nan):.4f}"
+        + (f"KL {kl:.4f}" if math.isfinite(kl) else "KL not monitored")
     )
     if f"val/avg@{k}" in metrics:
         line += f", val avg@{k} {metrics[f'val/avg@{k}']:.3f}"

@@ -38,6 +38,7 @@ class UpdateSettings:
     max_backtracks: int = 6
     monitor_subsample: float = 1.0
     score_temperature: float = 1.0
+    monitor_without_region: bool = True
 
 
 @dataclass(frozen=True)
@@ -199,6 +200,23 @@ def update_agent(
         clip_frac = clipped
     update_s = time.perf_counter() - t0
 
+    if delta is None and not settings.monitor_without_region:
+        # No region to enforce: the post-update scoring pass would only be logged; skip it.
+        return UpdateResult(
+            accepted=True,
+            reason="ok",
+            kl_raw=math.nan,
+            kl=math.nan,
+            in_region=True,
+            backtracks=0,
+            step_scale=1.0,
+            l_seq=math.nan,
+            ratio_clip_frac=clip_frac,
+            n_messages=n,
+            n_tokens=n_tokens,
+            update_s=update_s,
+            monitor_s=0.0,
+        )
     t1 = time.perf_counter()
     cur_lp, mask = concat_logprobs(old)
     generator = torch.Generator().manual_seed(0)

@@ -174,6 +174,29 @@ def test_behaviour_log_probs_come_from_the_first_epoch_exactly_and_save_a_pass()
     assert b.n_tokens == 32
 
 
+def test_without_a_trust_region_the_monitor_pass_is_skipped_unless_asked() -> None:
+    runs = {}
+    for monitor in (False, True):
+        policy, msgs, adv = batch(seed=5)
+        opt = torch.optim.SGD(policy.parameters(), lr=0.5)
+        calls = []
+        original = policy.logprobs
+
+        def counting(*args, _orig=original, _n=calls, **kwargs):  # type: ignore[no-untyped-def]
+            _n.append(1)
+            return _orig(*args, **kwargs)
+
+        policy.logprobs = counting  # type: ignore[method-assign]
+        settings = UpdateSettings(epochs=2, micro_batch_size=32, monitor_without_region=monitor)
+        result = update_agent(policy, opt, msgs, adv, beta=0.0, delta=None, settings=settings)
+        runs[monitor] = (result, len(calls), policy.logits.detach().clone())
+    skipped, monitored = runs[False], runs[True]
+    assert torch.equal(skipped[2], monitored[2])  # the same update either way
+    assert (skipped[1], monitored[1]) == (2, 3)  # one forward pass fewer
+    assert math.isnan(skipped[0].kl) and math.isnan(skipped[0].l_seq) and skipped[0].accepted
+    assert monitored[0].kl > 0 and skipped[0].monitor_s == 0.0
+
+
 def test_adaptation_rules() -> None:
     assert adapt_beta(0.1, _result(kl=0.001, kl_raw=0.001), delta=0.01) == 0.05
     assert adapt_beta(0.1, _result(kl=0.007, kl_raw=0.007), delta=0.01) == 0.1
