@@ -147,6 +147,12 @@ class TrustRegionConfig:
     monitor_subsample: float = _help(
         "fraction of token positions the KL monitor reads (unbiased)", 1.0
     )
+    monitor_messages: float = _help(
+        "fraction of the agent's messages the post-update KL check scores (a seeded uniform "
+        "subset, the same for every backtrack): unbiased, and the check costs this fraction of a "
+        "forward pass; see benchmarks/update_speed.py for its decision flip rate",
+        1.0,
+    )
     monitor_without_region: bool = _help(
         "with no trust region (delta_mode none, or a learner that updates without one), still "
         "score the updated policy once per update to log its KL and surrogate; false skips that "
@@ -164,6 +170,8 @@ class TrustRegionConfig:
             problems.append("beta and max_backtracks must be >= 0")
         if not 0 < self.monitor_subsample <= 1:
             problems.append(f"monitor_subsample must be in (0, 1], got {self.monitor_subsample}")
+        if not 0 < self.monitor_messages <= 1:
+            problems.append(f"monitor_messages must be in (0, 1], got {self.monitor_messages}")
         if problems:
             raise ValueError("; ".join(problems))
 

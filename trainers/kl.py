@@ -114,6 +114,14 @@ def kl_penalty(logp_cur: torch.Tensor, logp_new: torch.Tensor, mask: torch.Tenso
     return per_message.mean() if per_message.numel() else per_message.sum() * 0.0
 
 
+def message_subset(n: int, fraction: float, generator: torch.Generator | None) -> torch.Tensor:
+    """``round(fraction * n)`` (at least 1) message indices drawn uniformly without replacement,
+    sorted: the mean of the per-message sums over them is an unbiased estimate of Eq. (18)."""
+    _check_fraction("fraction", fraction)
+    k = min(n, max(1, round(fraction * n)))
+    return torch.randperm(n, generator=generator)[:k].sort().values
+
+
 def monitor_flip_rate(
     logp_cur: torch.Tensor,
     logp_new: torch.Tensor,
@@ -123,13 +131,17 @@ def monitor_flip_rate(
     fraction: float,
     n_trials: int = 200,
     generator: torch.Generator | None = None,
+    unit: str = "token",
 ) -> float:
-    """How often token subsampling flips the trust-region decision (App. G.4).
+    """How often subsampling flips the trust-region decision (App. G.4).
 
     Returns ``Pr_q[1{KL_hat <= delta} != 1{KL_hat^(q) <= delta}]`` estimated over ``n_trials``
-    Bernoulli(``fraction``) token subsamples (reweighted by ``1/fraction``) of one batch. The
-    paper reports it conditioned on ``KL_hat in [0.8 delta, 1.2 delta]``; the caller applies that
-    filter across updates.
+    subsamples of one batch: ``unit="token"`` keeps each counted token with probability
+    ``fraction`` (reweighted by ``1/fraction``; it saves no forward pass), ``unit="message"``
+    averages a uniform ``fraction`` of the messages (:func:`message_subset`; the KL check then
+    scores only those, so it costs that fraction of a forward pass). The paper reports it
+    conditioned on ``KL_hat in [0.8 delta, 1.2 delta]``; the caller applies that filter across
+    updates.
 
     Args:
         logp_cur, logp_new, mask: as in :func:`token_kl_monitor`.
@@ -137,10 +149,13 @@ def monitor_flip_rate(
         fraction: kept fraction ``q`` in ``(0, 1]`` (the paper uses 0.25 and 0.5).
         n_trials: number of subsamples (>= 1).
         generator: RNG for the subsampling.
+        unit: ``"token"`` or ``"message"``.
 
     Returns:
         Flip rate in ``[0, 1]``; 0.0 when ``fraction == 1``.
     """
+    if unit not in ("token", "message"):
+        raise ValueError(f"unit must be 'token' or 'message'; got {unit!r}.")
     if not delta > 0:
         raise ValueError(f"delta must be > 0 (the trust-region radius); got {delta}.")
     _check_fraction("fraction", fraction)
@@ -149,9 +164,13 @@ def monitor_flip_rate(
     r = _token_log_ratio(logp_cur, logp_new, mask)
     if r.shape[0] == 0:
         return 0.0
-    inside = bool(r.sum(-1).mean() <= delta)
+    per_message = r.sum(-1)
+    inside = bool(per_message.mean() <= delta)
     flips = 0
     for _ in range(n_trials):
-        sums, _ = _subsampled_value(r, mask, fraction, generator)
+        if unit == "message":
+            sums = per_message[message_subset(len(per_message), fraction, generator)]
+        else:
+            sums, _ = _subsampled_value(r, mask, fraction, generator)
         flips += int(bool(sums.mean() <= delta) != inside)
     return flips / n_trials

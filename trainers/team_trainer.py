@@ -148,6 +148,7 @@ class TeamTrainer:
             max_grad_norm=opt.max_grad_norm,
             max_backtracks=tr.max_backtracks,
             monitor_subsample=tr.monitor_subsample,
+            monitor_messages=tr.monitor_messages,
             monitor_without_region=tr.monitor_without_region,
             score_temperature=_score_temperature(shared),
         )

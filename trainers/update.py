@@ -23,7 +23,7 @@ import torch
 
 from teamtr_core.policy import TokenLogprobs, TrainablePolicy
 from teamtr_env.rollout import MessageRecord
-from trainers.kl import kl_penalty, token_kl_monitor
+from trainers.kl import kl_penalty, message_subset, token_kl_monitor
 from trainers.surrogate import clipped_surrogate, surrogate_value
 
 
@@ -37,6 +37,7 @@ class UpdateSettings:
     max_grad_norm: float = 1.0
     max_backtracks: int = 6
     monitor_subsample: float = 1.0
+    monitor_messages: float = 1.0
     score_temperature: float = 1.0
     monitor_without_region: bool = True
 
@@ -220,9 +221,20 @@ def update_agent(
     t1 = time.perf_counter()
     cur_lp, mask = concat_logprobs(old)
     generator = torch.Generator().manual_seed(0)
+    # The check scores a seeded uniform subset of the messages when monitor_messages < 1 (the
+    # same subset for every backtrack): unbiased, and it costs that fraction of a forward pass.
+    subset = (
+        None
+        if settings.monitor_messages >= 1
+        else message_subset(n, settings.monitor_messages, generator)
+    )
+    checked = messages if subset is None else [messages[int(i)] for i in subset]
+    if subset is not None:
+        cur_lp, mask = cur_lp[subset], mask[subset]
 
     def monitored() -> tuple[float, torch.Tensor]:
-        new_lp, _ = concat_logprobs(score(policy, messages, mb, temp))
+        new_lp, _ = concat_logprobs(score(policy, checked, mb, temp))
+        new_lp = torch.nn.functional.pad(new_lp, (0, cur_lp.shape[1] - new_lp.shape[1]))
         est = token_kl_monitor(
             cur_lp, new_lp, mask, subsample=settings.monitor_subsample, generator=generator
         )
@@ -243,8 +255,9 @@ def update_agent(
     monitor_s = time.perf_counter() - t1
     if delta is not None and kl > delta:
         return dataclasses.replace(restore("out_of_region", kl_raw), monitor_s=monitor_s)
-    adv_all = advantages[:n]
-    l_seq = surrogate_value(new_lp, cur_lp, mask, adv_all, weights=weights)
+    adv_all = advantages[:n] if subset is None else advantages[:n][subset]
+    w_all = weights if weights is None or subset is None else weights[subset]
+    l_seq = surrogate_value(new_lp, cur_lp, mask, adv_all, weights=w_all)
     return UpdateResult(
         accepted=True,
         reason="backtracked" if backtracks else "ok",

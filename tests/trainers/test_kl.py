@@ -11,7 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainers.kl import kl_penalty, monitor_flip_rate, token_kl_monitor
+from trainers.kl import kl_penalty, message_subset, monitor_flip_rate, token_kl_monitor
 
 F64 = torch.float64
 # Token log-ratios log(pi_cur / pi_new) at counted tokens: message 0 -> 0.5, -0.2; message 1 -> 0.4.
@@ -198,3 +198,30 @@ M = torch.ones(1, 2, dtype=torch.bool)
 def test_errors(call: Callable[[], object], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_message_subsets_are_unbiased_and_their_flip_rate_has_hand_values() -> None:
+    gen = torch.Generator().manual_seed(5)
+    cur = torch.randn(8, 12, dtype=F64, generator=gen)
+    new = cur + 0.3 * torch.randn(8, 12, dtype=F64, generator=gen)
+    mask = torch.rand(8, 12, generator=gen) < 0.8
+    full = token_kl_monitor(cur, new, mask)
+    per_message = full.per_message
+    idx = message_subset(8, 0.25, gen)
+    assert idx.tolist() == sorted(set(idx.tolist())) and len(idx) == 2
+    draws = torch.stack([per_message[message_subset(8, 0.25, gen)].mean() for _ in range(4000)])
+    stderr = draws.std().item() / math.sqrt(len(draws))
+    assert abs(draws.mean().item() - full.value) < 4 * stderr
+    assert len(message_subset(3, 0.01, gen)) == 1 and len(message_subset(3, 1.0, gen)) == 3
+    # Two messages with sums 0 and 1, delta 0.6: the full mean 0.5 is inside; a half-subset
+    # keeps one message, and the one with sum 1 (probability 1/2) flips the decision.
+    two_cur = torch.tensor([[0.0], [1.0]], dtype=F64)
+    two_new = torch.zeros(2, 1, dtype=F64)
+    kw: dict[str, Any] = {"delta": 0.6, "n_trials": 2000, "generator": gen, "unit": "message"}
+    ones = torch.ones(2, 1, dtype=torch.bool)
+    assert monitor_flip_rate(two_cur, two_new, ones, fraction=0.5, **kw) == pytest.approx(
+        0.5, abs=0.04
+    )
+    assert monitor_flip_rate(two_cur, two_new, ones, fraction=1.0, **kw) == 0.0
+    with pytest.raises(ValueError, match="unit must be"):
+        monitor_flip_rate(two_cur, two_new, ones, fraction=0.5, delta=0.6, unit="row")

@@ -197,6 +197,30 @@ def test_without_a_trust_region_the_monitor_pass_is_skipped_unless_asked() -> No
     assert monitored[0].kl > 0 and skipped[0].monitor_s == 0.0
 
 
+def test_the_kl_check_can_score_a_subset_of_the_messages() -> None:
+    """monitor_messages=0.25 scores 8 of 32 messages after the step, and the update is the same
+    (the estimator's unbiasedness is tested in test_kl.py)."""
+    runs = {}
+    for fraction in (1.0, 0.25):
+        policy, msgs, adv = batch(seed=7)
+        opt = torch.optim.SGD(policy.parameters(), lr=0.5)
+        sizes: list[int] = []
+        original = policy.logprobs
+
+        def counting(prompts, *args, _orig=original, _n=sizes, **kwargs):  # type: ignore[no-untyped-def]
+            _n.append(len(prompts))
+            return _orig(prompts, *args, **kwargs)
+
+        policy.logprobs = counting  # type: ignore[method-assign]
+        settings = UpdateSettings(epochs=1, micro_batch_size=32, monitor_messages=fraction)
+        result = update_agent(policy, opt, msgs, adv, beta=0.0, delta=10.0, settings=settings)
+        runs[fraction] = (result, sizes, policy.logits.detach().clone())
+    full, part = runs[1.0], runs[0.25]
+    assert full[1] == [32, 32] and part[1] == [32, 8]  # the epoch's pass, then the check
+    assert torch.equal(full[2], part[2])
+    assert part[0].kl > 0 and math.isfinite(part[0].kl) and part[0].n_tokens == 32
+
+
 def test_adaptation_rules() -> None:
     assert adapt_beta(0.1, _result(kl=0.001, kl_raw=0.001), delta=0.01) == 0.05
     assert adapt_beta(0.1, _result(kl=0.007, kl_raw=0.007), delta=0.01) == 0.1

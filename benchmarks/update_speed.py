@@ -1,0 +1,327 @@
+"""Update speed: seconds per training step of teamtr, beside TRL's GRPOTrainer when it is installed.
+
+Usage::
+
+    .venv/bin/python benchmarks/update_speed.py [--steps 10] [--json OUT]
+
+One step = sample 16 prompts x 4 generations (12 new tokens, temperature 0.8, top-k off) with the
+tiny char-level Llama (0.55M parameters) on one-digit sums (``teamtr/Arith-v0``, ``digits=1``, a
+one-agent team, no system prompt), score them, and make one update at lr 1e-4. teamtr runs one
+``TeamTrainer`` stage per step (one agent: one update per stage); rows:
+
+- ``trust region on, 1 epoch``: the shipped update (clipped surrogate, KL penalty, the token-KL
+  check after the step) with ``optim.epochs=1``;
+- ``no trust region, 1 epoch``: ``delta_mode: none`` (the post-update check is skipped);
+- ``as shipped (4 epochs)``: the default ``optim.epochs``.
+
+With ``trl`` importable (not a dependency: ``.venv/bin/pip install trl`` adds it and ``datasets``
+to the virtual environment), TRL's ``GRPOTrainer`` runs the same model, prompts (the contexts the
+solver sees), reward (the task's grader) and settings (``num_iterations=1``, ``beta=0``: no
+reference model, one optimizer step per generation batch) for the same number of steps, and the
+ratios teamtr / TRL are reported (``ratio_vs_trl``: trust region on; ``ratio_vs_trl_no_tr``).
+Every figure is the median over ``--steps`` steps after one warm-up step, with one torch thread.
+Quote them only from an idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+import teamtr_env
+from adapters.hf import HFPolicy
+from adapters.tiny import build_tiny_model
+from teamtr_env.config import from_dict
+from trainers.config import TrainConfig
+from trainers.team_trainer import TeamTrainer
+
+TASK = "teamtr/Arith-v0"
+OPTIONS: dict[str, Any] = {
+    "digits": 1,
+    "agents": ["solver"],
+    "max_turns": 1,
+    "system_prompts": {"solver": ""},
+}
+PROMPTS, GENERATIONS, NEW_TOKENS, TEMPERATURE, LR = 16, 4, 12, 0.8, 1e-4
+
+
+def make_env() -> Any:
+    return teamtr_env.make(TASK, **OPTIONS)
+
+
+def teamtr_config(*, epochs: int, trust_region: bool, steps: int) -> TrainConfig:
+    return from_dict(
+        TrainConfig,
+        {
+            "task": TASK,
+            "task_options": OPTIONS,
+            "sampling": {"temperature": TEMPERATURE, "max_new_tokens": NEW_TOKENS},
+            "sft": None,
+            "diagnostics": False,
+            "progress": False,
+            "schedule": {
+                "stages": steps,
+                "problems_per_batch": PROMPTS,
+                "group_size": GENERATIONS,
+            },
+            "optim": {"lr": LR, "epochs": epochs},
+            "trust_region": {"delta_mode": "fixed" if trust_region else "none"},
+        },
+        what="update_speed config",
+    )
+
+
+def teamtr_steps(model_dir: Path, steps: int, *, epochs: int, trust_region: bool) -> dict:
+    """Median seconds per step and the median time split (sampling, update, KL check)."""
+    config = teamtr_config(epochs=epochs, trust_region=trust_region, steps=steps + 1)
+    trainer = TeamTrainer(config, make_env, {"solver": HFPolicy.from_pretrained(model_dir)})
+    rows = []
+    for _ in range(steps + 1):
+        t0 = time.perf_counter()
+        report = trainer.run_stage()
+        wall = time.perf_counter() - t0
+        m = report.metrics
+        rows.append(
+            {
+                "step_s": wall,
+                "rollout_s": m.get("stage/rollout_s", 0.0),
+                "update_s": m.get("stage/update_s", 0.0),
+                "monitor_s": m.get("stage/monitor_s", 0.0),
+                "reward": m["stage/reward_mean"],
+            }
+        )
+    rows = rows[1:]  # the first step warms up
+    return {key: statistics.median(r[key] for r in rows) for key in rows[0]}
+
+
+def flip_rates(model_dir: Path, updates: int, fractions: tuple[float, ...] = (0.25, 0.5)) -> dict:
+    """How often a subsampled KL check would decide differently from the full one (App. G.4).
+
+    ``updates`` shipped updates (4 epochs) of the one-agent team; after each, the full check's
+    estimate KL_hat and, for token and message subsampling at each fraction, the flip rate at a
+    radius in the band the paper conditions on (delta = KL_hat x 0.8, 0.9, 1.1, 1.2: the updates
+    whose decision is close), averaged over the band and the updates.
+    """
+    from trainers.kl import monitor_flip_rate, token_kl_monitor
+    from trainers.team_trainer import _per_message
+    from trainers.update import concat_logprobs, score, update_agent
+
+    config = teamtr_config(epochs=4, trust_region=True, steps=updates)
+    trainer = TeamTrainer(config, make_env, {"solver": HFPolicy.from_pretrained(model_dir)})
+    slot, settings = trainer.slots["solver"], trainer.agent_settings["solver"]
+    settings = dataclasses.replace(settings, monitor_without_region=True)
+    generator = torch.Generator().manual_seed(0)
+    rates: dict[str, list[float]] = {
+        f"{unit} {q:.0%}": [] for unit in ("token", "message") for q in fractions
+    }
+    kls = []
+    for i in range(updates):
+        batch = trainer.sample(i, 0, PROMPTS)
+        msgs = batch.messages_of("solver")
+        adv = _per_message(trainer._advantages(batch), msgs)
+        old = score(slot.policy, msgs, settings.micro_batch_size, settings.score_temperature)
+        update_agent(
+            slot.policy, slot.optimizer, msgs, adv, beta=slot.beta, delta=None, settings=settings
+        )
+        new = score(slot.policy, msgs, settings.micro_batch_size, settings.score_temperature)
+        cur_lp, mask = concat_logprobs(old)
+        new_lp, _ = concat_logprobs(new)
+        kl = token_kl_monitor(cur_lp, new_lp, mask).value
+        kls.append(kl)
+        if kl <= 0:  # a sampled estimate can be negative for a tiny step: no band to test
+            continue
+        for unit in ("token", "message"):
+            for q in fractions:
+                band = [
+                    monitor_flip_rate(
+                        cur_lp,
+                        new_lp,
+                        mask,
+                        delta=kl * factor,
+                        fraction=q,
+                        n_trials=200,
+                        generator=generator,
+                        unit=unit,
+                    )
+                    for factor in (0.8, 0.9, 1.1, 1.2)
+                ]
+                rates[f"{unit} {q:.0%}"].append(statistics.mean(band))
+    return {
+        "updates": updates,
+        "kl_hat_median": statistics.median(kls),
+        "updates_in_band": len(next(iter(rates.values()))),
+        "flip_rate_in_band": {k: statistics.mean(v) if v else None for k, v in rates.items()},
+    }
+
+
+def trl_steps(model_dir: Path, steps: int) -> dict | None:
+    """TRL's GRPOTrainer on the same model, prompts, reward and settings (None: not installed)."""
+    try:
+        from datasets import Dataset
+        from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+        from trl import GRPOConfig, GRPOTrainer
+    except ImportError:
+        return None
+    env = make_env()
+    task = env.task
+    problems = []
+    rng = __import__("numpy").random.default_rng(0)
+    for _ in range(PROMPTS * (steps + 1)):
+        problems.append(task.sample(rng))
+    prompts = []
+    for problem in problems:
+        env.reset(seed=0, options={"problem": problem})
+        prompts.append(env.context("solver"))
+    by_prompt = {p: problem for p, problem in zip(prompts, problems)}
+
+    def reward(prompts: list[str], completions: list[str], **_: Any) -> list[float]:
+        return [task.grade(by_prompt[p], c).reward for p, c in zip(prompts, completions)]
+
+    times: list[float] = []
+
+    class Clock(TrainerCallback):  # type: ignore[misc]
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            times.append(time.perf_counter() - self.t0)
+
+    out = tempfile.mkdtemp(prefix="trl-")
+    config = GRPOConfig(
+        output_dir=out,
+        per_device_train_batch_size=PROMPTS * GENERATIONS,
+        num_generations=GENERATIONS,
+        steps_per_generation=1,
+        max_completion_length=NEW_TOKENS,
+        temperature=TEMPERATURE,
+        top_k=0,
+        top_p=1.0,
+        learning_rate=LR,
+        num_iterations=1,
+        beta=0.0,
+        max_steps=steps + 1,
+        use_cpu=True,
+        report_to="none",
+        logging_steps=10_000,
+        save_strategy="no",
+        shuffle_dataset=False,
+        lr_scheduler_type="constant",
+        disable_dropout=True,
+        seed=0,
+    )
+    tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward,
+        args=config,
+        train_dataset=Dataset.from_dict({"prompt": prompts}),
+        processing_class=tokenizer,
+        callbacks=[Clock()],
+    )
+    trainer.train()
+    return {"step_s": statistics.median(times[1:])}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=10, help="timed steps (after one warm-up)")
+    parser.add_argument("--model", type=Path, default=None, help="a tiny model directory")
+    parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    parser.add_argument(
+        "--flip-updates",
+        type=int,
+        default=10,
+        help="shipped updates over which the KL-check flip rates are measured (0 = skip)",
+    )
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    console = Console()
+    model_dir = args.model or build_tiny_model(Path(tempfile.mkdtemp()) / "tiny")
+    rows = {
+        "trust region on, 1 epoch": teamtr_steps(
+            model_dir, args.steps, epochs=1, trust_region=True
+        ),
+        "no trust region, 1 epoch": teamtr_steps(
+            model_dir, args.steps, epochs=1, trust_region=False
+        ),
+        "as shipped (4 epochs)": teamtr_steps(model_dir, args.steps, epochs=4, trust_region=True),
+    }
+    trl = trl_steps(model_dir, args.steps)
+    table = Table(
+        title=f"s/step: {PROMPTS} prompts x {GENERATIONS} generations, {NEW_TOKENS} new tokens, "
+        f"one-digit sums, median of {args.steps}"
+    )
+    for column in (
+        "teamtr setting",
+        "s/step",
+        "sampling s",
+        "update s",
+        "KL check s",
+        "TRL s/step",
+        "teamtr / TRL",
+    ):
+        table.add_column(column, justify="left" if column == "teamtr setting" else "right")
+    for name, r in rows.items():
+        ratio = f"{r['step_s'] / trl['step_s']:.2f}" if trl else "-"
+        table.add_row(
+            name,
+            f"{r['step_s']:.3f}",
+            f"{r['rollout_s']:.3f}",
+            f"{r['update_s']:.3f}",
+            f"{r['monitor_s']:.3f}",
+            f"{trl['step_s']:.3f}" if trl else "not installed",
+            ratio,
+        )
+    console.print(table)
+    flips = flip_rates(model_dir, args.flip_updates) if args.flip_updates else None
+    if flips:
+        band = Table(
+            title=f"KL-check decision flip rate for KL_hat in [0.8, 1.2] x delta "
+            f"({flips['updates']} shipped updates, median KL_hat {flips['kl_hat_median']:.4f})"
+        )
+        band.add_column("subsampling")
+        band.add_column("flip rate", justify="right")
+        for name, rate in flips["flip_rate_in_band"].items():
+            band.add_row(name, "-" if rate is None else f"{rate:.3f}")
+        console.print(band)
+    result: dict[str, Any] = {
+        "command": shlex.join([sys.executable, *sys.argv]),
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "torch_threads": 1},
+        "settings": {
+            "prompts": PROMPTS,
+            "generations": GENERATIONS,
+            "new_tokens": NEW_TOKENS,
+            "temperature": TEMPERATURE,
+            "lr": LR,
+            "steps": args.steps,
+        },
+        "teamtr": rows,
+        "trl": trl,
+        "kl_check_flip_rates": flips,
+        "ratio_vs_trl": rows["trust region on, 1 epoch"]["step_s"] / trl["step_s"] if trl else None,
+        "ratio_vs_trl_no_tr": (
+            rows["no trust region, 1 epoch"]["step_s"] / trl["step_s"] if trl else None
+        ),
+    }
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
