@@ -180,3 +180,25 @@ def test_a_malformed_row_is_a_config_error_naming_the_file(tmp_path: Path, capsy
     code = main(["eval", "teamtr/Arith-v0", "--data-path", str(bad), "--policy", "scripted"])
     err = capsys.readouterr().err
     assert code == 2 and f"data file {bad}" in err and f"{bad}:2:" in err, err
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (bytes(range(128, 256)) * 4, ":1: not UTF-8 text"),
+        (b'{"id": "a", "answer": 2}\n', ":1: problem 'a': data.expression: expected"),
+        (b'{"id": "a", "data": {"expression": "1 + 1"}}\n', ":1: problem 'a': answer: expected"),
+        (b"\n \n", ": no problems in it"),
+    ],
+)
+def test_a_data_file_the_task_cannot_use_names_the_file_and_line(
+    tmp_path: Path, capsys, content: bytes, expected: str
+) -> None:
+    """Binary data, a row without what the task needs, an empty file: exit 2 and the file's name
+    (with the line), never a traceback or a silent score of 0."""
+    data = tmp_path / "rows.jsonl"
+    data.write_bytes(content)
+    for command in ("eval", "play"):
+        assert main([command, "teamtr/Arith-v0", "--data-path", str(data)]) == 2
+        err = " ".join(capsys.readouterr().err.split())
+        assert f"data file {data}" in err and f"{data}{expected}" in err, err
