@@ -498,8 +498,8 @@ def _coordination_line(c: dict[str, Any]) -> str:
 
 
 def cmd_train(args: argparse.Namespace, console: Console) -> int:
-    from teamtr_env.config import json_schema, load_config
-    from trainers.config import TrainConfig, config_from_overrides
+    from teamtr_env.config import json_schema
+    from trainers.config import TrainConfig, load_train_config
     from trainers.run import run_training
 
     if args.schema:
@@ -508,10 +508,7 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
     overrides = list(args.train_set) + ([f"run_dir={args.run_dir}"] if args.run_dir else [])
     if args.trainer:
         overrides.append(f"schedule.method={args.trainer}")
-    if args.config is not None:
-        config = load_config(TrainConfig, args.config, overrides)
-    else:
-        config = config_from_overrides(overrides)
+    config = load_train_config(args.config, overrides)  # one rule with or without a file
     run_training(config, resume=args.resume, console=console)
     return 0
 
