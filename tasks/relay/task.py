@@ -63,7 +63,11 @@ class RelayTask(SingleAnswerTask):
         """A loaded row needs a symbol ``data["secret"]`` in ``0..symbols-1`` and the same
         ``answer``."""
         secret = problem.data.get("secret")
-        if not is_int(secret) or not 0 <= secret < self.symbols:
+        if (
+            not isinstance(secret, int)
+            or isinstance(secret, bool)
+            or not 0 <= secret < self.symbols
+        ):
             return [
                 f"data.secret: expected an integer in 0..{self.symbols - 1}, got {secret!r:.80}"
             ]
