@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import sys
 import tempfile
 import warnings
@@ -496,14 +497,15 @@ def _write_atomically(path: Path, write: Callable[[TextIO], Any]) -> None:
     """Writes a file completely or not at all (a temporary file renamed over ``path``), so an
     interrupted command never leaves a partial report that looks complete."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with tmp.open("w", encoding="utf-8") as fh:  # the umask's permissions, as before
             write(fh)
+        if path.exists():
+            shutil.copymode(path, tmp)
         os.replace(tmp, path)
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        tmp.unlink(missing_ok=True)
 
 
 def _check_workload(args: argparse.Namespace, protocols: list[InferenceProtocol | None]) -> None:

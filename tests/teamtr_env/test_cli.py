@@ -282,6 +282,9 @@ def test_outputs_in_new_folders_are_written_at_the_end(tmp_path: Path) -> None:
     assert main([*argv, "--out", str(out), "--transcripts", str(transcripts)]) == 0
     assert json.loads(out.read_text())["k"] == 1 and len(transcripts.read_text().splitlines()) == 3
     assert sorted(p.name for p in out.parent.iterdir()) == ["r.json"]  # no temporary file left
+    plain = tmp_path / "plain"
+    plain.write_text("")
+    assert out.stat().st_mode == plain.stat().st_mode  # the umask's permissions, not 0600
 
 
 def test_ctrl_c_exits_130_with_one_line_and_writes_no_report(
