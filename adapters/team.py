@@ -64,7 +64,9 @@ class AgentPolicyConfig:
     micro_batch_size: int = field(default=64, metadata={"help": "prompts per forward pass"})
     max_prompt_tokens: int | None = field(default=None, metadata={"help": "left-truncation budget"})
     chat_template: bool | None = field(default=None, metadata={"help": "null: when available"})
-    error_rate: float = field(default=0.0, metadata={"help": "scripted expert error rate"})
+    error_rate: float = field(
+        default=0.0, metadata={"help": "scripted expert error rate, in [0, 1]"}
+    )
     text: str = field(default="", metadata={"help": "the constant backend's reply"})
     seed: int = field(default=0, metadata={"help": "seed of model-free policies"})
     sampling: SamplingParams | None = field(
@@ -139,8 +141,13 @@ def resolve_paths(config: TeamConfig, base: Path) -> TeamConfig:
     return replace(config, agents=agents, default=fix(config.default))  # type: ignore[arg-type]
 
 
-def check_team(config: TeamConfig, agents: Sequence[str]) -> dict[str, AgentPolicyConfig]:
-    """Each environment agent's policy config; raises ``ConfigError`` listing every problem."""
+def check_team(
+    config: TeamConfig, agents: Sequence[str], task: Any = None
+) -> dict[str, AgentPolicyConfig]:
+    """Each environment agent's policy config; raises ``ConfigError`` listing every problem of
+    the config with this team at once: agents missing or extra, model paths, ``error_rate``
+    outside [0, 1] and (with ``task``) ``scripted`` agents of a task without a scripted expert.
+    (A file's syntax and types are checked when it is loaded, before this.)"""
     problems = []
     extra = [name for name in config.agents if name not in agents]
     if extra:
@@ -158,9 +165,20 @@ def check_team(config: TeamConfig, agents: Sequence[str]) -> dict[str, AgentPoli
             problems.append(f"agents.{name}.path: {agent.path} is not a directory")
         if agent.backend not in _MODEL_BACKENDS and (agent.lora or agent.adapter_path):
             problems.append(f"agents.{name}: lora/adapter_path need backend 'hf' or 'vllm'")
+        if not 0 <= agent.error_rate <= 1:
+            problems.append(f"agents.{name}.error_rate: must be in [0, 1], got {agent.error_rate}")
+        if agent.backend == "scripted" and task is not None and not _has_expert(task):
+            problems.append(
+                f"agents.{name}: backend 'scripted' needs a task with a scripted expert "
+                f"(expert_reply); {getattr(task, 'name', task)!r} has none"
+            )
     if problems:
         raise ConfigError("team config", problems)
     return chosen
+
+
+def _has_expert(task: Any) -> bool:
+    return callable(getattr(task, "expert_reply", None))
 
 
 def build_policy(agent: AgentPolicyConfig, task: Any = None) -> Policy:
@@ -211,7 +229,7 @@ def build_team(
     Raises:
         ConfigError: listing every problem with the config for this team.
     """
-    chosen = check_team(config, agents)
+    chosen = check_team(config, agents, task)
     policies = {name: build_policy(agent, task) for name, agent in chosen.items()}
     return policies, team_sampling(config, agents, **sampling_overrides)
 

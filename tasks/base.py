@@ -268,8 +268,18 @@ class BaseTask(abc.ABC):
     def score(self, episode: Episode) -> Score: ...
 
     def load(self, path: str | Path) -> list[Problem]:
-        """Loads problems saved with :func:`save_problems` (one ``Problem.to_dict`` per line)."""
-        return load_problems(path)
+        """Loads problems saved with :func:`save_problems` (one ``Problem.to_dict`` per line),
+        every row checked by :meth:`check_problem`; every bad row is reported at once."""
+        return load_problems(path, check=self.check_problem)
+
+    def check_problem(self, problem: Problem) -> list[str]:
+        """What is wrong with a problem read from a file, one line per problem (empty: usable).
+
+        The project's JSONL loader calls it for every row and reports each problem with its file
+        and line, so a task declares here what its ``prompt``, ``grade`` and expert need (e.g. a
+        string ``data["expression"]`` and an integer answer). Default: nothing is required.
+        """
+        return []
 
     def draw_in_split(
         self,
@@ -312,6 +322,13 @@ class SingleAnswerTask(BaseTask):
     def grade(self, problem: Problem, text: str) -> Score:
         """Grades the final answer text. Must never raise on any input."""
 
+    def check_problem(self, problem: Problem) -> list[str]:
+        """A single-answer problem needs a gold ``answer`` (a row without one could only score 0);
+        tasks add what their ``data`` must hold."""
+        if problem.answer is None:
+            return ["no 'answer': a single-answer task grades against it"]
+        return []
+
     def score(self, episode: Episode) -> Score:
         if episode.final_text is None:
             return Score(0.0, False, None, {"reason": "no_final_message"})
@@ -342,22 +359,75 @@ def save_problems(path: str | Path, problems: Sequence[Problem]) -> None:
             fh.write(json.dumps(problem.to_dict(), ensure_ascii=False) + "\n")
 
 
-def load_problems(path: str | Path) -> list[Problem]:
-    """Reads problems written by :func:`save_problems`.
+MAX_LISTED_ROWS = 50
+"""A problem file's error lists its first 50 bad lines (and says how many more there are)."""
+
+ProblemCheck = Callable[[Problem], Sequence[str]]
+"""What a task requires of a loaded problem: ``check(problem)`` returns one line per problem
+(empty: usable); see :meth:`BaseTask.check_problem`."""
+
+
+def listed(problems: Sequence[str], limit: int = MAX_LISTED_ROWS) -> list[str]:
+    """The first ``limit`` lines of ``problems`` and, when there are more, a line counting them."""
+    if len(problems) <= limit:
+        return list(problems)
+    return [*problems[:limit], f"... and {len(problems) - limit} more (the first {limit} shown)"]
+
+
+def load_problems(path: str | Path, check: ProblemCheck | None = None) -> list[Problem]:
+    """Reads problems written by :func:`save_problems`, checking every row.
+
+    A row must be UTF-8 JSON of a ``Problem.to_dict`` (at least an ``id``), its id must not repeat
+    an earlier row's (a repeated problem is not an independent one), and ``check(problem)`` (a
+    task's :meth:`BaseTask.check_problem`) must find nothing wrong with it.
 
     Raises:
-        ValueError: naming the file and line of the first malformed row.
+        ConfigError: (a ``ValueError``) listing every bad row at once, each as ``file:line: ...``.
+        OSError: the file cannot be read.
     """
-    problems = []
-    with Path(path).open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
+    problems: list[Problem] = []
+    bad: list[str] = []
+    first_line: dict[str, int] = {}
+    with Path(path).open("rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                bad.append(
+                    f"{path}:{lineno}: not UTF-8 text (byte {raw[exc.start]:#04x} at column "
+                    f"{exc.start + 1}); expected one JSON object per line (tasks.save_problems)"
+                )
+                continue
             if not line.strip():
                 continue
             try:
-                problems.append(Problem.from_dict(json.loads(line)))
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                raise ValueError(
+                problem = Problem.from_dict(json.loads(line))
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError, RecursionError) as exc:
+                bad.append(
                     f"{path}:{lineno}: expected a JSON object with at least an 'id' field "
-                    f"(the format of tasks.save_problems), got: {line[:80]!r} ({exc})."
-                ) from exc
+                    f"(the format of tasks.save_problems), got: {line[:80]!r} ({exc!s:.200})."
+                )
+                continue
+            if problem.id in first_line:
+                bad.append(
+                    f"{path}:{lineno}: duplicate id {problem.id!r} (first on line "
+                    f"{first_line[problem.id]}); a repeated problem is not an independent one: "
+                    "remove or rename it"
+                )
+                continue
+            first_line[problem.id] = lineno
+            for issue in _checked(check, problem):
+                bad.append(f"{path}:{lineno}: problem {problem.id!r}: {issue}")
+            problems.append(problem)
+    if bad:
+        raise ConfigError(f"data file {path}", listed(bad))
     return problems
+
+
+def _checked(check: ProblemCheck | None, problem: Problem) -> list[str]:
+    if check is None:
+        return []
+    try:
+        return [str(issue) for issue in check(problem)]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a check that trips on it
+        return [f"unusable row ({type(exc).__name__}: {exc!s:.200})"]

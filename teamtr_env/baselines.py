@@ -36,6 +36,12 @@ from teamtr_core.errors import ConfigError
 
 BudgetKind = Literal["samples", "tokens"]
 
+MAX_PROTOCOL_MESSAGES = 1024
+"""The most messages one episode of a protocol may generate (``n``, ``n * rounds (+1)``,
+``turns``, or a ``samples`` budget). Sizes are checked before any agent list is built: a team of
+10^8 agents would exhaust memory before the first message, and 1024 messages already fill any
+context many times over."""
+
 SOLVE = "Solve the problem step by step and end with the final answer."
 DEBATE = (
     "Solve the problem and end with the final answer. If answers of other agents are shown, "
@@ -92,6 +98,7 @@ def single_agent() -> InferenceProtocol:
 def self_consistency(n: int = 5) -> InferenceProtocol:
     """``n`` independent answers (no agent sees another's), graded by majority vote."""
     _check_positive(n=n)
+    _check_messages("self_consistency", n, n=n)
     agents = [f"sample_{i + 1}" for i in range(n)]
     return InferenceProtocol(
         "self_consistency",
@@ -111,6 +118,8 @@ def debate(n: int = 3, rounds: int = 2, judge: bool = False) -> InferenceProtoco
     """``n`` debaters for ``rounds`` rounds (answers private within a round), then a majority
     vote over the last round or, with ``judge``, a judge's answer."""
     _check_positive(n=n, rounds=rounds)
+    name = "debate_judge" if judge else "debate"
+    _check_messages(name, n * rounds + int(judge), n=n, rounds=rounds)
     debaters = [f"debater_{i + 1}" for i in range(n)]
     order = debaters * rounds
     prompts = dict.fromkeys(debaters, DEBATE)
@@ -134,7 +143,7 @@ def debate(n: int = 3, rounds: int = 2, judge: bool = False) -> InferenceProtoco
             final_agent="judge",
         )
     return InferenceProtocol(
-        "debate_judge" if judge else "debate",
+        name,
         kwargs,
         len(order) + int(judge),
         params={"n": n, "rounds": rounds},
@@ -149,6 +158,7 @@ def role_play(
     roles = tuple(roles)
     turns = len(roles) if turns is None else turns
     _check_positive(roles=len(roles), turns=turns)
+    _check_messages("role_play", turns, turns=turns)
     order = [roles[t % len(roles)] for t in range(turns)]
     return InferenceProtocol(
         "role_play",
@@ -273,3 +283,17 @@ def _check_positive(**values: int) -> None:
     ]
     if bad:
         raise ConfigError("inference protocol", bad)
+
+
+def _check_messages(name: str, messages: int, **sizes: int) -> None:
+    """Refuses a protocol past :data:`MAX_PROTOCOL_MESSAGES` before any agent list is built."""
+    if messages > MAX_PROTOCOL_MESSAGES:
+        given = ", ".join(f"{k}={v}" for k, v in sizes.items())
+        raise ConfigError(
+            "inference protocol",
+            [
+                f"{name} with {given} would generate {messages} messages per episode, over the "
+                f"limit of {MAX_PROTOCOL_MESSAGES} (teamtr_env.baselines.MAX_PROTOCOL_MESSAGES); "
+                "choose smaller sizes"
+            ],
+        )

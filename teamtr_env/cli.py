@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
+import shutil
 import sys
+import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.table import Table
@@ -19,12 +22,20 @@ from teamtr_core.errors import ConfigError, TeamTRError
 from teamtr_core.policy import Policy, SamplingParams
 from teamtr_env.baselines import PROTOCOL_PARAMS, PROTOCOLS, InferenceProtocol, build_protocol
 from teamtr_env.env import TeamEnv
-from teamtr_env.evaluation import EvalReport, evaluate, report_schema
+from teamtr_env.evaluation import (
+    MAX_EVAL_EPISODES,
+    MAX_EVAL_MESSAGES,
+    EvalReport,
+    evaluate,
+    report_schema,
+)
 from teamtr_env.registration import registry
 from teamtr_env.rollout import format_episode
 from teamtr_env.runner import Runner
 
 POLICIES = ("scripted", "random", "human")
+DEFAULT_PROBLEMS = 100
+"""``teamtr eval`` evaluates this many distinct generated problems unless ``--problems`` says."""
 
 
 def _parse_option(text: str) -> tuple[str, Any]:
@@ -36,6 +47,27 @@ def _parse_option(text: str) -> tuple[str, Any]:
     except json.JSONDecodeError:
         value = raw
     return key.strip(), value
+
+
+def _non_negative_int(text: str) -> int:
+    """An argparse type: argparse names the flag in its error (``argument --seed: ...``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,7 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
             "--policy", choices=POLICIES, default="scripted", help="every agent's policy"
         )
         p.add_argument("--error-rate", type=float, default=0.0, help="scripted expert error rate")
-        p.add_argument("--seed", type=int, default=0)
+        p.add_argument(
+            "--seed", type=_non_negative_int, default=0, help="seeds problems, episodes, policies"
+        )
         p.add_argument(
             "-o",
             "--option",
@@ -92,7 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--problems",
         type=int,
-        help="number of problems (default: 100 generated, or every problem of --data-path)",
+        help=f"number of distinct problems (default: {DEFAULT_PROBLEMS} generated, or every "
+        "problem of --data-path)",
     )
     ev.add_argument("--out", type=Path, help="write the JSON report here")
     ev.add_argument("--transcripts", type=Path, help="write per-episode JSONL transcripts here")
@@ -120,8 +155,24 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--split",
         choices=("test", "validation", "train"),
-        default="test",
-        help="split of generated problems (tasks with a split option; default test)",
+        default=None,
+        help="split of generated problems, for tasks with a split option (default test); a task "
+        "without one has no held-out split and is evaluated on its generator as it is",
+    )
+    ev.add_argument(
+        "--max-episodes",
+        type=_positive_int,
+        default=MAX_EVAL_EPISODES,
+        metavar="N",
+        help=f"refuse to start more than N episodes (problems x K; default {MAX_EVAL_EPISODES})",
+    )
+    ev.add_argument(
+        "--max-messages",
+        type=_positive_int,
+        default=MAX_EVAL_MESSAGES,
+        metavar="N",
+        help="refuse to start more than N messages (episodes x messages per episode; default "
+        f"{MAX_EVAL_MESSAGES})",
     )
     ev.add_argument(
         "--allow-train",
@@ -181,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     tiny.add_argument("--heads", type=int, default=4)
     tiny.add_argument("--intermediate-size", type=int, default=512)
     tiny.add_argument("--max-positions", type=int, default=1024)
-    tiny.add_argument("--seed", type=int, default=0)
+    tiny.add_argument("--seed", type=_non_negative_int, default=0)
     return parser
 
 
@@ -190,11 +241,11 @@ def _make_env(args: argparse.Namespace, protocol: InferenceProtocol | None = Non
     if args.data_path:
         options["data_path"] = args.data_path
     elif (
-        getattr(args, "split", None)
+        args.command == "eval"
         and "split" not in options
         and registry.spec(args.task_id).accepts("split")
     ):
-        options["split"] = args.split
+        options["split"] = args.split or "test"
     if protocol is not None:
         clash = sorted(set(protocol.env_kwargs) & set(options))
         if clash:
@@ -269,21 +320,28 @@ def _protocols(args: argparse.Namespace) -> tuple[list[InferenceProtocol | None]
         raise ConfigError("eval", problems)
     params = dict(args.protocol_option)
     built: list[InferenceProtocol | None] = []
-    for name in names:
-        allowed = PROTOCOL_PARAMS[name]
-        own = {k: v for k, v in params.items() if k in allowed}
-        built.append(
-            build_protocol(
-                name,
-                budget_kind=budget["kind"] if budget else None,
-                budget=budget["size"] if budget else None,
-                **own,
-            )
-        )
     known = set().union(*PROTOCOL_PARAMS.values())
     stray = sorted(set(params) - known)
     if stray:
-        raise ConfigError("--protocol-option", [f"unknown keys {stray}; known: {sorted(known)}"])
+        problems.append(f"--protocol-option: unknown keys {stray}; known: {sorted(known)}")
+    for name in names:
+        allowed = PROTOCOL_PARAMS[name]
+        own = {k: v for k, v in params.items() if k in allowed}
+        try:
+            built.append(
+                build_protocol(
+                    name,
+                    budget_kind=budget["kind"] if budget else None,
+                    budget=budget["size"] if budget else None,
+                    **own,
+                )
+            )
+        except ConfigError as exc:  # the sizes come from --protocol-option and --budget
+            problems += [
+                f"--protocol {name} (--protocol-option, --budget): {p}" for p in exc.problems
+            ]
+    if problems:
+        raise ConfigError("eval", problems)
     return built, budget
 
 
@@ -347,11 +405,16 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     if args.schema:
         console.print_json(json.dumps(report_schema()))
         return 0
+    problems = []
     if args.k < 1 or (args.problems is not None and args.problems < 1):
-        raise ConfigError(
-            "eval", [f"--k and --problems must be >= 1, got {args.k} and {args.problems}"]
-        )
+        problems.append(f"--k and --problems must be >= 1, got {args.k} and {args.problems}")
+    problems += _split_problems(args)
+    problems += _output_problems(args)
+    if problems:
+        raise ConfigError("eval", problems)
     protocols, budget = _protocols(args)
+    _check_workload(args, protocols)
+    args.written = []  # what an interrupt leaves behind
     payloads, batches = [], []
     for protocol in protocols:
         payload, report = _eval_one(args, console, protocol, budget)
@@ -361,19 +424,135 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
         console.print(comparison_table(payloads, args))
     if args.out:
         doc = payloads[0] if len(payloads) == 1 else {"comparison": payloads, "budget": budget}
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(doc, indent=2, default=str))
+        _write_atomically(args.out, lambda fh: fh.write(json.dumps(doc, indent=2, default=str)))
+        args.written.append(args.out)
         console.print(f"report written to {args.out}")
     if args.transcripts:
-        args.transcripts.parent.mkdir(parents=True, exist_ok=True)
-        with args.transcripts.open("w", encoding="utf-8") as fh:
+
+        def write_transcripts(fh: TextIO) -> None:
             for protocol, report in zip(protocols, batches):
                 for ep in report.batch.to_dict()["episodes"]:
                     if protocol is not None:
                         ep = {"protocol": protocol.name, **ep}
                     fh.write(json.dumps(ep, ensure_ascii=False, default=str) + "\n")
+
+        _write_atomically(args.transcripts, write_transcripts)
+        args.written.append(args.transcripts)
         console.print(f"transcripts written to {args.transcripts}")
     return 0
+
+
+def _split_problems(args: argparse.Namespace) -> list[str]:
+    """``--split`` chooses generated problems of a task with a ``split`` option; anywhere else it
+    would be ignored, so it is refused instead."""
+    if args.split is None:
+        return []
+    if args.data_path:
+        return [
+            "--split chooses generated problems; the problems of --data-path keep the split "
+            "they are labelled with (drop --split)"
+        ]
+    if "split" in dict(args.option):
+        return ["--split and -o split=... both choose the split: give one"]
+    if not registry.spec(args.task_id).accepts("split"):
+        return [
+            f"--split: {args.task_id} has no split option, so its generator has no held-out "
+            "split to draw from (drop --split to evaluate its problems as they are; a task gets "
+            "splits with BaseTask.draw_in_split, see docs/adding-a-task.md)"
+        ]
+    return []
+
+
+def _output_problems(args: argparse.Namespace) -> list[str]:
+    """Why ``--out`` or ``--transcripts`` could not be written at the end (checked before any
+    rollout, so a long evaluation does not fail at its last step)."""
+    problems = []
+    outputs = [
+        (flag, path)
+        for flag, path in (("--out", args.out), ("--transcripts", args.transcripts))
+        if path
+    ]
+    for flag, path in outputs:
+        problem = _unwritable(path)
+        if problem:
+            problems.append(f"{flag} {path}: {problem}")
+    if len(outputs) == 2 and outputs[0][1].resolve() == outputs[1][1].resolve():
+        problems.append("--out and --transcripts name the same file: give two")
+    return problems
+
+
+def _unwritable(path: Path) -> str | None:
+    """Why a file could not be written at ``path`` (``None``: it can). Creates nothing."""
+    if path.is_dir():
+        return "is a directory"
+    if path.exists():
+        return None if os.access(path, os.W_OK) else "is not writable"
+    folder = path.parent
+    while not folder.exists():
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{folder} is not a directory"
+    if folder != path.parent:  # the missing folders are created at the end
+        return None if os.access(folder, os.W_OK | os.X_OK) else f"{folder} is not writable"
+    try:  # a real probe where it is cheap: the folder exists
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        return f"cannot create a file in {folder} ({exc.strerror or exc})"
+    return None
+
+
+def _write_atomically(path: Path, write: Callable[[TextIO], Any]) -> None:
+    """Writes a file completely or not at all (a temporary file renamed over ``path``), so an
+    interrupted command never leaves a partial report that looks complete."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with tmp.open("w", encoding="utf-8") as fh:  # the umask's permissions, as before
+            write(fh)
+        if path.exists():
+            shutil.copymode(path, tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _check_workload(args: argparse.Namespace, protocols: list[InferenceProtocol | None]) -> None:
+    """Refuses, before any problem is drawn, an evaluation past ``--max-episodes`` or
+    ``--max-messages`` (problems x K x messages per episode, summed over the protocols)."""
+    episodes = messages = 0
+    parts = []
+    for protocol in protocols:
+        env = _make_env(args, protocol)
+        if env.problems is not None:
+            available = len({p.id for p in env.problems})
+            n = min(args.problems, available) if args.problems else available
+        else:
+            n = args.problems or DEFAULT_PROBLEMS
+        per_episode = env.protocol.turn_limit
+        episodes += n * args.k
+        messages += n * args.k * per_episode
+        name = protocol.name if protocol is not None else "the task's team"
+        parts.append(f"{name}: {n} problems x K={args.k} x {per_episode} messages per episode")
+    how = "; ".join(parts)
+    problems = []
+    if episodes > args.max_episodes:
+        problems.append(
+            f"{episodes} episodes ({how}) is over the limit of {args.max_episodes} per "
+            "evaluation: ask for fewer --problems or a smaller --k, or raise --max-episodes (each "
+            "episode holds an environment and its records in memory)"
+        )
+    if messages > args.max_messages:
+        problems.append(
+            f"{messages} messages ({how}) is over the limit of {args.max_messages} per "
+            "evaluation: ask for fewer --problems, a smaller --k or a smaller protocol "
+            "(--protocol-option, --budget, -o max_turns), or raise --max-messages (each message "
+            "is kept with the context its agent saw)"
+        )
+    if problems:
+        raise ConfigError("eval", problems)
 
 
 def _eval_one(
@@ -388,25 +567,32 @@ def _eval_one(
         wanted = args.problems or len({p.id for p in fixed})
         problems, draw = runner.sample_distinct(wanted, seed=args.seed, in_order=True)
     else:
-        problems, draw = runner.sample_distinct(args.problems or 100, seed=args.seed)
-    if fixed is not None and draw.available is not None and draw.available < len(fixed):
-        console.print(
-            f"[yellow]note:[/] the problem set has {len(fixed)} entries but only "
-            f"{draw.available} distinct problem ids; each distinct problem is evaluated once",
-            highlight=False,
-        )
+        problems, draw = runner.sample_distinct(args.problems or DEFAULT_PROBLEMS, seed=args.seed)
     if draw.shortfall:
         console.print(
             f"[yellow]note:[/] {draw.message}; evaluating those {draw.found}", highlight=False
         )
+    splitless = fixed is None and not registry.spec(args.task_id).accepts("split")
     train = [p.id for p in problems if p.split == "train"]
-    if train and not args.allow_train:
+    if splitless:
+        console.print(
+            f"[yellow]note:[/] {args.task_id} has no split option, so its generated problems "
+            "are not held out from training: they are evaluated as they are (a task gets a "
+            "held-out split with BaseTask.draw_in_split; see docs/adding-a-task.md)",
+            highlight=False,
+        )
+    elif train and not args.allow_train:
+        fix = (
+            "Use a file of held-out (validation/test) problems"
+            if fixed is not None
+            else "Use --split test (the default) or --split validation"
+        )
         raise ConfigError(
             "eval",
             [
                 f"{len(train)} of the {len(problems)} problems are labelled 'train' (e.g. "
-                f"{train[0]!r}): evaluating on training data is refused. Use a held-out file or "
-                "--split test, or pass --allow-train to do it knowingly."
+                f"{train[0]!r}): evaluating on training data is refused. {fix}, or pass "
+                "--allow-train to do it knowingly."
             ],
         )
     report = evaluate(
@@ -435,6 +621,15 @@ def _eval_one(
         f"episode), {stats.wall_s:.2f} s ({stats.overhead_s / max(stats.wall_s, 1e-9):.0%} "
         "outside the policies)"
     )
+    if report.context_truncated:
+        limit = runner.env.protocol.max_context_chars
+        console.print(
+            f"[yellow]warning:[/] in {report.context_truncated} of {stats.envs} episodes an "
+            f"agent's context was cut to max_context_chars={limit} (old messages dropped or the "
+            "start of the problem cut off), so it did not see everything; raise it with -o "
+            "max_context_chars=N (transcripts mark these episodes context_truncated: true)",
+            highlight=False,
+        )
     payload = {
         "task": args.task_id,
         "policy": None if args.team else args.policy,
@@ -446,6 +641,7 @@ def _eval_one(
         "protocol": protocol.to_dict() if protocol is not None else None,
         "budget": budget,
         "sampling": draw.to_dict(),
+        "held_out": not splitless and not train,
         **report.to_dict(),
     }
     return payload, report
@@ -509,8 +705,8 @@ def _coordination_line(c: dict[str, Any]) -> str:
 
 
 def cmd_train(args: argparse.Namespace, console: Console) -> int:
-    from teamtr_env.config import json_schema, load_config
-    from trainers.config import TrainConfig, config_from_overrides
+    from teamtr_env.config import json_schema
+    from trainers.config import TrainConfig, load_train_config
     from trainers.run import run_training
 
     if args.schema:
@@ -520,12 +716,10 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
     if args.trainer:
         overrides.append(f"schedule.method={args.trainer}")
     saved = Path(args.run_dir or TrainConfig().run_dir) / "config.yaml"
-    if args.config is not None:
-        config = load_config(TrainConfig, args.config, overrides)
-    elif args.resume and saved.exists():  # a resume continues the run with its own config
-        config = load_config(TrainConfig, saved, overrides)
-    else:
-        config = config_from_overrides(overrides)
+    path = args.config
+    if path is None and args.resume and saved.exists():  # a resume continues with its own config
+        path = saved
+    config = load_train_config(path, overrides)  # one rule with or without a file
     run_training(config, resume=args.resume, overwrite=args.overwrite, console=console)
     return 0
 
@@ -586,6 +780,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         err = Console(stderr=True, soft_wrap=True)  # no hard wraps: messages stay greppable
         err.print(f"error: {exc}", markup=False, highlight=False, style="red")
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback, the shell's status for SIGINT
+        err = Console(stderr=True, soft_wrap=True)
+        err.print(f"interrupted: {_interrupted(args)}", markup=False, highlight=False)
+        return 130
+
+
+def _interrupted(args: argparse.Namespace) -> str:
+    """What an interrupted command leaves behind."""
+    if args.command == "eval":
+        done = getattr(args, "written", [])
+        unwritten = [str(p) for p in (args.out, args.transcripts) if p and p not in done]
+        return "the evaluation did not finish" + (
+            f"; nothing was written to {' or '.join(unwritten)}" if unwritten else ""
+        )
+    if args.command == "train":
+        return (
+            "training stopped; what the run finished (logs, checkpoints) stays in its run directory"
+        )
+    return f"teamtr {args.command} stopped"
 
 
 if __name__ == "__main__":

@@ -229,17 +229,30 @@ def _path_key(path: Sequence[Any]) -> list[tuple[int, int, str]]:
     return [(0, p, "") if isinstance(p, int) else (1, 0, str(p)) for p in path]
 
 
-def _schema_problems(cls: type, data: Any) -> list[str]:
+def _schema_errors(cls: type, data: Any) -> list[tuple[list[Any], str]]:
+    """Every schema problem as ``(path, text)``, sorted by path, texts without repeats."""
     found = [
         p for e in Draft202012Validator(json_schema(cls)).iter_errors(data) for p in _format(e)
     ]
-    return list(dict.fromkeys(text for _, text in sorted(found, key=lambda p: _path_key(p[0]))))
+    seen: set[str] = set()
+    unique = []
+    for path, text in sorted(found, key=lambda p: _path_key(p[0])):
+        if text not in seen:
+            seen.add(text)
+            unique.append((path, text))
+    return unique
 
 
-def _field_checks(cls: Any, data: Any, path: tuple[Any, ...]) -> list[str]:
+def _schema_problems(cls: type, data: Any) -> list[str]:
+    return [text for _, text in _schema_errors(cls, data)]
+
+
+def _field_checks(
+    cls: Any, data: Any, path: tuple[Any, ...], bad: set[tuple[Any, ...]] | None = None
+) -> list[str]:
     """Problems from the ``metadata={"check": fn}`` of ``cls``'s fields (``fn(value)`` returns
     one line per problem), run beside the schema so that they are reported with its problems;
-    nested dataclass sections are checked too."""
+    nested dataclass sections are checked too. The paths of failed fields are added to ``bad``."""
     if not (_is_dataclass_type(cls) and isinstance(data, Mapping)):
         return []
     hints = typing.get_type_hints(cls)
@@ -249,11 +262,20 @@ def _field_checks(cls: Any, data: Any, path: tuple[Any, ...]) -> list[str]:
             continue
         check = f.metadata.get("check")
         if check is not None:
-            problems += [_prefix((*path, f.name), p) for p in check(data[f.name])]
-        arms = [hints[f.name], *typing.get_args(hints[f.name])]
-        for arm in arms:
+            found = [_prefix((*path, f.name), p) for p in check(data[f.name])]
+            if found and bad is not None:
+                bad.add((*path, f.name))
+            problems += found
+        tp, value = hints[f.name], data[f.name]
+        origin, args = typing.get_origin(tp), typing.get_args(tp)
+        if origin in _MAPPINGS:  # dict[str, Section]: every section
+            if len(args) == 2 and _is_dataclass_type(args[1]) and isinstance(value, Mapping):
+                for key, section in value.items():
+                    problems += _field_checks(args[1], section, (*path, f.name, key), bad)
+            continue
+        for arm in (tp, *args):
             if _is_dataclass_type(arm):
-                problems += _field_checks(arm, data[f.name], (*path, f.name))
+                problems += _field_checks(arm, value, (*path, f.name), bad)
     return problems
 
 
@@ -267,16 +289,40 @@ def _failed(values: typing.Iterable[Any]) -> bool:
     return any(v is _FAILED for v in values)
 
 
-def _build(tp: Any, value: Any, path: tuple[Any, ...], problems: list[str]) -> Any:
+def _build(
+    tp: Any,
+    value: Any,
+    path: tuple[Any, ...],
+    problems: list[str],
+    bad: frozenset[tuple[Any, ...]] = frozenset(),
+) -> Any:
+    """Builds ``value`` as ``tp``; the problems of dataclasses' own checks go to ``problems``.
+
+    ``bad`` holds the paths where validation already found a problem: those values are not
+    built and the result is ``_FAILED``, but every section is still constructed, with its failed
+    fields left at their defaults, so that its own checks (``__post_init__``) on the other fields
+    are reported with the schema's problems."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
+    below = bool(bad) and any(b[: len(path)] == path for b in bad)
     if _is_dataclass_type(tp):
+        if not isinstance(value, Mapping):
+            return _FAILED
         hints = typing.get_type_hints(tp)
         kwargs = {
-            f.name: _build(hints[f.name], value[f.name], (*path, f.name), problems)
+            f.name: _build(hints[f.name], value[f.name], (*path, f.name), problems, bad)
             for f in _init_fields(tp)
             if f.name in value
         }
-        if _failed(kwargs.values()):
+        if _failed(kwargs.values()) or below:
+            if bad:  # only for its problems: the failed fields keep their defaults
+                usable = {k: v for k, v in kwargs.items() if v is not _FAILED}
+                with contextlib.suppress(TypeError, AttributeError):  # e.g. a required field
+                    try:
+                        tp(**usable)
+                    except ConfigError as exc:
+                        problems.extend(_prefix(path, p) for p in exc.problems)
+                    except ValueError as exc:
+                        problems.append(_prefix(path, str(exc)))
             return _FAILED
         try:
             return tp(**kwargs)
@@ -285,10 +331,17 @@ def _build(tp: Any, value: Any, path: tuple[Any, ...], problems: list[str]) -> A
         except ValueError as exc:
             problems.append(_prefix(path, str(exc)))
         return _FAILED
+    if path in bad:
+        return _FAILED
     if origin in (Union, types.UnionType):
         for arm in args:
             if Draft202012Validator(_schema(arm, "", ())).is_valid(value):
-                return _build(arm, value, path, problems)
+                return _build(arm, value, path, problems, bad)
+        if below:  # invalid inside: build the section anyway for its other problems
+            arm = next((a for a in args if _is_dataclass_type(a)), None)
+            if arm is not None and isinstance(value, Mapping):
+                _build(arm, value, path, problems, bad)
+            return _FAILED
         return value
     if isinstance(tp, type) and issubclass(tp, (enum.Enum, Path)):
         return tp(value)
@@ -297,12 +350,14 @@ def _build(tp: Any, value: Any, path: tuple[Any, ...], problems: list[str]) -> A
     if origin in _ARRAYS and value is not None:
         fixed = origin is tuple and args and args[-1] is not ...
         arms = args if fixed else (args[0] if args else Any,) * len(value)
-        built = [_build(a, v, (*path, i), problems) for i, (a, v) in enumerate(zip(arms, value))]
+        built = [
+            _build(a, v, (*path, i), problems, bad) for i, (a, v) in enumerate(zip(arms, value))
+        ]
         return _FAILED if _failed(built) else built if origin is list else tuple(built)
     if tp in (tuple, Sequence):
         return tuple(value)
     if origin in _MAPPINGS:
-        built_map = {k: _build(args[1], v, (*path, k), problems) for k, v in value.items()}
+        built_map = {k: _build(args[1], v, (*path, k), problems, bad) for k, v in value.items()}
         return _FAILED if _failed(built_map.values()) else built_map
     return value
 
@@ -412,9 +467,15 @@ def _checked_build(cls: type[_T], data: Any, what: str, problems: list[str]) -> 
                 stacklevel=3,
             )
         _prepare(cls, plain)
-    problems += _schema_problems(cls, plain)
-    problems += _field_checks(cls, plain, ())
-    built = _FAILED if problems else _build(cls, plain, (), problems)
+    errors = _schema_errors(cls, plain)
+    problems += [text for _, text in errors]
+    bad = {tuple(path) for path, _ in errors}
+    problems += _field_checks(cls, plain, (), bad)
+    if problems:  # every section is still built: its own checks report too
+        if isinstance(plain, Mapping):
+            _build(cls, plain, (), problems, frozenset(bad | {()}))
+        raise ConfigError(what, problems)
+    built = _build(cls, plain, (), problems)
     if problems:
         raise ConfigError(what, problems)
     return typing.cast(_T, built)
@@ -526,16 +587,39 @@ def _read(path: Path) -> tuple[Any, list[str]]:
         return None, [f"{path}{at}: invalid YAML: {getattr(exc, 'problem', None) or exc}"]
 
 
-def read_data(path: str | Path) -> Any:
-    """The plain data of a YAML or JSON file (an empty YAML file is ``None``).
+def read_config(path: str | Path, what: str | None = None) -> dict[str, Any]:
+    """The top-level mapping of a YAML (``.yaml``/``.yml``) or JSON (``.json``) config file; an
+    empty YAML file is an empty mapping.
 
     Raises:
-        ConfigError: naming the file; an unreadable file or a syntax error (with its line).
+        ConfigError: naming the file (``what``, default ``"config <path>"``): an unreadable file,
+            a syntax error (with its line), or a top level that is not a mapping.
     """
-    data, problems = _read(Path(path))
+    path = Path(path)
+    what = what or f"config {str(path)!r}"
+    data, problems = _read(path)
     if problems:
-        raise ConfigError(f"file {str(path)!r}", problems)
+        raise ConfigError(what, problems)
+    if data is None and path.suffix.lower() != ".json":
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            what, [f"{path}: expected a mapping of keys at top level, got {type(data).__name__}"]
+        )
     return data
+
+
+def build_config(
+    cls: type[_T], data: Mapping[str, Any], overrides: Sequence[str] = (), *, what: str
+) -> _T:
+    """``data`` with ``"a.b.c=value"`` overrides applied (see :func:`parse_override`), validated
+    and built as ``cls``.
+
+    Raises:
+        ConfigError: listing every malformed override and every problem of the result at once.
+    """
+    merged, problems = _apply(data, overrides)
+    return _checked_build(cls, merged, what, problems)
 
 
 def load_config(cls: type[_T], path: str | Path, overrides: Sequence[str] = ()) -> _T:
@@ -553,19 +637,8 @@ def load_config(cls: type[_T], path: str | Path, overrides: Sequence[str] = ()) 
         ConfigError: naming the file; an unreadable file, a syntax error (with its line), a top
             level that is not a mapping, or every malformed override and schema problem at once.
     """
-    path = Path(path)
     what = f"{cls.__name__} config {str(path)!r}"
-    data, problems = _read(path)
-    if problems:
-        raise ConfigError(what, problems)
-    if data is None and path.suffix.lower() != ".json":
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(
-            what, [f"{path}: expected a mapping of keys at top level, got {type(data).__name__}"]
-        )
-    data, problems = _apply(data, overrides)
-    return _checked_build(cls, data, what, problems)
+    return build_config(cls, read_config(path, what), overrides, what=what)
 
 
 def dump_config(instance: Any, path: str | Path) -> None:

@@ -219,6 +219,11 @@ class TeamEnv(AECEnv):
         return text
 
     @property
+    def context_truncated(self) -> bool:
+        """Whether an agent's context was cut to ``max_context_chars`` in this episode so far."""
+        return bool(getattr(self, "_context_truncated", False))
+
+    @property
     def episode_over(self) -> bool:
         """True once the episode has been scored (before the agents' dead steps)."""
         return self.score is not None

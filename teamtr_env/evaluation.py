@@ -24,6 +24,16 @@ log = logging.getLogger(__name__)
 MAX_BREAKDOWN_VALUES = 20
 """A ``meta`` key is broken down automatically when it has 2..20 distinct scalar values."""
 
+MAX_EVAL_EPISODES = 100_000
+"""The most episodes (distinct problems x K, summed over protocols) ``teamtr eval`` starts
+(``--max-episodes`` raises it). The runner keeps one environment per episode of a rollout and
+every episode's record: about 55 KB per episode for teamtr/Arith-v0, so 100k episodes are ~5.5 GB."""
+
+MAX_EVAL_MESSAGES = 1_000_000
+"""The most messages (episodes x messages per episode, summed over protocols) ``teamtr eval``
+starts (``--max-messages`` raises it). Every message is kept with the context its agent saw: about
+1 KB for short tasks, up to ``max_context_chars`` characters for long ones."""
+
 
 def report_schema() -> dict[str, Any]:
     """The published JSON Schema of the evaluation report (``EvalReport.to_dict`` plus the CLI's
@@ -65,6 +75,12 @@ class EvalReport:
     n_problems: int | None = None
 
     @property
+    def context_truncated(self) -> int:
+        """Episodes in which some agent's context was cut to ``max_context_chars`` (that agent
+        did not see the whole problem or conversation)."""
+        return sum(e.context_truncated for e in self.batch.episodes)
+
+    @property
     def n_problems_distinct(self) -> int:
         """The distinct problems evaluated: the units of every metric and interval."""
         return len(self.per_problem)
@@ -97,6 +113,7 @@ class EvalReport:
                 "messages_per_episode": stats.messages / episodes,
             },
             "wall_s": stats.wall_s,
+            "context_truncated": self.context_truncated,
             "per_problem": self.per_problem,
             "stats": {
                 **dataclasses.asdict(stats),

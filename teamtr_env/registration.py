@@ -23,7 +23,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-from tasks.base import Task
+from tasks.base import Task, listed
 from teamtr_core.errors import (
     ConfigError,
     DuplicateTaskError,
@@ -232,14 +232,40 @@ def _load_problems(
         return hit
     try:
         problems = list(task.load(path))
-    except (ValueError, KeyError, TypeError) as exc:
+    except ConfigError:
+        raise  # a loader that lists every bad row (tasks.load_problems) names the file itself
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         # The file's content is the user's input: its problems are a ConfigError naming the
         # file (a loader's own message names the line), not a traceback.
         detail = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
         raise ConfigError(f"data file {path}", [f"{type(exc).__name__}: {detail}"]) from exc
+    if not problems:
+        raise ConfigError(f"data file {path}", [f"{path}: no problems in it (an empty file?)"])
+    repeats = _repeated_ids(problems)
+    if repeats:
+        raise ConfigError(f"data file {path}", listed(repeats))
     if cache is not None and key is not None:
         cache.put(key, problems)
     return list(problems)
+
+
+def _repeated_ids(problems: list[Any]) -> list[str]:
+    """One line per problem whose id an earlier one has (any task's loader): a repeated problem is
+    not an independent one, so a problem file with one is refused."""
+    first: dict[str, int] = {}
+    repeats = []
+    for i, problem in enumerate(problems, 1):
+        pid = getattr(problem, "id", None)
+        if not isinstance(pid, str):
+            continue
+        if pid in first:
+            repeats.append(
+                f"problem {i} repeats the id {pid!r} of problem {first[pid]} (in load order); a "
+                "repeated problem is not an independent one: remove or rename it"
+            )
+        else:
+            first[pid] = i
+    return repeats
 
 
 def _accepted_params(factory: Callable[..., Any]) -> set[str] | None:

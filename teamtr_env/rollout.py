@@ -49,6 +49,9 @@ class EpisodeRecord:
         turns: turns played.
         truncated: the turn limit ended an interactive episode before the task did.
         split, meta: the problem's split and breakdown fields.
+        context_truncated: some agent's context was cut to the protocol's ``max_context_chars``
+            (old messages dropped, or the start of the problem cut off): that agent did not see
+            everything.
     """
 
     episode: int
@@ -64,6 +67,7 @@ class EpisodeRecord:
     truncated: bool
     split: str = "train"
     meta: Mapping[str, Any] = field(default_factory=dict)
+    context_truncated: bool = False
 
 
 def format_episode(episode: EpisodeRecord) -> str:
@@ -74,6 +78,10 @@ def format_episode(episode: EpisodeRecord) -> str:
         f"[score] reward={episode.reward} correct={episode.correct} answer={episode.answer!r} "
         f"reason={episode.details.get('reason')!r}"
     )
+    if episode.context_truncated:
+        lines.append(
+            "[note] an agent's context was cut to max_context_chars: it did not see everything"
+        )
     return "\n".join(lines)
 
 

@@ -336,4 +336,5 @@ def _episode_record(i: int, group: int, env: TeamEnv) -> EpisodeRecord:
         truncated=any(env.truncations.values()),
         split=env.problem.split,
         meta=dict(env.problem.meta),
+        context_truncated=env.context_truncated,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -68,3 +69,52 @@ def test_adding_a_trainer_cli_lines_run(tmp_path: Path) -> None:
     summary = (tmp_path / "runs/independent/summary.json").read_text()
     assert '"method": "example/IndependentGRPO-v0"' in summary
     assert (tmp_path / "runs/compare-quick/compare.json").exists()
+
+
+def test_adding_a_task_cli_lines_run(tmp_path: Path) -> None:
+    """A task written from the page evaluates with the page's commands: its plugin module is built
+    from the page's own code (section 1's task and section 6's ``register``), installed as
+    ``pip install`` would (a ``.dist-info`` with the page's entry point, on the path), and every
+    line of the page's ```bash block runs and exits 0."""
+    path = ROOT / "docs/adding-a-task.md"
+    page = path.read_text(encoding="utf-8")
+    blocks = python_blocks(path)
+    register = next(b for b in blocks if b.startswith("def register(registry):"))
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "mylab_tasks.py").write_text(f"{blocks[0]}\n\n{register}", encoding="utf-8")
+    (toml,) = re.findall(r"```toml\n(.*?)```", page, flags=re.DOTALL)
+    name = re.search(r'^name = "(.*)"$', toml, flags=re.MULTILINE)
+    version = re.search(r'^version = "(.*)"$', toml, flags=re.MULTILINE)
+    group = re.search(r'^\[project\.entry-points\."(.*)"\]\n(\w+) = "(.*)"$', toml, re.MULTILINE)
+    assert name and version and group, toml
+    dist = site / f"{name[1].replace('-', '_')}-{version[1]}.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {name[1]}\nVersion: {version[1]}\n", encoding="utf-8"
+    )
+    (dist / "entry_points.txt").write_text(f"[{group[1]}]\n{group[2]} = {group[3]}\n")
+
+    (block,) = re.findall(r"```bash\n(.*?)```", page, flags=re.DOTALL)
+    teamtr = str(Path(sys.executable).parent / "teamtr")
+    pythonpath = os.pathsep.join(
+        p for p in (str(site), str(ROOT), os.environ.get("PYTHONPATH")) if p
+    )
+    env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": pythonpath}
+    work = tmp_path / "work"
+    work.mkdir()
+    outputs = []
+    for line in block.strip().splitlines():
+        argv = line.split()
+        assert argv[0] == "teamtr", line
+        proc = subprocess.run(
+            [teamtr, *argv[1:]], capture_output=True, text=True, timeout=300, cwd=work, env=env
+        )
+        assert proc.returncode == 0, f"{line}\n{proc.stdout}\n{proc.stderr}"
+        outputs.append(" ".join(proc.stdout.split()))
+    assert "mylab/SortLetters-v0" in outputs[0] and "mylab" in outputs[0]
+    assert "mylab/SortLetters-v0: policy=scripted, K=4, 100 distinct problems" in outputs[1]
+    report = json.loads((work / "runs/sort-letters.json").read_text())
+    assert report["held_out"] is True and report["splits"] == {"validation": 50}
+    assert abs(report["metrics"]["avg@4"]["mean"] - 0.8) < 0.1
+    assert "[score]" in outputs[3]

@@ -8,7 +8,10 @@ The JSON Schema that validates YAML/JSON config files is generated from these cl
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from adapters.team import TeamConfig, sampling_problems
@@ -321,17 +324,36 @@ class TrainConfig:
     progress: bool = _help("progress bars", True)
 
 
-def config_from_overrides(overrides: list[str]) -> TrainConfig:
-    """The default configuration with ``--set KEY=VALUE`` overrides merged into it: a partial
-    section (``sft.steps=100``) keeps the defaults of its other fields. The demo's task options
-    are only kept while the task is the default one (``task=...`` starts from no options)."""
-    from teamtr_env.config import apply_overrides, from_dict, parse_override, to_dict
+def load_train_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> TrainConfig:
+    """The configuration of ``teamtr train [--config FILE] [--set KEY=VALUE ...]``.
 
-    base = to_dict(TrainConfig())
-    given = {tuple(parse_override(o)[0]) for o in overrides}
-    for old, new in TrainConfig._renamed_keys.items():
-        if (old,) in given:  # the old key moves to the new one, which the base must not hold
-            base["sampling"].pop(new.removeprefix("sampling."))
-    if any(parse_override(o)[0] == ["task"] for o in overrides):
-        base["task_options"] = {}
-    return from_dict(TrainConfig, apply_overrides(base, overrides), what="training config")
+    One rule with or without a file (no file is an empty one): what the file leaves out keeps its
+    default, a partial section (``sft: {steps: 100}``) keeps the defaults of its other keys, and a
+    file that does not mention ``task_options`` gets the demo's (:data:`DEMO_TASK_OPTIONS`) while
+    the task is the demo's (:data:`DEMO_TASK`), none for another task. ``--set`` overrides are
+    merged into that: ``--set task_options.max_value=20`` changes one option and keeps the others
+    (the demo's ``system_prompts`` included); ``--set task_options={...}`` replaces them all.
+
+    Raises:
+        ConfigError: naming the file, listing every malformed override and every problem of the
+            configuration at once.
+    """
+    from teamtr_env.config import build_config, parse_override, read_config
+
+    what = "training config" if path is None else f"training config {str(path)!r}"
+    data = {} if path is None else read_config(path, what)
+    task = data.get("task", DEMO_TASK)
+    for text in overrides:
+        with contextlib.suppress(ValueError):  # a malformed override: build_config reports it
+            keys, value = parse_override(text)
+            if keys == ["task"]:
+                task = value
+    if "task_options" not in data:
+        data["task_options"] = dict(DEMO_TASK_OPTIONS) if task == DEMO_TASK else {}
+    return build_config(TrainConfig, data, overrides, what=what)
+
+
+def config_from_overrides(overrides: Sequence[str]) -> TrainConfig:
+    """The default configuration with ``--set KEY=VALUE`` overrides merged into it (see
+    :func:`load_train_config`, which this is without a file)."""
+    return load_train_config(None, overrides)

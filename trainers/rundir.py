@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from teamtr_core.errors import ConfigError
-from teamtr_env.config import read_data
+from teamtr_env.config import read_config
 
 SAFE_TO_CHANGE: tuple[str, ...] = ("progress", "run_dir", "torch_threads")
 """Config keys a resume may change: they do not change what the run computes (progress bars, where
@@ -138,9 +138,7 @@ def check_resume(
     saved: list[tuple[str, Mapping[str, Any]]] = []
     path = run_dir / "config.yaml"
     if path.exists():
-        data = read_data(path)
-        if isinstance(data, Mapping):
-            saved.append((str(path), normalise(data)))
+        saved.append((str(path), normalise(read_config(path, what="the run's config.yaml"))))
     if checkpoint is not None and isinstance(checkpoint.state.get("config"), Mapping):
         saved.append((str(checkpoint.path), normalise(checkpoint.state["config"])))
     problems = []

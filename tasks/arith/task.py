@@ -68,6 +68,19 @@ class ArithTask(SingleAnswerTask):
     def prompt(self, problem: Problem) -> str:
         return f"Compute: {problem.data['expression']}\nReply with: Answer: <integer>"
 
+    def check_problem(self, problem: Problem) -> list[str]:
+        """A loaded row needs ``data["expression"]`` (``"12 + 3"``) and an integer answer."""
+        issues = []
+        expression = problem.data.get("expression")
+        if not isinstance(expression, str) or rules.parse_expression(expression) is None:
+            issues.append(
+                "data.expression: expected an expression such as '12 + 3 * 4', got "
+                f"{expression!r:.80}"
+            )
+        if not is_int(problem.answer):
+            issues.append(f"answer: expected an integer, got {problem.answer!r:.80}")
+        return issues
+
     def grade(self, problem: Problem, text: str) -> Score:
         value, how = rules.extract_answer(text)
         if value is None:

@@ -84,6 +84,16 @@ class PipelineTask(SingleAnswerTask):
     def prompt(self, problem: Problem) -> str:
         return str(problem.data["chain"])
 
+    def check_problem(self, problem: Problem) -> list[str]:
+        """A loaded row needs ``data["chain"]`` (``"7 +5 -3"``) and an integer answer."""
+        issues = []
+        chain = problem.data.get("chain")
+        if not isinstance(chain, str) or rules.parse_chain(chain) is None:
+            issues.append(f"data.chain: expected a chain such as '7 +5 -3', got {chain!r:.80}")
+        if not is_int(problem.answer):
+            issues.append(f"answer: expected an integer, got {problem.answer!r:.80}")
+        return issues
+
     def grade(self, problem: Problem, text: str) -> Score:
         value, how = extract_answer(text)
         if value is None:

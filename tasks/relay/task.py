@@ -59,6 +59,22 @@ class RelayTask(SingleAnswerTask):
     def prompt(self, problem: Problem) -> str:
         return rules.render_prompt(int(problem.data["secret"]))
 
+    def check_problem(self, problem: Problem) -> list[str]:
+        """A loaded row needs a symbol ``data["secret"]`` in ``0..symbols-1`` and the same
+        ``answer``."""
+        secret = problem.data.get("secret")
+        if (
+            not isinstance(secret, int)
+            or isinstance(secret, bool)
+            or not 0 <= secret < self.symbols
+        ):
+            return [
+                f"data.secret: expected an integer in 0..{self.symbols - 1}, got {secret!r:.80}"
+            ]
+        if problem.answer != secret:
+            return [f"answer: expected the secret {secret}, got {problem.answer!r:.80}"]
+        return []
+
     def grade(self, problem: Problem, text: str) -> Score:
         symbol = rules.parse_message(text)
         if symbol is None:

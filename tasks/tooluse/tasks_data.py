@@ -213,13 +213,16 @@ def load_task_file(
 
 
 def _project_jsonl(path: Path) -> list[Problem]:
-    problems = load_problems(path)
-    for lineno, problem in enumerate(problems, 1):
-        try:
-            ToolTask.from_problem(problem)
-        except ValueError as exc:
-            raise ValueError(f"{path}: row {lineno}: {exc}") from exc
-    return problems
+    return load_problems(path, check=_row_problems)
+
+
+def _row_problems(problem: Problem) -> list[str]:
+    """Why a project-JSONL row is not a tool-use task (empty: it is one)."""
+    try:
+        ToolTask.from_problem(problem)
+    except ValueError as exc:
+        return [str(exc).removeprefix(f"problem {problem.id!r}: ")]
+    return []
 
 
 def _json_lines(text: str, path: Path) -> list[Any]:
@@ -267,9 +270,8 @@ def _python_records(text: str, path: Path) -> list[dict[str, Any]]:
     try:
         tree = ast.parse(text, filename=str(path))
     except SyntaxError as exc:
-        raise ValueError(
-            f"{path}:{exc.lineno}: neither JSON nor a Python task module ({exc.msg})."
-        ) from exc
+        at = f":{exc.lineno}" if exc.lineno else ""
+        raise ValueError(f"{path}{at}: neither JSON nor a Python task module ({exc.msg}).") from exc
     except (RecursionError, MemoryError, ValueError) as exc:
         raise ValueError(
             f"{path}: cannot be parsed as a Python task module ({exc!r:.80})."

@@ -101,6 +101,36 @@ def test_team_level_checks(tiny_model_dir: Path) -> None:
         )
 
 
+def test_a_bad_error_rate_is_listed_with_every_other_team_problem(tmp_path: Path, capsys) -> None:
+    """An error_rate outside [0, 1] was a ValueError traceback from the first scripted agent
+    built, never listed with the team's other problems."""
+    from tests.teamtr_env.toy_tasks import CountdownTask
+
+    config = team_config_from_dict(
+        {
+            "agents": {
+                "solver": {"backend": "scripted", "error_rate": 2},
+                "critic": {"backend": "scripted", "error_rate": -0.5},
+                "judge": {"backend": "random"},
+            }
+        }
+    )
+    with pytest.raises(ConfigError) as err:
+        build_team(config, AGENTS, teamtr_env.make("teamtr/Arith-v0").task)
+    assert err.value.problems == [
+        "agents ['judge'] are not on the team ['solver', 'critic', 'aggregator']",
+        "agents.solver.error_rate: must be in [0, 1], got 2.0",
+        "agents.critic.error_rate: must be in [0, 1], got -0.5",
+        "agent 'aggregator' has no policy: add agents.aggregator or a 'default'",
+    ]
+    no_expert = team_config_from_dict({"default": {"backend": "scripted"}})
+    with pytest.raises(ConfigError, match="agents.solver: backend 'scripted' needs a task with"):
+        build_team(no_expert, ["solver"], CountdownTask())
+    cfg = write(tmp_path / "team.yaml", {"default": {"backend": "scripted", "error_rate": 2}})
+    assert main(["eval", "teamtr/Arith-v0", "--team", str(cfg), "--no-progress"]) == 2
+    assert "agents.solver.error_rate: must be in [0, 1], got 2.0" in capsys.readouterr().err
+
+
 def test_build_team_mixed_backends_and_sampling_precedence(tiny_model_dir: Path) -> None:
     task = teamtr_env.make("teamtr/Arith-v0").task
     config = team_config_from_dict(

@@ -11,8 +11,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks import Episode, Message, Problem, Score, TaskConfigError, load_problems, save_problems
+from tasks import (
+    Episode,
+    Message,
+    Problem,
+    Score,
+    SingleAnswerTask,
+    TaskConfigError,
+    load_problems,
+    save_problems,
+)
 from tasks.arith.task import ArithTask
+from tasks.pipeline.task import PipelineTask
+from tasks.relay.task import RelayTask
+from teamtr_core.errors import ConfigError
 
 json_scalars = st.none() | st.booleans() | st.integers(-(10**12), 10**12) | st.text(max_size=20)
 json_values = st.recursive(
@@ -233,3 +245,94 @@ def test_arith_task_load(tmp_path: Path) -> None:
         assert problem.split == "validation"
         assert task.grade(problem, f"Answer: {problem.answer}").correct
         assert task.prompt(problem).startswith(f"Compute: {problem.data['expression']}\n")
+
+
+def test_load_reports_every_bad_line_at_once(tmp_path: Path) -> None:
+    """Not JSON, not a problem, not UTF-8, a repeated id: each line named, in one error."""
+    good = _sample_problems(2)
+    path = tmp_path / "bad.jsonl"
+    rows = [
+        json.dumps(good[0].to_dict()).encode(),
+        b"not json",
+        json.dumps(good[1].to_dict()).encode(),
+        b'{"data": {}}',
+        b"\x93\xff binary",
+        json.dumps(good[0].to_dict()).encode(),
+    ]
+    path.write_bytes(b"\n".join(rows) + b"\n")
+    with pytest.raises(ConfigError) as info:
+        load_problems(path)
+    assert [p.split(": ", 1)[0] for p in info.value.problems] == [
+        f"{path}:2",
+        f"{path}:4",
+        f"{path}:5",
+        f"{path}:6",
+    ]
+    message = str(info.value)
+    assert f"Invalid data file {path}" in message and "not UTF-8 text (byte 0x93" in message
+    assert f"duplicate id {good[0].id!r} (first on line 1)" in message
+    assert isinstance(info.value, ValueError)  # loaders that caught ValueError still do
+
+
+def test_load_lists_the_first_bad_lines_and_counts_the_rest(tmp_path: Path) -> None:
+    path = tmp_path / "many.jsonl"
+    path.write_text("nope\n" * 120, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_problems(path)
+    assert len(info.value.problems) == 51
+    assert info.value.problems[-1] == "... and 70 more (the first 50 shown)"
+
+
+@pytest.mark.parametrize(
+    ("task", "row", "expected"),
+    [
+        (ArithTask(), {"id": "a", "answer": 3}, "data.expression: expected an expression"),
+        (ArithTask(), {"id": "a", "data": {"expression": "1 + 2"}}, "answer: expected an integer"),
+        (ArithTask(), {"id": "a", "data": {"expression": "rm -rf"}, "answer": 1}, "data.expr"),
+        (PipelineTask(), {"id": "p", "data": {"chain": "7 +5"}}, "answer: expected an integer"),
+        (PipelineTask(), {"id": "p", "data": {}, "answer": 12}, "data.chain: expected a chain"),
+        (RelayTask(), {"id": "r", "data": {"secret": 9}, "answer": 9}, "data.secret: expected"),
+        (RelayTask(), {"id": "r", "data": {"secret": 1}, "answer": 2}, "answer: expected the"),
+    ],
+)
+def test_task_load_checks_what_each_row_needs(
+    tmp_path: Path, task: SingleAnswerTask, row: dict, expected: str
+) -> None:
+    """A row the task cannot use is an error naming its file and line, not a KeyError when it is
+    played nor a silent score of 0."""
+    path = tmp_path / "rows.jsonl"
+    good = task.sample(np.random.default_rng(0)).to_dict()
+    path.write_text(json.dumps(good) + "\n" + json.dumps(row) + "\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        task.load(path)
+    (problem,) = [p for p in info.value.problems if expected in p] or [str(info.value)]
+    assert problem.startswith(f"{path}:2: problem {row['id']!r}: ")
+
+
+def test_a_single_answer_task_needs_an_answer_and_a_check_that_trips_is_reported(
+    tmp_path: Path,
+) -> None:
+    class Echo(SingleAnswerTask):
+        def sample(self, rng):
+            return Problem("e", {"word": "hi"}, "hi")
+
+        def prompt(self, problem):
+            return problem.data["word"]
+
+        def grade(self, problem, text):
+            return Score(float(text == problem.answer), text == problem.answer)
+
+    class Strict(Echo):
+        def check_problem(self, problem):
+            return [] if problem.data["word"] else ["data.word: empty"]  # KeyError on no word
+
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"id": "a", "data": {"word": "hi"}}\n{"id": "b", "answer": "x"}\n')
+    with pytest.raises(ConfigError) as info:
+        Echo().load(path)
+    assert info.value.problems == [
+        f"{path}:1: problem 'a': no 'answer': a single-answer task grades against it"
+    ]
+    with pytest.raises(ConfigError) as info:
+        Strict().load(path)
+    assert f"{path}:2: problem 'b': unusable row (KeyError: 'word')" in info.value.problems

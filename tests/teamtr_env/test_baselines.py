@@ -8,7 +8,14 @@ import pytest
 import teamtr_env
 from adapters.base import Generation, SamplingParams
 from adapters.scripted import ScriptedExpert
-from teamtr_env.baselines import PROTOCOLS, build_protocol, debate, self_consistency
+from teamtr_env.baselines import (
+    MAX_PROTOCOL_MESSAGES,
+    PROTOCOLS,
+    build_protocol,
+    debate,
+    role_play,
+    self_consistency,
+)
 from teamtr_env.errors import ConfigError
 from teamtr_env.evaluation import evaluate
 from teamtr_env.protocol import TeamProtocol
@@ -165,3 +172,29 @@ def test_budget_errors() -> None:
         build_protocol("single", n=3)
     with pytest.raises(ConfigError, match="unknown 'vote'"):
         build_protocol("vote")
+
+
+@pytest.mark.parametrize(
+    ("build", "expected"),
+    [
+        (lambda: self_consistency(n=17), "self_consistency with n=17 would generate 17"),
+        (lambda: debate(n=2, rounds=9), "18 messages per episode"),
+        (lambda: debate(n=8, judge=True), "debate_judge with n=8, rounds=2 would generate 17"),
+        (lambda: role_play(turns=17), "role_play with turns=17"),
+        (lambda: build_protocol("self_consistency", budget_kind="samples", budget=17), "n=17"),
+    ],
+)
+def test_protocols_past_the_message_limit_are_refused_before_any_agent_is_made(
+    build, expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """self_consistency n=10^8 (or a samples budget of 10^8) built 10^8 agent names and ended in
+    a MemoryError; past MAX_PROTOCOL_MESSAGES it is a ConfigError naming the limit, raised before
+    anything is allocated (checked here against a small limit, so a regression costs nothing)."""
+    import teamtr_env.baselines as baselines
+
+    assert MAX_PROTOCOL_MESSAGES == 1024
+    monkeypatch.setattr(baselines, "MAX_PROTOCOL_MESSAGES", 16)
+    with pytest.raises(ConfigError, match="over the limit of 16") as err:
+        build()
+    assert expected in str(err.value)
+    assert self_consistency(n=16).messages_per_episode == 16

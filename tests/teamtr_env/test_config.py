@@ -480,3 +480,80 @@ def test_prepare_hooks_let_a_section_inherit_unset_keys_from_its_parent() -> Non
     with pytest.raises(ConfigError, match="members.a"):  # malformed data is left to validation
         from_dict(Squad, {"members": {"a": 3}})
     assert inherit({"lr": 1}, "oops", Member()) == "oops"
+
+
+@dataclass(frozen=True)
+class RateSection:
+    rate: float = 0.5
+    mode: Literal["a", "b"] = "a"
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not 0 <= self.rate <= 1:
+            problems.append(f"rate must be in [0, 1], got {self.rate}")
+        if self.count < 1:
+            problems.append(f"count must be >= 1, got {self.count}")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+
+@dataclass(frozen=True)
+class Sections:
+    first: RateSection = field(default_factory=RateSection)
+    second: RateSection = field(default_factory=RateSection)
+    named: dict[str, RateSection] = field(default_factory=dict)
+    top: int = 0
+
+    def __post_init__(self) -> None:
+        if self.top < 0:
+            raise ValueError(f"top must be >= 0, got {self.top}")
+
+
+def test_a_schema_problem_does_not_hide_the_sections_own_checks() -> None:
+    """A schema problem used to stop the build, so every __post_init__ problem (of its section,
+    of the other sections, of the top level) showed only after it was fixed."""
+    data = {
+        "first": {"mode": "c", "count": 0},  # a schema problem and its section's own problem
+        "second": {"rate": 2.0},
+        "named": {"x": {"rate": -1.0}, "y": {"count": "many"}},
+        "top": -1,
+    }
+    with pytest.raises(ConfigError) as err:
+        from_dict(Sections, data)
+    assert sorted(err.value.problems) == sorted(
+        [
+            "first.mode: 'c' is not one of ['a', 'b']",
+            "named.y.count: expected integer, got 'many'",
+            "first: count must be >= 1, got 0",
+            "second: rate must be in [0, 1], got 2.0",
+            "named.x: rate must be in [0, 1], got -1.0",
+            "top must be >= 0, got -1",
+        ]
+    )
+    assert from_dict(Sections, {"first": {"rate": 1}}).first.rate == 1.0
+
+
+def _no_negative(value: Any) -> list[str]:
+    return [f"must be >= 0, got {value}"] if isinstance(value, int) and value < 0 else []
+
+
+@dataclass(frozen=True)
+class Probed:
+    value: int = field(default=0, metadata={"check": _no_negative})
+
+
+@dataclass(frozen=True)
+class WithChecks:
+    members: dict[str, Probed] = field(default_factory=dict)
+    limit: int = field(default=0, metadata={"check": _no_negative})
+
+
+def test_field_checks_reach_every_section_of_a_mapping() -> None:
+    """A field check inside a ``dict[str, Section]`` (a team's agents) was never run."""
+    with pytest.raises(ConfigError) as err:
+        from_dict(WithChecks, {"members": {"a": {"value": -2}}, "limit": -1})
+    assert err.value.problems == [
+        "members.a.value: must be >= 0, got -2",
+        "limit: must be >= 0, got -1",
+    ]

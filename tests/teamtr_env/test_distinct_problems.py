@@ -118,14 +118,27 @@ def test_cli_says_when_fewer_distinct_problems_exist_than_asked(tmp_path, capsys
     assert len({p["problem_id"] for p in report["per_problem"]}) == 8
 
 
-def test_cli_data_file_with_repeats_and_too_few_problems(tmp_path, capsys) -> None:
+def test_cli_refuses_a_data_file_with_repeats_naming_each_line(tmp_path, capsys) -> None:
+    """A repeated id in a problem file is an error (file:line of each repeat and of its first
+    occurrence), not a note: the file claims more problems than it has."""
     data = tmp_path / "problems.jsonl"
     save_problems(data, [*_fixed(3), *_fixed(2)])
     out = tmp_path / "r.json"
     argv = ["eval", "teamtr/Arith-v0", "--data-path", str(data), "--k", "2", "--no-progress"]
+    assert main([*argv, "--out", str(out)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{data}:4: duplicate id 'p0' (first on line 1)" in err
+    assert f"{data}:5: duplicate id 'p1' (first on line 2)" in err
+    assert not out.exists()
+
+
+def test_cli_data_file_with_too_few_problems(tmp_path, capsys) -> None:
+    data = tmp_path / "problems.jsonl"
+    save_problems(data, _fixed(3))
+    out = tmp_path / "r.json"
+    argv = ["eval", "teamtr/Arith-v0", "--data-path", str(data), "--k", "2", "--no-progress"]
     assert main([*argv, "--problems", "10", "--out", str(out)]) == 0
     printed = " ".join(capsys.readouterr().out.split())
-    assert "5 entries but only 3 distinct problem ids" in printed
     assert "asked for 10 problems, found 3 distinct" in printed
     report = json.loads(out.read_text())
     assert [p["problem_id"] for p in report["per_problem"]] == ["p0", "p1", "p2"]
@@ -133,6 +146,23 @@ def test_cli_data_file_with_repeats_and_too_few_problems(tmp_path, capsys) -> No
     assert main([*argv, "--out", str(out)]) == 0  # every distinct problem: no shortfall
     assert "found 3 distinct" not in " ".join(capsys.readouterr().out.split())
     assert json.loads(out.read_text())["sampling"]["shortfall"] is None
+
+
+def test_a_loader_of_another_format_with_repeats_is_refused_too(tmp_path) -> None:
+    """The registry refuses repeated ids whatever the task's loader (not only the JSONL one)."""
+    from teamtr_core.errors import ConfigError
+    from teamtr_env.registration import Registry
+
+    class OwnFormat(teamtr_env.make("teamtr/Arith-v0").task.__class__):
+        def load(self, path):
+            return [*_fixed(2), _fixed(1)[0]]
+
+    reg = Registry(plugins=False)
+    reg.register("own/Arith-v0", OwnFormat)
+    data = tmp_path / "anything.txt"
+    data.write_text("x")
+    with pytest.raises(ConfigError, match="problem 3 repeats the id 'p0' of problem 1"):
+        reg.make("own/Arith-v0", data_path=str(data))
 
 
 @pytest.mark.parametrize("n", [1, 8])

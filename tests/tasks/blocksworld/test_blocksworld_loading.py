@@ -134,7 +134,9 @@ def test_project_jsonl_round_trip(tmp_path: Path) -> None:
     rows = [p.to_dict() for p in load_problems(tmp_path / "bw.jsonl")]
     rows[1]["data"]["init"] = ["(on a a)"]
     (tmp_path / "bad.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
-    with pytest.raises(ValueError, match=r"bad\.jsonl: row 2 \('planbench:instance-3'\)"):
+    with pytest.raises(
+        ValueError, match=r"bad\.jsonl:2: problem 'planbench:instance-3': not a Blocksworld"
+    ):
         task.load(tmp_path / "bad.jsonl")
 
 

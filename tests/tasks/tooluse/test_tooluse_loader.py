@@ -76,7 +76,7 @@ def test_project_jsonl_round_trip(tmp_path: Path) -> None:
 def test_project_jsonl_with_a_bad_row_names_it(tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
     save_problems(path, [Problem("x", data={"user_id": "u"}, answer={"actions": "nope"})])
-    with pytest.raises(ValueError, match=r"bad\.jsonl: row 1: problem 'x': .*instruction"):
+    with pytest.raises(ValueError, match=r"bad\.jsonl:1: problem 'x': .*instruction"):
         load_task_file(path)
 
 
@@ -96,6 +96,14 @@ def test_malformed_files_name_file_and_place(tmp_path: Path, content: str, messa
     path.write_text(content)
     with pytest.raises(ValueError, match=message):
         load_task_file(path)
+
+
+def test_a_binary_file_names_the_file_without_a_bogus_line(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.bin"
+    path.write_bytes(b"\x00\x01garbage\x00")
+    with pytest.raises(ValueError) as info:
+        load_task_file(path)
+    assert str(info.value).startswith(f"{path}: neither JSON") and ":None" not in str(info.value)
 
 
 def test_parse_record_lists_every_problem() -> None:
