@@ -9,6 +9,7 @@ The JSON Schema that validates YAML/JSON config files is generated from these cl
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any, ClassVar, Literal
 
 from adapters.team import TeamConfig, sampling_problems
 from adapters.tiny import TinyModelSpec
+from teamtr_core.choices import choice_problems
 from teamtr_core.policy import SamplingParams
 from teamtr_env.config import inherit
 from trainers.sft import SFTConfig
@@ -23,6 +25,7 @@ from trainers.sft import SFTConfig
 _RUN_SAMPLING = SamplingParams(max_new_tokens=12)  # the demo's messages are short
 
 Order = Literal["fixed", "reverse", "random"]
+RlLrSchedule = Literal["constant", "linear", "cosine"]
 DeltaMode = Literal["fixed", "adaptive", "none"]
 Budget = Literal["disjoint", "matched", "per_sample"]
 DEMO_TASK = "teamtr/Pipeline-v0"
@@ -196,10 +199,45 @@ class OptimConfig:
     normalize_advantages: bool = _help("group-standardise advantages (ablation: false)", True)
     max_grad_norm: float = _help("gradient clipping", 1.0)
     weight_decay: float = _help("AdamW weight decay", 0.0)
+    lr_schedule: RlLrSchedule = _help(
+        "the learning rate over the stages after the warm-up: constant, or a linear or cosine "
+        "decay toward 0 (reached just after the last stage)",
+        "constant",
+    )
+    warmup_stages: int = _help(
+        "linear warm-up: stage s < warmup_stages runs at lr * (s + 1) / (warmup_stages + 1)", 0
+    )
+    ref_kl_coef: float = _help(
+        "coefficient of a KL penalty toward a frozen reference policy (each agent's parameters "
+        "when training starts, after behaviour cloning), beside the trust region; 0 = none. Costs "
+        "a copy of each agent's parameters and one forward pass per update",
+        0.0,
+    )
 
     def __post_init__(self) -> None:
+        problems = []
         if self.lr <= 0 or self.epochs < 1 or self.micro_batch_size < 1 or self.ratio_clip <= 0:
-            raise ValueError("need lr > 0, epochs >= 1, micro_batch_size >= 1, ratio_clip > 0")
+            problems.append("need lr > 0, epochs >= 1, micro_batch_size >= 1, ratio_clip > 0")
+        problems += choice_problems("lr_schedule", self.lr_schedule, RlLrSchedule)
+        if self.warmup_stages < 0:
+            problems.append(f"warmup_stages must be >= 0, got {self.warmup_stages}")
+        if self.ref_kl_coef < 0:
+            problems.append(f"ref_kl_coef must be >= 0, got {self.ref_kl_coef}")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    def lr_at(self, stage: int, stages: int) -> float:
+        """The learning rate of stage ``stage`` (0-based) of ``stages``: the warm-up, then the
+        schedule's decay over the stages after it."""
+        if stage < self.warmup_stages:
+            return self.lr * (stage + 1) / (self.warmup_stages + 1)
+        if self.lr_schedule == "constant":
+            return self.lr
+        span = max(stages - self.warmup_stages, 1)
+        progress = min((stage - self.warmup_stages) / span, 1.0)
+        if self.lr_schedule == "linear":
+            return self.lr * (1.0 - progress)
+        return self.lr * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ independent batches of the same team show by sampling noise alone.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import time
@@ -72,6 +73,7 @@ class AgentSlot:
     beta: float
     delta: float
     version: int = 0  # accepted updates so far: which parameters produced a rollout
+    reference: TrainablePolicy | None = None  # frozen at the first stage (optim.ref_kl_coef > 0)
 
 
 @dataclass(frozen=True)
@@ -205,9 +207,17 @@ class TeamTrainer:
     def run_stage(self, on_update: Callable[[int, int], None] | None = None) -> StageReport:
         """Runs stage ``self.stage`` with the learner and advances it. ``on_update(i, n)``
         reports progress."""
+        lr = self.config.optim.lr_at(self.stage, self.config.schedule.stages)
+        for slot in self.slots.values():
+            for group in slot.optimizer.param_groups:
+                group["lr"] = lr
+            if self.config.optim.ref_kl_coef > 0 and slot.reference is None:
+                slot.reference = _frozen_copy(slot.policy)  # the team as training starts
         stage = Stage(self, on_update)
         self.learner.run_stage(stage)
-        return stage.finish()
+        report = stage.finish()
+        report.metrics["stage/lr"] = lr
+        return report
 
     def _stage_metrics(
         self,
@@ -341,6 +351,7 @@ class TeamTrainer:
                     "beta": s.beta,
                     "delta": s.delta,
                     "version": s.version,
+                    **({"reference": s.reference.state_dict()} if s.reference is not None else {}),
                 }
                 for a, s in self.slots.items()
             },
@@ -356,6 +367,9 @@ class TeamTrainer:
             slot.policy.load_state_dict(s["policy"])
             slot.optimizer.load_state_dict(s["optimizer"])
             slot.beta, slot.delta, slot.version = s["beta"], s["delta"], s["version"]
+            if "reference" in s:
+                slot.reference = _frozen_copy(slot.policy)
+                slot.reference.load_state_dict(s["reference"])
         torch.set_rng_state(state["torch_rng"])
 
 
@@ -473,6 +487,14 @@ class Stage:
             self.timing["diagnostic_s"] += time.perf_counter() - t0
         off = not trust_region or cfg.trust_region.delta_mode == "none"
         delta = None if off else slot.delta
+        reference = None
+        if slot.reference is not None:
+            t0 = time.perf_counter()
+            settings = trainer.agent_settings[agent]
+            reference = score(
+                slot.reference, messages, settings.micro_batch_size, settings.score_temperature
+            )
+            self.timing["reference_s"] += time.perf_counter() - t0
         result = update_agent(
             slot.policy,
             slot.optimizer,
@@ -482,6 +504,8 @@ class Stage:
             delta=delta,
             settings=trainer.agent_settings[agent],
             weights=weights,
+            reference=reference,
+            ref_coef=cfg.optim.ref_kl_coef,
         )
         self.timing["update_s"] += result.update_s
         self.timing["monitor_s"] += result.monitor_s
@@ -520,6 +544,7 @@ class Stage:
             "adv_clip_frac": groups.clip_frac,
             "messages": result.n_messages,
             "tokens": result.n_tokens,
+            "ref_kl": result.ref_kl,
         }
         self.report.updates.append(record)
         if self._on_update is not None:
@@ -535,6 +560,14 @@ class Stage:
         trainer.totals["stage_wall_s"] += self.report.metrics["stage/wall_s"]
         trainer.stage += 1
         return self.report
+
+
+def _frozen_copy(policy: TrainablePolicy) -> TrainablePolicy:
+    """A copy of ``policy`` whose parameters take no gradient (the reference policy)."""
+    reference = copy.deepcopy(policy)
+    for p in reference.parameters():
+        p.requires_grad_(False)
+    return reference
 
 
 def _score_temperature(sampling: SamplingParams) -> float:

@@ -59,6 +59,8 @@ class UpdateResult:
         ratio_clip_frac: fraction of messages whose ratio was clipped (last epoch).
         n_messages, n_tokens: the agent's messages and their tokens in the batch.
         update_s, monitor_s: wall time of the gradient steps and of KL monitoring/backtracking.
+        ref_kl: the k3 estimate of KL(pi_new || pi_ref) on the batch in the last epoch (NaN
+            without a reference policy).
     """
 
     accepted: bool
@@ -74,6 +76,21 @@ class UpdateResult:
     n_tokens: int
     update_s: float
     monitor_s: float
+    ref_kl: float = math.nan
+
+
+def reference_kl(
+    logp_ref: torch.Tensor, logp_new: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
+    """Differentiable k3 estimate of ``KL(pi_new || pi_ref)`` on messages sampled from (about)
+    ``pi_new``: per counted token ``exp(d) - 1 - d`` with ``d = log pi_ref - log pi_new`` (TRL's
+    estimator), summed per message and averaged over messages. ``d`` is clamped to ``[-20, 20]``.
+    """
+    dtype = torch.promote_types(logp_new.dtype, torch.float32)
+    d = logp_ref.detach().to(dtype) - logp_new.to(dtype)
+    d = torch.where(mask, d, torch.zeros_like(d)).clamp(-20.0, 20.0)
+    per_message = (torch.expm1(d) - d).sum(-1)
+    return per_message.mean() if per_message.numel() else per_message.sum() * 0.0
 
 
 def score(
@@ -95,6 +112,14 @@ def score(
             else:
                 out.append(policy.logprobs(prompts, completions, temperature=temperature))  # type: ignore[call-arg]
     return out
+
+
+def _widened(logprobs: torch.Tensor, like: TokenLogprobs) -> torch.Tensor:
+    """``logprobs`` padded or cut to the token width of ``like`` (the same messages)."""
+    width = like.logprobs.shape[1]
+    if logprobs.shape[1] >= width:
+        return logprobs[:, :width]
+    return torch.nn.functional.pad(logprobs, (0, width - logprobs.shape[1]))
 
 
 def concat_logprobs(parts: Sequence[TokenLogprobs]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -121,6 +146,8 @@ def update_agent(
     settings: UpdateSettings,
     weights: torch.Tensor | None = None,
     behaviour: Sequence[TokenLogprobs] | None = None,
+    reference: Sequence[TokenLogprobs] | None = None,
+    ref_coef: float = 0.0,
 ) -> UpdateResult:
     """Updates ``policy`` on its ``messages`` and enforces ``KL_tok <= delta`` on them.
 
@@ -134,6 +161,9 @@ def update_agent(
         settings: epochs, micro-batching, clipping, backtracking.
         weights: ``[N]`` optional importance weights (stale-rollout IS ablation).
         behaviour: precomputed behaviour log-probs (``score`` of the same messages), if any.
+        reference: a frozen reference policy's log-probs of the messages (``score``, same
+            micro-batching); with ``ref_coef > 0`` the loss adds ``ref_coef`` times
+            :func:`reference_kl` (TRL's ``beta``), beside the trust region.
     """
     if settings.epochs < 1:
         raise ValueError(f"settings.epochs must be >= 1, got {settings.epochs}")
@@ -172,10 +202,10 @@ def update_agent(
             0.0,
         )
 
-    clip_frac = 0.0
+    clip_frac, ref_kl = 0.0, math.nan
     for epoch in range(settings.epochs):
         optimizer.zero_grad(set_to_none=True)
-        clipped = 0.0
+        clipped = ref_sum = 0.0
         for i, start in enumerate(range(0, n, mb)):
             chunk = messages[start : start + mb]
             new = score(policy, chunk, mb, temp, grad=True)[0]
@@ -189,6 +219,12 @@ def update_agent(
                 new.logprobs, cur.logprobs, cur.mask, adv, eps=settings.ratio_clip, weights=w
             )
             loss = sur.loss + beta * kl_penalty(cur.logprobs, new.logprobs, cur.mask)
+            if reference is not None and ref_coef > 0:
+                ref_term = reference_kl(
+                    _widened(reference[i].logprobs, new), new.logprobs, cur.mask
+                )
+                loss = loss + ref_coef * ref_term
+                ref_sum += float(ref_term.detach()) * len(chunk) / n
             loss = loss * (
                 len(chunk) / n
             )  # accumulate the full-batch mean: micro-batching-invariant
@@ -199,6 +235,8 @@ def update_agent(
         torch.nn.utils.clip_grad_norm_(params, settings.max_grad_norm)
         optimizer.step()
         clip_frac = clipped
+        if reference is not None and ref_coef > 0:
+            ref_kl = ref_sum
     update_s = time.perf_counter() - t0
 
     if delta is None and not settings.monitor_without_region:
@@ -217,6 +255,7 @@ def update_agent(
             n_tokens=n_tokens,
             update_s=update_s,
             monitor_s=0.0,
+            ref_kl=ref_kl,
         )
     t1 = time.perf_counter()
     cur_lp, mask = concat_logprobs(old)
@@ -272,6 +311,7 @@ def update_agent(
         n_tokens=n_tokens,
         update_s=update_s,
         monitor_s=monitor_s,
+        ref_kl=ref_kl,
     )
 
 

@@ -291,3 +291,61 @@ def test_reward_start_is_the_stage_start_teams_batch(monkeypatch) -> None:
     assert len(seen) == 3
     assert stage.metrics["stage/reward_start"] == seen[0]
     assert stage.metrics["stage/reward_mean"] == pytest.approx(sum(seen) / 3)
+
+
+def test_learning_rate_warm_up_and_decay_over_the_stages() -> None:
+    from trainers.config import OptimConfig
+
+    warm = OptimConfig(lr=0.1, warmup_stages=2, lr_schedule="linear")
+    assert [round(warm.lr_at(s, 6), 6) for s in range(6)] == [
+        0.033333,
+        0.066667,
+        0.1,
+        0.075,
+        0.05,
+        0.025,
+    ]
+    cosine = OptimConfig(lr=0.1, lr_schedule="cosine")
+    assert cosine.lr_at(0, 4) == pytest.approx(0.1) and cosine.lr_at(2, 4) == pytest.approx(0.05)
+    assert OptimConfig(lr=0.1).lr_at(5, 6) == 0.1  # constant by default
+    with pytest.raises(ValueError, match="lr_schedule.*warmup_stages"):
+        OptimConfig(lr_schedule="step", warmup_stages=-1)  # type: ignore[arg-type]
+    trainer = TeamTrainer(
+        config(optim__lr=0.05, optim__warmup_stages=1, schedule__stages=3, diagnostics=False),
+        env_fn,
+        tabular_team(),
+    )
+    lrs = [trainer.run_stage().metrics["stage/lr"] for _ in range(3)]
+    assert lrs == [0.025, 0.05, 0.05]
+    assert trainer.slots["a"].optimizer.param_groups[0]["lr"] == 0.05
+
+
+def test_reference_kl_holds_the_team_near_where_training_started() -> None:
+    """ref_kl_coef freezes each agent at the first stage; a large coefficient keeps the trained
+    policy closer to it, and the reference survives a checkpoint round trip."""
+    from adapters.tabular import state_kl
+
+    drift = {}
+    for coef in (0.0, 50.0):
+        team = tabular_team()
+        start = {a: p.copy() for a, p in team.items()}
+        trainer = TeamTrainer(
+            config(optim__ref_kl_coef=coef, optim__lr=0.5, schedule__stages=3, diagnostics=False),
+            env_fn,
+            team,
+        )
+        reports = [trainer.run_stage() for _ in range(3)]
+        drift[coef] = sum(float(state_kl(start[a], team[a]).detach().sum()) for a in team)
+        ref_kls = [u["ref_kl"] for r in reports for u in r.updates]
+        if coef:
+            reference = trainer.slots["a"].reference
+            assert reference is not None and torch.equal(reference.logits, start["a"].logits)
+            assert all(math.isfinite(k) and k >= 0 for k in ref_kls)
+            assert "stage/reference_s" in reports[0].metrics
+            state = trainer.state_dict()
+            fresh = TeamTrainer(trainer.config, env_fn, tabular_team(seed=9))
+            fresh.load_state_dict(state)
+            assert torch.equal(fresh.slots["a"].reference.logits, start["a"].logits)  # type: ignore[union-attr]
+        else:
+            assert trainer.slots["a"].reference is None and all(math.isnan(k) for k in ref_kls)
+    assert drift[50.0] < 0.5 * drift[0.0]
