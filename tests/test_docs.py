@@ -21,6 +21,7 @@ PAGES = [
     "docs/policies.md",
     "docs/evaluation.md",
     "docs/exact-games.md",
+    "docs/callbacks.md",
     *sorted(f"docs/tasks/{p.name}" for p in (ROOT / "docs" / "tasks").glob("*.md")),
 ]
 

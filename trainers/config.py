@@ -26,6 +26,7 @@ _RUN_SAMPLING = SamplingParams(max_new_tokens=12)  # the demo's messages are sho
 
 Order = Literal["fixed", "reverse", "random"]
 RlLrSchedule = Literal["constant", "linear", "cosine"]
+LoggerName = Literal["tensorboard", "wandb", "mlflow"]
 DeltaMode = Literal["fixed", "adaptive", "none"]
 Budget = Literal["disjoint", "matched", "per_sample"]
 DEMO_TASK = "teamtr/Pipeline-v0"
@@ -268,6 +269,11 @@ class EvalConfig:
         "(needs every >= 1; model selection never looks at the test split)",
         "last",
     )
+    early_stop_patience: int = _help(
+        "stop the run when validation avg@K has not improved for this many periodic "
+        "evaluations (needs every >= 1; 0 = never)",
+        0,
+    )
 
     def __post_init__(self) -> None:
         problems = []
@@ -275,6 +281,8 @@ class EvalConfig:
             problems.append("eval needs problems >= 1, k >= 1 and every >= 0")
         if self.select == "best_validation" and self.every < 1:
             problems.append("eval.select 'best_validation' needs eval.every >= 1")
+        if self.early_stop_patience < 0 or (self.early_stop_patience and self.every < 1):
+            problems.append("eval.early_stop_patience needs eval.every >= 1 (and must be >= 0)")
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -326,6 +334,27 @@ class TrainConfig:
         "per update after the first, B prompts each, outside the training budget (off in the demo "
         "to keep it under 5 minutes; benchmarks/compare_trainers.py turns it on)",
         False,
+    )
+    callbacks: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "callbacks by import path, 'module:attribute' (a trainers.callbacks.Callback "
+            "class or factory, called with no arguments)"
+        },
+    )
+    loggers: list[LoggerName] = field(
+        default_factory=lambda: ["tensorboard"],
+        metadata={
+            "help": "where metrics go besides metrics.jsonl: tensorboard, wandb, mlflow (the last "
+            "two need their packages installed)"
+        },
+    )
+    logger_options: dict[str, dict[str, Any]] = field(
+        default_factory=dict,
+        metadata={
+            "help": "per logger, e.g. {wandb: {project: teamtr, mode: offline}, mlflow: "
+            "{experiment: x, tracking_uri: file:runs/mlruns}}"
+        },
     )
     seed: int = _help("everything random derives from it", 0)
     torch_threads: int = _help(

@@ -1,4 +1,5 @@
-"""Metrics logging: one interface, JSONL and TensorBoard backends, and learning-curve plots.
+"""Metrics logging: one interface, JSONL and TensorBoard backends (wandb and MLflow when they are
+installed), and learning-curve plots.
 
 Keys are namespaced (``stage/reward_mean``, ``agent/solver/kl_tok``, ``eval/pass@4``) and checked by
 :func:`check_key` in every backend, so a typo fails on the first ``log`` call, not in a plot later.
@@ -13,9 +14,11 @@ import numbers
 import os
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
+
+from teamtr_core.errors import ConfigError
 
 _log = logging.getLogger(__name__)
 _KEY_RE = re.compile(r"[A-Za-z0-9_.@^-]+(?:/[A-Za-z0-9_.@^-]+){1,2}")
@@ -136,6 +139,104 @@ class TensorBoardLogger:
         """Flushes pending events and closes the writer."""
         self._writer.flush()
         self._writer.close()
+
+
+class WandbLogger:
+    """Logs to Weights & Biases (``pip install wandb``; not a dependency of teamtr).
+
+    Args:
+        run_dir: the run directory (wandb's ``dir``; the run is named after it).
+        config: the run's configuration (plain data), shown by wandb.
+        options: passed to ``wandb.init`` (e.g. ``project``, ``entity``, ``mode: offline``).
+    """
+
+    def __init__(
+        self, run_dir: str | os.PathLike[str], config: Mapping[str, Any], options: Mapping[str, Any]
+    ) -> None:
+        wandb = _optional("wandb")
+        kwargs = {"dir": str(run_dir), "name": os.path.basename(str(run_dir)), **options}
+        self._run = wandb.init(config=dict(config), **kwargs)
+
+    def log(self, metrics: Metrics, step: int) -> None:
+        """Logs the finite metrics at ``step``."""
+        finite = {k: v for k, v in _clean(metrics).items() if math.isfinite(v)}
+        self._run.log(finite, step=int(step))
+
+    def close(self) -> None:
+        """Finishes the wandb run."""
+        self._run.finish()
+
+
+class MLflowLogger:
+    """Logs to MLflow (``pip install mlflow``; not a dependency of teamtr).
+
+    Args:
+        run_dir: the run directory (the MLflow run is named after it).
+        config: the run's configuration, logged as flattened parameters.
+        options: ``tracking_uri`` and ``experiment`` (optional), the rest to ``start_run``.
+    """
+
+    def __init__(
+        self, run_dir: str | os.PathLike[str], config: Mapping[str, Any], options: Mapping[str, Any]
+    ) -> None:
+        mlflow = self._mlflow = _optional("mlflow")
+        options = dict(options)
+        if "tracking_uri" in options:
+            mlflow.set_tracking_uri(options.pop("tracking_uri"))
+        if "experiment" in options:
+            mlflow.set_experiment(options.pop("experiment"))
+        mlflow.start_run(run_name=os.path.basename(str(run_dir)), **options)
+        mlflow.log_params(dict(_flat(config)))
+
+    def log(self, metrics: Metrics, step: int) -> None:
+        """Logs the finite metrics at ``step`` (MLflow keys allow ``/``)."""
+        finite = {k: float(v) for k, v in _clean(metrics).items() if math.isfinite(v)}
+        self._mlflow.log_metrics(finite, step=int(step))
+
+    def close(self) -> None:
+        """Ends the MLflow run."""
+        self._mlflow.end_run()
+
+
+def _optional(name: str) -> Any:
+    """Imports an optional logging backend, or says how to install it."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise ConfigError(
+            "loggers", [f"the {name} logger needs the {name} package: pip install {name}"]
+        ) from exc
+
+
+def _flat(data: Any, prefix: str = "") -> Iterator[tuple[str, str]]:
+    if isinstance(data, Mapping) and data:
+        for key, value in data.items():
+            yield from _flat(value, f"{prefix}.{key}" if prefix else str(key))
+    else:
+        yield prefix, json.dumps(data, default=str)[:250]  # MLflow's parameter value limit
+
+
+def make_loggers(
+    names: Sequence[str],
+    run_dir: str | os.PathLike[str],
+    config: Mapping[str, Any],
+    options: Mapping[str, Mapping[str, Any]],
+) -> list[MetricsLogger]:
+    """The loggers named in a training config (``tensorboard``, ``wandb``, ``mlflow``), each
+    with its ``options``; the JSONL log is always written and is not listed here."""
+    out: list[MetricsLogger] = []
+    for name in names:
+        if name == "tensorboard":
+            out.append(TensorBoardLogger(os.path.join(str(run_dir), "tb")))
+        elif name == "wandb":
+            out.append(WandbLogger(run_dir, config, options.get("wandb", {})))
+        elif name == "mlflow":
+            out.append(MLflowLogger(run_dir, config, options.get("mlflow", {})))
+        else:  # the config's choices check names the valid ones first
+            raise ConfigError("loggers", [f"unknown logger {name!r}"])
+    return out
 
 
 class MultiLogger:

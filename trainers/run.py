@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib
 import json
 import logging
 import math
@@ -48,8 +49,15 @@ from teamtr_env.config import dump_config, from_dict, to_dict
 from teamtr_env.evaluation import evaluate
 from teamtr_env.runner import Runner, derive_seed
 from trainers import rundir
+from trainers.callbacks import Callback, CallbackList, EarlyStopping, load_callbacks
 from trainers.config import TrainConfig
-from trainers.logger import JsonlLogger, MultiLogger, TensorBoardLogger, plot_learning_curves
+from trainers.logger import (
+    JsonlLogger,
+    MetricsLogger,
+    MultiLogger,
+    make_loggers,
+    plot_learning_curves,
+)
 from trainers.registry import trainer_spec
 from trainers.team_trainer import TeamTrainer
 
@@ -160,6 +168,8 @@ def run_training(
     console: Console | None = None,
     stop_after: int | None = None,
     overwrite: bool = False,
+    callbacks: Sequence[Callback] = (),
+    loggers: Sequence[MetricsLogger] = (),
 ) -> dict[str, Any]:
     """Runs (or resumes) a training run and returns its summary (also saved as summary.json).
 
@@ -173,6 +183,10 @@ def run_training(
         console: where to print; a default console when ``None``.
         stop_after: raise ``StopTraining`` after this many completed stages (crash simulation).
         overwrite: replace a run already in ``config.run_dir`` (its files are deleted first).
+        callbacks: :class:`trainers.callbacks.Callback` objects, called before the config's
+            ``callbacks`` and ``eval.early_stop_patience``'s early stopping.
+        loggers: extra metric loggers (anything with ``log(metrics, step)`` and ``close()``),
+            beside ``metrics.jsonl`` and the config's ``loggers``.
 
     Raises:
         ConfigError: a problem with the config, the run directory or its checkpoints, listed
@@ -188,6 +202,11 @@ def run_training(
     val_fn = _env_factory(config, "validation")
     env = env_fn()
     _check_before_writing(config, env)
+    hooks = CallbackList([*callbacks, *load_callbacks(config.callbacks)])
+    if config.eval.early_stop_patience:
+        hooks.callbacks.append(
+            EarlyStopping(f"val/avg@{config.eval.k}", patience=config.eval.early_stop_patience)
+        )
     found = rundir.load(run_dir / "checkpoints") if resume else None
     if resume:
         rundir.check_resume(run_dir, _normalised(to_dict(config)), found, _normalised)
@@ -211,9 +230,11 @@ def run_training(
         )
     trainer = TeamTrainer(config, env_fn, policies, sampling=agent_sampling(config, list(policies)))
     start_step = checkpoint["trainer"]["stage"] if checkpoint else None
+    trainer.update_hooks.append(hooks.on_update)
     logger = MultiLogger(
         JsonlLogger(run_dir / "metrics.jsonl", resume_step=start_step),
-        TensorBoardLogger(run_dir / "tb"),
+        *make_loggers(config.loggers, run_dir, to_dict(config), config.logger_options),
+        *loggers,
     )
     t0 = time.perf_counter()
     try:
@@ -227,8 +248,11 @@ def run_training(
                 extra["sft"] = _behaviour_clone(config, env_fn, env, policies, console)
             extra["before"] = _evaluate_all(config, eval_fn, env_fn, policies)
             logger.log(extra["before"], step=0)
+            hooks.on_eval("eval", 0, extra["before"])
             console.print(_metrics_line("before training", extra["before"], config.eval.k))
-        _run_stages(config, trainer, logger, extra, run_dir, val_fn, policies, console, stop_after)
+        _run_stages(
+            config, trainer, logger, extra, run_dir, val_fn, policies, console, stop_after, hooks
+        )
         if config.eval.select == "best_validation" and extra.get("best"):
             _load_best(run_dir, policies)
             best = extra["best"]
@@ -238,6 +262,7 @@ def run_training(
             )
         after = _evaluate_all(config, eval_fn, env_fn, policies)
         logger.log(after, step=trainer.stage)
+        hooks.on_eval("eval", trainer.stage, after)
     finally:
         logger.close()
     summary = _summary(config, trainer, extra, after, time.perf_counter() - t0, run_dir)
@@ -257,6 +282,14 @@ def _check_before_writing(config: TrainConfig, env: Any) -> None:
     from trainers.registry import make_learner
 
     problems = list(make_learner(config.schedule.method).check(config))
+    for name in config.loggers:  # an optional logger that is not installed: say so now
+        if name in ("wandb", "mlflow"):
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                problems.append(
+                    f"loggers: the {name} logger needs the {name} package: pip install {name}"
+                )
     if config.team is not None:
         from adapters.team import check_team
 
@@ -435,6 +468,7 @@ def _run_stages(
     policies: dict[str, Any],
     console: Console,
     stop_after: int | None,
+    hooks: CallbackList,
 ) -> None:
     total = config.schedule.stages
     # Rich bars on a terminal; otherwise (piped, e.g. `make demo | tee log`, or bars off) one plain
@@ -466,9 +500,11 @@ def _run_stages(
             report = trainer.run_stage(on_update=advance)
             progress.remove_task(update_bar)
             metrics = dict(report.metrics)
+            stop = None
             if config.eval.every and trainer.stage % config.eval.every == 0:
                 val = evaluate_team(config, val_fn, policies, prefix="val")
                 metrics.update(val)
+                stop = hooks.on_eval("val", trainer.stage, val)
                 value = val[f"val/avg@{config.eval.k}"]
                 if config.eval.select == "best_validation" and (
                     not extra.get("best") or value > extra["best"]["value"]
@@ -483,6 +519,11 @@ def _run_stages(
             if not bars:
                 line = _stage_line(config, trainer.stage, metrics, time.perf_counter() - t_start)
                 console.print(line, markup=False, highlight=False)
+            stop = hooks.on_stage_end(trainer.stage, metrics) or stop
+            if stop is not None and trainer.stage < total:
+                extra["stopped_early"] = {"stage": trainer.stage, "by": stop}
+                console.print(f"{stop} stopped the run after stage {trainer.stage} of {total}")
+                break
             if stop_after is not None and trainer.stage >= stop_after:
                 raise StopTraining(f"stopped after stage {trainer.stage}")
 
@@ -536,6 +577,7 @@ def _summary(
         "task": config.task,
         "seed": config.seed,
         "stages": trainer.stage,
+        "stopped_early": extra.get("stopped_early"),
         "before": metrics_only(before),
         "after": metrics_only(after),
         "before_ci": intervals(before),

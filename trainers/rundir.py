@@ -30,9 +30,15 @@ import torch
 from teamtr_core.errors import ConfigError
 from teamtr_env.config import read_config
 
-SAFE_TO_CHANGE: tuple[str, ...] = ("progress", "run_dir", "torch_threads")
+SAFE_TO_CHANGE: tuple[str, ...] = (
+    "progress",
+    "run_dir",
+    "torch_threads",
+    "loggers",
+    "logger_options",
+)
 """Config keys a resume may change: they do not change what the run computes (progress bars, where
-the directory is, and the CPU threads torch uses)."""
+the directory is, the CPU threads torch uses, and where metrics are sent)."""
 
 ARTEFACTS: tuple[str, ...] = (
     "config.yaml",

@@ -163,6 +163,8 @@ class TeamTrainer:
         self.stage = 0  # completed stages
         self.samples: list[SampleEvent] = []
         self.totals: dict[str, float] = defaultdict(float)
+        # Called with each update's record (run_training's callbacks use it).
+        self.update_hooks: list[Callable[[dict[str, Any]], None]] = []
 
     # -- sampling ---------------------------------------------------------------------------
     def sample(self, stage: int, index: int, problems: int, purpose: str = "train") -> RolloutBatch:
@@ -547,6 +549,8 @@ class Stage:
             "ref_kl": result.ref_kl,
         }
         self.report.updates.append(record)
+        for hook in trainer.update_hooks:
+            hook(record)
         if self._on_update is not None:
             self._on_update(len(self.report.updates), self.n)
         return record

@@ -1,0 +1,156 @@
+"""Callbacks (updates, stages, evaluations, early stopping) and the optional wandb/MLflow loggers."""
+
+from __future__ import annotations
+
+import io
+import sys
+import types
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from test_run import small
+
+from teamtr_core.errors import ConfigError
+from trainers.callbacks import Callback, EarlyStopping, load_callbacks
+from trainers.run import run_training
+
+QUIET = Console(file=io.StringIO())
+
+
+class Recorder(Callback):
+    def __init__(self, stop_at: int | None = None) -> None:
+        self.updates: list[str] = []
+        self.stages: list[int] = []
+        self.evals: list[tuple[str, int]] = []
+        self.stop_at = stop_at
+
+    def on_update(self, record: Mapping[str, Any]) -> None:
+        self.updates.append(record["agent"])
+
+    def on_stage_end(self, stage: int, metrics: Mapping[str, float]) -> bool | None:
+        self.stages.append(stage)
+        assert "stage/reward_mean" in metrics
+        return stage == self.stop_at
+
+    def on_eval(self, prefix: str, stage: int, metrics: Mapping[str, float]) -> bool | None:
+        self.evals.append((prefix, stage))
+        return None
+
+
+class ListLogger:
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+        self.closed = False
+
+    def log(self, metrics: Mapping[str, Any], step: int) -> None:
+        self.steps.append(step)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_callbacks_see_every_update_stage_and_evaluation(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    recorder, extra = Recorder(), ListLogger()
+    cfg = small(tmp_path / "run", tiny_model_dir, eval__every=1)
+    summary = run_training(cfg, console=QUIET, callbacks=[recorder], loggers=[extra])
+    assert recorder.updates == ["solver", "critic", "aggregator"] * 2
+    assert recorder.stages == [1, 2]
+    assert recorder.evals == [("eval", 0), ("val", 1), ("val", 2), ("eval", 2)]
+    assert summary["stopped_early"] is None
+    assert extra.steps == [0, 1, 2, 2] and extra.closed
+
+
+def test_a_callback_can_stop_the_run_and_the_summary_says_so(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    cfg = small(tmp_path / "run", tiny_model_dir, schedule__stages=3)
+    out = io.StringIO()
+    summary = run_training(cfg, console=Console(file=out, width=200), callbacks=[Recorder(1)])
+    assert summary["stages"] == 1 and summary["stopped_early"] == {"stage": 1, "by": "Recorder"}
+    assert summary["after"]  # evaluated as usual
+    assert "Recorder stopped the run after stage 1 of 3" in out.getvalue()
+
+
+def test_early_stopping_rule_and_config() -> None:
+    stop = EarlyStopping("val/avg@4", patience=2, min_delta=0.01)
+    seen = [stop.on_eval("val", s, {"val/avg@4": v}) for s, v in enumerate([0.1, 0.2, 0.205, 0.19])]
+    assert seen == [False, False, False, True]  # 0.205 is not > 0.2 + 0.01
+    assert stop.on_eval("eval", 9, {"val/avg@4": 0.0}) is None  # only validation counts
+    with pytest.raises(ValueError, match="patience"):
+        EarlyStopping("val/avg@4", patience=0)
+    with pytest.raises(Exception, match="early_stop_patience needs eval.every"):
+        small(Path("unused"), Path("unused"), eval__early_stop_patience=2)
+
+
+def test_early_stopping_from_the_config_stops_a_flat_run(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    # A fresh tiny model scores the same on validation stage after stage: patience 1 stops it.
+    cfg = small(
+        tmp_path / "run",
+        tiny_model_dir,
+        schedule__stages=4,
+        eval__every=1,
+        eval__early_stop_patience=1,
+    )
+    summary = run_training(cfg, console=QUIET)
+    assert summary["stopped_early"] == {"stage": 2, "by": "EarlyStopping('val/avg@2', patience=1)"}
+
+
+def test_callbacks_by_import_path_report_every_problem() -> None:
+    (made,) = load_callbacks(["trainers.callbacks:Callback"])
+    assert type(made) is Callback
+    with pytest.raises(ConfigError) as excinfo:
+        load_callbacks(["nocolon", "no_such_module_xyz:Thing", "trainers.logger:NullLogger"])
+    text = "\n".join(excinfo.value.problems)
+    assert "'nocolon' is not 'module:attribute'" in text
+    assert "no_such_module_xyz:Thing' failed: ModuleNotFoundError" in text
+    assert "gave NullLogger, not a Callback" in text
+
+
+def test_wandb_and_mlflow_loggers_when_installed_and_a_clear_error_when_not(
+    tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[tuple[str, Any]] = []
+
+    class FakeRun:
+        def log(self, metrics: dict, step: int) -> None:
+            calls.append(("wandb.log", step))
+
+        def finish(self) -> None:
+            calls.append(("wandb.finish", None))
+
+    wandb = types.SimpleNamespace(init=lambda **kw: calls.append(("wandb.init", kw)) or FakeRun())
+    mlflow = types.SimpleNamespace(
+        set_experiment=lambda name: calls.append(("mlflow.experiment", name)),
+        start_run=lambda **kw: calls.append(("mlflow.start", kw)),
+        log_params=lambda params: calls.append(("mlflow.params", len(params))),
+        log_metrics=lambda metrics, step: calls.append(("mlflow.log", step)),
+        end_run=lambda: calls.append(("mlflow.end", None)),
+    )
+    monkeypatch.setitem(sys.modules, "wandb", wandb)
+    monkeypatch.setitem(sys.modules, "mlflow", mlflow)
+    cfg = small(
+        tmp_path / "run",
+        tiny_model_dir,
+        loggers=["wandb", "mlflow"],
+        logger_options={
+            "wandb": {"project": "p", "mode": "offline"},
+            "mlflow": {"experiment": "e"},
+        },
+    )
+    run_training(cfg, console=QUIET)
+    names = [name for name, _ in calls]
+    init = dict(calls)["wandb.init"]
+    assert init["project"] == "p" and init["config"]["seed"] == 0 and init["name"] == "run"
+    assert names.count("wandb.log") == 4 and names.count("mlflow.log") == 4
+    assert ("mlflow.experiment", "e") in calls and names[-2:] == ["wandb.finish", "mlflow.end"]
+    assert not (tmp_path / "run" / "tb").exists()  # tensorboard was not asked for
+    monkeypatch.setitem(sys.modules, "wandb", None)  # not installed
+    with pytest.raises(ConfigError, match="pip install wandb"):
+        run_training(small(tmp_path / "other", tiny_model_dir, loggers=["wandb"]), console=QUIET)
