@@ -73,6 +73,20 @@ class HFPolicy:
         self.codec = PromptCodec(tokenizer, self.max_prompt_tokens, chat_template)
         self.use_chat_template = self.codec.use_chat_template
         self.eos_id, self.pad_id = self.codec.eos_id, self.codec.pad_id
+        self.gradient_checkpointing = False
+
+    def enable_gradient_checkpointing(self) -> None:
+        """Recomputes activations in the backward pass instead of keeping them (less memory,
+        about one more forward pass of compute) in every differentiable :meth:`logprobs` call.
+        Dropout stays off, so log-probs are the same as without it."""
+        model = self.model
+        if hasattr(model, "activation_checkpointing_enable"):  # the name in transformers >= 5
+            model.activation_checkpointing_enable({"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
+        self.gradient_checkpointing = True
 
     # -- loading and saving -----------------------------------------------------------------
     @classmethod
@@ -239,9 +253,13 @@ class HFPolicy:
         for row, s in enumerate(seqs):  # right padding: positions 0..len-1 for real tokens
             input_ids[row, : len(s)] = torch.tensor(s)
             attention[row, : len(s)] = 1
-        logits = self.model(
-            input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device)
-        ).logits
+        checkpointing = self.gradient_checkpointing and torch.is_grad_enabled()
+        with _checkpointing_mode(self.model) if checkpointing else contextlib.nullcontext():
+            logits = self.model(
+                input_ids=input_ids.to(self.device),
+                attention_mask=attention.to(self.device),
+                use_cache=False,
+            ).logits
         # Position i predicts token i + 1: row b's completion tokens are predicted from positions
         # len(p) - 1 ... len(p) + len(c) - 2. One gather and one log-softmax for the whole chunk.
         device = logits.device
@@ -270,6 +288,20 @@ def _wrap_lora(model: Any, lora: LoraSettings) -> Any:
         task_type="CAUSAL_LM",
     )
     return get_peft_model(model, config)
+
+
+@contextlib.contextmanager
+def _checkpointing_mode(model: Any) -> Iterator[None]:
+    """Training mode (transformers checkpoints only then) with every dropout module off."""
+    was_training = model.training
+    model.train()
+    dropouts = [m for m in model.modules() if isinstance(m, torch.nn.Dropout)]
+    for m in dropouts:
+        m.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
 
 
 @contextlib.contextmanager

@@ -208,6 +208,16 @@ class OptimConfig:
     warmup_stages: int = _help(
         "linear warm-up: stage s < warmup_stages runs at lr * (s + 1) / (warmup_stages + 1)", 0
     )
+    autocast: Literal["none", "bf16"] = _help(
+        "bf16: the update's forward passes run under bfloat16 autocast (on GPU: faster, less "
+        "memory; log-probs stay float32); none: full precision",
+        "none",
+    )
+    gradient_checkpointing: bool = _help(
+        "recompute activations in the backward pass (less memory for long contexts, about one "
+        "more forward pass of compute); transformers policies only",
+        False,
+    )
     ref_kl_coef: float = _help(
         "coefficient of a KL penalty toward a frozen reference policy (each agent's parameters "
         "when training starts, after behaviour cloning), beside the trust region; 0 = none. Costs "
@@ -220,6 +230,7 @@ class OptimConfig:
         if self.lr <= 0 or self.epochs < 1 or self.micro_batch_size < 1 or self.ratio_clip <= 0:
             problems.append("need lr > 0, epochs >= 1, micro_batch_size >= 1, ratio_clip > 0")
         problems += choice_problems("lr_schedule", self.lr_schedule, RlLrSchedule)
+        problems += choice_problems("autocast", self.autocast, Literal["none", "bf16"])
         if self.warmup_stages < 0:
             problems.append(f"warmup_stages must be >= 0, got {self.warmup_stages}")
         if self.ref_kl_coef < 0:

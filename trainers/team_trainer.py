@@ -133,6 +133,10 @@ class TeamTrainer:
         )
         self.agents = list(self.runner.agents)
         tr, opt = config.trust_region, config.optim
+        if opt.gradient_checkpointing:
+            for p in policies.values():
+                if isinstance(p, TrainablePolicy) and hasattr(p, "enable_gradient_checkpointing"):
+                    p.enable_gradient_checkpointing()
         self.slots = {
             a: AgentSlot(
                 p,
@@ -151,6 +155,7 @@ class TeamTrainer:
             max_backtracks=tr.max_backtracks,
             monitor_subsample=tr.monitor_subsample,
             monitor_messages=tr.monitor_messages,
+            autocast=opt.autocast,
             monitor_without_region=tr.monitor_without_region,
             score_temperature=_score_temperature(shared),
         )

@@ -11,6 +11,7 @@ its batch.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import math
@@ -40,6 +41,7 @@ class UpdateSettings:
     monitor_messages: float = 1.0
     score_temperature: float = 1.0
     monitor_without_region: bool = True
+    autocast: str = "none"
 
 
 @dataclass(frozen=True)
@@ -99,10 +101,12 @@ def score(
     micro_batch_size: int,
     temperature: float = 1.0,
     grad: bool = False,
+    autocast: str = "none",
 ) -> list[TokenLogprobs]:
-    """Log-probs of ``messages`` (their exact sampled tokens) under ``policy``, per micro-batch."""
+    """Log-probs of ``messages`` (their exact sampled tokens) under ``policy``, per micro-batch;
+    ``autocast="bf16"`` runs the forward pass under bfloat16 autocast (log-probs stay float32)."""
     out = []
-    with torch.set_grad_enabled(grad):
+    with torch.set_grad_enabled(grad), _autocast(policy, autocast):
         for start in range(0, len(messages), micro_batch_size):
             chunk = messages[start : start + micro_batch_size]
             prompts = [m.context for m in chunk]
@@ -112,6 +116,14 @@ def score(
             else:
                 out.append(policy.logprobs(prompts, completions, temperature=temperature))  # type: ignore[call-arg]
     return out
+
+
+def _autocast(policy: Any, mode: str) -> Any:
+    """bfloat16 autocast on the policy's device for ``mode == "bf16"``, else nothing."""
+    if mode != "bf16":
+        return contextlib.nullcontext()
+    device = getattr(policy, "device", torch.device("cpu"))
+    return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)
 
 
 def _widened(logprobs: torch.Tensor, like: TokenLogprobs) -> torch.Tensor:
@@ -208,7 +220,7 @@ def update_agent(
         clipped = ref_sum = 0.0
         for i, start in enumerate(range(0, n, mb)):
             chunk = messages[start : start + mb]
-            new = score(policy, chunk, mb, temp, grad=True)[0]
+            new = score(policy, chunk, mb, temp, grad=True, autocast=settings.autocast)[0]
             if epoch == 0 and behaviour is None:
                 old.append(TokenLogprobs(new.logprobs.detach(), new.mask, new.token_ids))
                 n_tokens += int(new.mask.sum())
@@ -272,7 +284,7 @@ def update_agent(
         cur_lp, mask = cur_lp[subset], mask[subset]
 
     def monitored() -> tuple[float, torch.Tensor]:
-        new_lp, _ = concat_logprobs(score(policy, checked, mb, temp))
+        new_lp, _ = concat_logprobs(score(policy, checked, mb, temp, autocast=settings.autocast))
         new_lp = torch.nn.functional.pad(new_lp, (0, cur_lp.shape[1] - new_lp.shape[1]))
         est = token_kl_monitor(
             cur_lp, new_lp, mask, subsample=settings.monitor_subsample, generator=generator

@@ -253,3 +253,53 @@ def test_build_tiny_model_custom_spec(tmp_path: Path) -> None:
     policy = HFPolicy.from_pretrained(path)
     assert policy.context_window == 128 and policy.max_prompt_tokens == 64
     assert (path / "teamtr_tiny.json").exists()
+
+
+def test_gradient_checkpointing_gives_the_same_logprobs_and_gradients(tiny_model_dir: Path) -> None:
+    prompts, completions = ["Compute: 1 + 2\n", "Say hi\n"], ["Answer: 3", "hi there"]
+    grads = []
+    for checkpointing in (False, True):
+        policy = HFPolicy.from_pretrained(tiny_model_dir)
+        if checkpointing:
+            policy.enable_gradient_checkpointing()
+            assert policy.model.is_activation_checkpointing
+        out = policy.logprobs(prompts, completions)
+        (out.logprobs * out.mask).sum().backward()
+        grads.append((out.logprobs.detach(), [p.grad.clone() for p in policy.parameters()]))
+        assert not policy.model.training  # back in eval mode afterwards
+    (lp_a, g_a), (lp_b, g_b) = grads
+    assert torch.allclose(lp_a, lp_b, atol=1e-6)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(g_a, g_b))
+
+
+def test_bf16_autocast_scores_close_to_full_precision_and_trains(tiny_model_dir: Path) -> None:
+    import teamtr_env
+    from teamtr_env.config import from_dict
+    from teamtr_env.rollout import MessageRecord
+    from trainers.config import TrainConfig
+    from trainers.team_trainer import TeamTrainer
+    from trainers.update import score
+
+    policy = HFPolicy.from_pretrained(tiny_model_dir)
+    msgs = [MessageRecord(0, 0, 0, "a", "Compute: 1 + 2\n", "Answer: 3")]
+    full = score(policy, msgs, 8)[0]
+    half = score(policy, msgs, 8, autocast="bf16")[0]
+    assert half.logprobs.dtype == torch.float32
+    assert torch.allclose(full.logprobs, half.logprobs, atol=0.1)
+    assert not torch.equal(full.logprobs, half.logprobs)  # it did run in bfloat16
+    config = from_dict(
+        TrainConfig,
+        {
+            "task": "teamtr/Arith-v0",
+            "task_options": {"digits": 1, "agents": ["solver"], "max_turns": 1},
+            "sampling": {"max_new_tokens": 6},
+            "sft": None,
+            "schedule": {"stages": 1, "problems_per_batch": 2, "group_size": 2},
+            "optim": {"autocast": "bf16", "gradient_checkpointing": True, "epochs": 1},
+        },
+    )
+    env_fn = lambda: teamtr_env.make("teamtr/Arith-v0", digits=1, agents=["solver"], max_turns=1)  # noqa: E731
+    trainer = TeamTrainer(config, env_fn, {"solver": HFPolicy.from_pretrained(tiny_model_dir)})
+    assert trainer.slots["solver"].policy.gradient_checkpointing  # type: ignore[attr-defined]
+    (update,) = trainer.run_stage().updates
+    assert update["accepted"] and 0 <= update["kl_tok"] < 1
