@@ -85,3 +85,41 @@ def test_teamtr_train_config_names_reward_functions_by_import_string(
     assert summary["stages"] == 1
     saved = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
     assert saved["task_options"]["reward_funcs"] == ["tasks.dataset.rewards:exact_match"]
+
+
+def test_behaviour_cloning_needs_an_expert_and_says_so_before_writing(
+    registered: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "run"
+    argv = ["train", "--set", f"task={registered}", "--run-dir", str(run_dir)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "has no scripted expert to behaviour-clone" in err and "--set sft=null" in err
+    assert not run_dir.exists()
+
+
+def test_a_split_without_rows_is_refused_before_writing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "train_only.jsonl"
+    data.write_text(
+        "".join(
+            json.dumps({"prompt": f"Say {i}", "answer": str(i), "split": "train"}) + "\n"
+            for i in range(4)
+        )
+    )
+    teamtr_env.register(
+        "test/TrainOnly-v0",
+        DatasetTask,
+        kwargs={"path": str(data), "reward_funcs": "tasks.dataset.rewards:exact_match"},
+        override=True,
+    )
+    run_dir = tmp_path / "run"
+    try:
+        argv = ["train", "--set", "task=test/TrainOnly-v0", "--set", "sft=null"]
+        assert main([*argv, "--run-dir", str(run_dir)]) == 2
+    finally:
+        teamtr_env.registry.unregister("test/TrainOnly-v0")
+    err = capsys.readouterr().err
+    assert "split 'test'" in err and "has no rows" in err and "train 4" in err
+    assert not run_dir.exists()
