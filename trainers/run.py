@@ -43,6 +43,7 @@ from rich.progress import (
 from rich.table import Table
 
 import teamtr_env
+from tasks.base import SupportsExpert
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import SamplingParams, TrainablePolicy
 from teamtr_env.config import dump_config, from_dict, to_dict
@@ -211,6 +212,7 @@ def run_training(
     if resume:
         rundir.check_resume(run_dir, _normalised(to_dict(config)), found, _normalised)
     _check_training_split(config, env, eval_fn(), console)
+    _check_drawable(config, env_fn, eval_fn, val_fn)
     deleted = rundir.prepare(run_dir, resume=resume, overwrite=overwrite)
     if deleted:
         others = sorted(p.name for p in run_dir.iterdir())
@@ -277,8 +279,9 @@ def run_training(
 
 
 def _check_before_writing(config: TrainConfig, env: Any) -> None:
-    """The checks of the learner and the team config that building the trainer would make,
-    done before the run directory is touched (every problem at once)."""
+    """The checks of the learner, the team config and behaviour cloning (the task needs a
+    scripted expert) that building the trainer would make, done before the run directory is
+    touched (every problem at once)."""
     from trainers.registry import make_learner
 
     problems = list(make_learner(config.schedule.method).check(config))
@@ -290,6 +293,11 @@ def _check_before_writing(config: TrainConfig, env: Any) -> None:
                 problems.append(
                     f"loggers: the {name} logger needs the {name} package: pip install {name}"
                 )
+    if config.sft is not None and not isinstance(env.task, SupportsExpert):
+        problems.append(
+            f"sft: {config.task} has no scripted expert to behaviour-clone (its task does not "
+            "implement expert_reply); set sft: null (--set sft=null)"
+        )
     if config.team is not None:
         from adapters.team import check_team
 
@@ -350,6 +358,19 @@ def _check_training_split(
             f"[yellow]warning:[/] {config.task} has no '{config.eval.split}' split: the "
             "evaluation draws from the training distribution"
         )
+
+
+def _check_drawable(
+    config: TrainConfig,
+    env_fn: Callable[[], Any],
+    eval_fn: Callable[[], Any],
+    val_fn: Callable[[], Any],
+) -> None:
+    """Draws one problem of every split the run will use, so that a split a task cannot draw
+    from (e.g. a dataset without test rows) is refused before anything is written."""
+    factories = [env_fn, eval_fn] + ([val_fn] if config.eval.every > 0 else [])
+    for make in factories:
+        make().reset(seed=config.seed)
 
 
 def _save_best(run_dir: Path, policies: dict[str, Any]) -> None:

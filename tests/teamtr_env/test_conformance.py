@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pettingzoo.test import api_test, seed_test
 
 import teamtr_env
+from teamtr_env.registration import Registry
 
 # PettingZoo's checker recommends numeric spaces and 'player_0' names; a text team deliberately has
 # text spaces and role names, so these advisory warnings are expected and silenced here.
@@ -55,3 +58,32 @@ def test_api_test_inference_protocols(name: str) -> None:
 
     proto = build_protocol(name, budget_kind="samples", budget=4)
     api_test(teamtr_env.make("teamtr/Arith-v0", **proto.env_kwargs), num_cycles=10)
+
+
+CAPITALS = Path(__file__).resolve().parents[1] / "fixtures" / "dataset" / "capitals.jsonl"
+
+
+def _dataset_registry() -> Registry:
+    """A DatasetTask registered as a user would (import strings, so a YAML config could name
+    the reward), in a registry of its own so the default one stays as shipped."""
+    registry = Registry(plugins=False)
+    registry.register(
+        "test/Capitals-v0",
+        "tasks.dataset:DatasetTask",
+        kwargs={
+            "path": str(CAPITALS),
+            "prompt_column": "question",
+            "id_column": "id",
+            "reward_funcs": ["tasks.dataset.rewards:exact_match"],
+            "reward_weights": [1.0],
+        },
+    )
+    return registry
+
+
+@pytest.mark.parametrize("split", ["train", "validation", "test"])
+def test_api_and_seed_test_a_registered_dataset_task(split: str) -> None:
+    registry = _dataset_registry()
+    env = registry.make("test/Capitals-v0", split=split, max_message_chars=300)
+    api_test(env, num_cycles=30)
+    seed_test(lambda: registry.make("test/Capitals-v0", split=split), num_cycles=20)
