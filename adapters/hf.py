@@ -42,6 +42,11 @@ class HFPolicy:
             minus 256, at least half the window).
         chat_template: use the tokenizer's chat template (``None``: when it has one).
         lora: wrap the model with fresh LoRA adapters; only they are trainable.
+        shared_prefix: in :meth:`logprobs`, score a message whose prompt and completion are a
+            prefix of another message's prompt (an agent speaking again later in the same
+            episode, with the whole transcript visible) within that message's forward pass,
+            instead of a pass of its own: the same log-probs (to float rounding; tested), one
+            pass per episode instead of one per message.
     """
 
     def __init__(
@@ -54,6 +59,7 @@ class HFPolicy:
         max_prompt_tokens: int | None = None,
         chat_template: bool | None = None,
         lora: LoraSettings | None = None,
+        shared_prefix: bool = True,
     ) -> None:
         if micro_batch_size < 1:
             raise ValueError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
@@ -74,6 +80,7 @@ class HFPolicy:
         self.use_chat_template = self.codec.use_chat_template
         self.eos_id, self.pad_id = self.codec.eos_id, self.codec.pad_id
         self.gradient_checkpointing = False
+        self.shared_prefix = shared_prefix
 
     def enable_gradient_checkpointing(self) -> None:
         """Recomputes activations in the backward pass instead of keeping them (less memory,
@@ -218,18 +225,37 @@ class HFPolicy:
         if temperature <= 0:
             raise ValueError(f"temperature must be > 0 for scoring, got {temperature}")
         comp_ids = [self.codec.completion_ids(c) for c in completions]
+        prompt_ids = [self.prompt_ids(p) for p in prompts]
         longest = max((len(c) for c in comp_ids), default=0)
-        parts = []
-        for start in range(0, len(prompts), self.micro_batch_size):
-            stop = start + self.micro_batch_size
-            parts.append(
-                self._logprobs_chunk(
-                    [self.prompt_ids(p) for p in prompts[start:stop]],
-                    comp_ids[start:stop],
-                    temperature,
+        for p, c in zip(prompt_ids, comp_ids):
+            if len(p) + len(c) > self.context_window:
+                raise ValueError(
+                    f"a completion of {len(c)} tokens after a {len(p)}-token prompt exceeds the "
+                    f"{self.context_window}-token window; lower max_prompt_tokens or the message length"
                 )
+        seqs = [tuple(p + c) for p, c in zip(prompt_ids, comp_ids)]
+        host_of = _prefix_hosts(seqs) if self.shared_prefix else list(range(len(seqs)))
+        hosts = sorted(set(host_of))
+        rows_of: dict[int, list[int]] = {h: [] for h in hosts}
+        for row, host in enumerate(host_of):
+            rows_of[host].append(row)
+        logprobs: torch.Tensor | None = None
+        for start in range(0, len(hosts), self.micro_batch_size):
+            chunk = hosts[start : start + self.micro_batch_size]
+            rows = [r for h in chunk for r in rows_of[h]]
+            local = {h: i for i, h in enumerate(chunk)}
+            part = self._score_rows(
+                [list(seqs[h]) for h in chunk],
+                [(local[host_of[r]], len(prompt_ids[r]), comp_ids[r]) for r in rows],
+                temperature,
             )
-        logprobs = torch.cat([F.pad(lp, (0, longest - lp.shape[1])) for lp in parts])
+            part = F.pad(part, (0, longest - part.shape[1]))
+            if logprobs is None:
+                logprobs = part.new_zeros((len(seqs), longest))
+            index = torch.tensor(rows, device=part.device)
+            logprobs = logprobs.index_copy(0, index, part)
+        if logprobs is None:
+            logprobs = torch.zeros((0, longest), device=self.device)
         ids = torch.zeros((len(comp_ids), longest), dtype=torch.long)
         mask = torch.zeros((len(comp_ids), longest), dtype=torch.bool)
         for row, c in enumerate(comp_ids):
@@ -237,22 +263,20 @@ class HFPolicy:
             mask[row, : len(c)] = True
         return TokenLogprobs(logprobs, mask.to(logprobs.device), ids.to(logprobs.device))
 
-    def _logprobs_chunk(
-        self, prompt_ids: list[list[int]], comp_ids: list[list[int]], temperature: float
+    def _score_rows(
+        self,
+        seqs: list[list[int]],
+        rows: list[tuple[int, int, list[int]]],
+        temperature: float,
     ) -> torch.Tensor:
-        seqs = [p + c for p, c in zip(prompt_ids, comp_ids)]
-        for p, c in zip(prompt_ids, comp_ids):
-            if len(p) + len(c) > self.context_window:
-                raise ValueError(
-                    f"a completion of {len(c)} tokens after a {len(p)}-token prompt exceeds the "
-                    f"{self.context_window}-token window; lower max_prompt_tokens or the message length"
-                )
+        """One forward pass over ``seqs``; row ``(s, p, c)`` is the completion ``c`` after the
+        first ``p`` tokens of ``seqs[s]`` (its next tokens), scored from those positions."""
         width = max(len(s) for s in seqs)
         input_ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
         attention = torch.zeros((len(seqs), width), dtype=torch.long)
-        for row, s in enumerate(seqs):  # right padding: positions 0..len-1 for real tokens
-            input_ids[row, : len(s)] = torch.tensor(s)
-            attention[row, : len(s)] = 1
+        for i, s in enumerate(seqs):  # right padding: positions 0..len-1 for real tokens
+            input_ids[i, : len(s)] = torch.tensor(s)
+            attention[i, : len(s)] = 1
         checkpointing = self.gradient_checkpointing and torch.is_grad_enabled()
         with _checkpointing_mode(self.model) if checkpointing else contextlib.nullcontext():
             logits = self.model(
@@ -260,21 +284,41 @@ class HFPolicy:
                 attention_mask=attention.to(self.device),
                 use_cache=False,
             ).logits
-        # Position i predicts token i + 1: row b's completion tokens are predicted from positions
-        # len(p) - 1 ... len(p) + len(c) - 2. One gather and one log-softmax for the whole chunk.
+        # Position i predicts token i + 1: a row's completion tokens are predicted from positions
+        # p - 1 ... p + len(c) - 2 of its sequence. One gather and one log-softmax for the chunk.
         device = logits.device
-        comp_len = torch.tensor([len(c) for c in comp_ids], device=device)
-        prompt_len = torch.tensor([len(p) for p in prompt_ids], device=device)
-        longest = int(comp_len.max()) if len(comp_ids) else 0
+        comp_len = torch.tensor([len(c) for _, _, c in rows], device=device)
+        prompt_len = torch.tensor([p for _, p, _ in rows], device=device)
+        seq_of = torch.tensor([s for s, _, _ in rows], device=device)
+        longest = int(comp_len.max()) if rows else 0
         steps = torch.arange(longest, device=device)
-        valid = steps.unsqueeze(0) < comp_len.unsqueeze(1)  # [B, T]
-        rows = torch.arange(len(seqs), device=device).unsqueeze(1).expand(-1, longest)[valid]
+        valid = steps.unsqueeze(0) < comp_len.unsqueeze(1)  # [rows, T]
+        at_seq = seq_of.unsqueeze(1).expand(-1, longest)[valid]
         positions = (prompt_len.unsqueeze(1) - 1 + steps.unsqueeze(0))[valid]
-        tokens = torch.tensor([t for c in comp_ids for t in c], dtype=torch.long, device=device)
-        step_logits = logits[rows, positions].float() / temperature  # [tokens, V]
+        tokens = torch.tensor([t for _, _, c in rows for t in c], dtype=torch.long, device=device)
+        step_logits = logits[at_seq, positions].float() / temperature  # [tokens, V]
         token_lp = F.log_softmax(step_logits, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
-        out = torch.zeros((len(seqs), longest), dtype=torch.float32, device=device)
+        out = torch.zeros((len(rows), longest), dtype=torch.float32, device=device)
         return out.masked_scatter(valid, token_lp)
+
+
+def _prefix_hosts(seqs: Sequence[tuple[int, ...]]) -> list[int]:
+    """For each sequence, a longer one that starts with all of it but its last token (itself if
+    none): the messages of a multi-turn episode whose contexts extend each other are then scored
+    in one forward pass over the last one. A message's tokens are predicted from the positions
+    before them, so the last token (often the EOS, which the transcript does not repeat) need
+    not be in the host; causal attention makes those positions' logits the host's."""
+    host_of = list(range(len(seqs)))
+    hosts: list[int] = []
+    for i in sorted(range(len(seqs)), key=lambda j: -len(seqs[j])):
+        head = seqs[i][:-1]
+        for h in hosts:
+            if len(seqs[h]) > len(head) and seqs[h][: len(head)] == head:
+                host_of[i] = h
+                break
+        else:
+            hosts.append(i)
+    return host_of
 
 
 def _wrap_lora(model: Any, lora: LoraSettings) -> Any:

@@ -20,7 +20,10 @@ solver sees), reward (the task's grader) and settings (``num_iterations=1``, ``b
 reference model, one optimizer step per generation batch) for the same number of steps, and the
 ratios teamtr / TRL are reported (``ratio_vs_trl``: trust region on; ``ratio_vs_trl_no_tr``).
 Every figure is the median over ``--steps`` steps after one warm-up step, with one torch thread.
-Quote them only from an idle machine.
+
+Two more sections: multi-turn scoring on ARBench-GN (shared-prefix scoring against one pass per
+message, :func:`multi_turn_scoring`) and the KL check's decision flip rate under token and
+message subsampling (:func:`flip_rates`). Quote the figures only from an idle machine.
 """
 
 from __future__ import annotations
@@ -168,6 +171,49 @@ def flip_rates(model_dir: Path, updates: int, fractions: tuple[float, ...] = (0.
     }
 
 
+def multi_turn_scoring(problems: int) -> dict:
+    """One agent's update passes on ARBench-GN (multi-turn: an agent speaks again and again in an
+    episode that everyone sees): forward + backward over its messages with shared-prefix scoring
+    (one pass per episode) against one pass per message, and the largest log-prob difference.
+
+    The messages are the scripted expert's at error rate 0.9 (long games, as an untrained team
+    plays them; text a model would write, so the transcript repeats each message's tokens), scored
+    by a tiny model whose 8192-token window holds whole episodes.
+    """
+    from adapters.scripted import ScriptedExpert
+    from adapters.tiny import TinyModelSpec
+    from teamtr_core.policy import SamplingParams
+    from teamtr_env.runner import Runner
+    from trainers.update import score
+
+    def env_fn() -> Any:
+        return teamtr_env.make("teamtr/ARBench-GN-v0")
+
+    runner = Runner(
+        env_fn,
+        ScriptedExpert(env_fn().task, error_rate=0.9, seed=0),
+        SamplingParams(),
+        progress=False,
+    )
+    batch = runner.rollout(runner.sample_problems(problems, seed=0), group_size=2, seed=0)
+    messages = batch.messages_of("solver")
+    model_dir = build_tiny_model(
+        Path(tempfile.mkdtemp()) / "tiny-8k", TinyModelSpec(max_positions=8192)
+    )
+    out: dict[str, Any] = {"messages": len(messages), "episodes": len(batch.episodes)}
+    logprobs = {}
+    for shared in (True, False):
+        policy = HFPolicy.from_pretrained(model_dir, shared_prefix=shared)
+        t0 = time.perf_counter()
+        parts = score(policy, messages, 64, grad=True)
+        sum((p.logprobs * p.mask).sum() for p in parts).backward()
+        out["shared_s" if shared else "per_message_s"] = time.perf_counter() - t0
+        logprobs[shared] = torch.cat([p.logprobs.detach() for p in parts])
+    out["speedup"] = out["per_message_s"] / out["shared_s"]
+    out["max_abs_logprob_diff"] = float((logprobs[True] - logprobs[False]).abs().max())
+    return out
+
+
 def trl_steps(model_dir: Path, steps: int) -> dict | None:
     """TRL's GRPOTrainer on the same model, prompts, reward and settings (None: not installed)."""
     try:
@@ -243,6 +289,12 @@ def main() -> int:
     parser.add_argument("--model", type=Path, default=None, help="a tiny model directory")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     parser.add_argument(
+        "--multi-turn-problems",
+        type=int,
+        default=2,
+        help="ARBench-GN problems (x2 episodes) for the multi-turn scoring section (0 = skip)",
+    )
+    parser.add_argument(
         "--flip-updates",
         type=int,
         default=10,
@@ -288,6 +340,14 @@ def main() -> int:
             ratio,
         )
     console.print(table)
+    multi = multi_turn_scoring(args.multi_turn_problems) if args.multi_turn_problems else None
+    if multi:
+        console.print(
+            f"multi-turn scoring (ARBench-GN, {multi['messages']} solver messages in "
+            f"{multi['episodes']} episodes): forward + backward {multi['shared_s']:.1f} s with "
+            f"shared prefixes, {multi['per_message_s']:.1f} s one pass per message: "
+            f"{multi['speedup']:.1f}x; largest log-prob difference {multi['max_abs_logprob_diff']:.1e}"
+        )
     flips = flip_rates(model_dir, args.flip_updates) if args.flip_updates else None
     if flips:
         band = Table(
@@ -313,6 +373,7 @@ def main() -> int:
         "teamtr": rows,
         "trl": trl,
         "kl_check_flip_rates": flips,
+        "multi_turn_scoring": multi,
         "ratio_vs_trl": rows["trust region on, 1 epoch"]["step_s"] / trl["step_s"] if trl else None,
         "ratio_vs_trl_no_tr": (
             rows["no trust region, 1 epoch"]["step_s"] / trl["step_s"] if trl else None

@@ -303,3 +303,48 @@ def test_bf16_autocast_scores_close_to_full_precision_and_trains(tiny_model_dir:
     assert trainer.slots["solver"].policy.gradient_checkpointing  # type: ignore[attr-defined]
     (update,) = trainer.run_stage().updates
     assert update["accepted"] and 0 <= update["kl_tok"] < 1
+
+
+def test_an_agents_later_turns_share_one_forward_pass_with_the_same_logprobs(
+    tiny_model_dir: Path,
+) -> None:
+    """Six turns of a three-agent team: each agent's second context extends its first message, so
+    its two messages are scored in one pass over the longer sequence, with the same log-probs
+    and gradients as scoring each alone; truncated contexts fall back to a pass each."""
+    import teamtr_env
+    from adapters.hf import _prefix_hosts
+    from adapters.scripted import ScriptedExpert
+    from teamtr_env.runner import Runner
+
+    def env_fn():  # type: ignore[no-untyped-def]
+        return teamtr_env.make("teamtr/Arith-v0", digits=1, max_turns=6)
+
+    runner = Runner(env_fn, ScriptedExpert(env_fn().task, error_rate=0.5, seed=0), progress=False)
+    batch = runner.rollout(runner.sample_problems(3, seed=0), group_size=2, seed=0)
+    msgs = batch.messages_of("solver")
+    prompts, texts = [m.context for m in msgs], [m.text for m in msgs]
+    results = {}
+    for shared in (True, False):
+        policy = HFPolicy.from_pretrained(tiny_model_dir, shared_prefix=shared)
+        out = policy.logprobs(prompts, texts)
+        (out.logprobs * out.mask).sum().backward()
+        results[shared] = (out, [p.grad.clone() for p in policy.parameters()])
+    seqs = [
+        tuple(policy.prompt_ids(p) + policy.codec.completion_ids(t)) for p, t in zip(prompts, texts)
+    ]
+    assert len(msgs) == 12 and len(set(_prefix_hosts(seqs))) == 6  # one pass per episode
+    (a, grads_a), (b, grads_b) = results[True], results[False]
+    assert torch.equal(a.mask, b.mask) and torch.equal(a.token_ids, b.token_ids)
+    assert torch.allclose(a.logprobs, b.logprobs, atol=1e-5)
+    assert all(torch.allclose(x, y, atol=1e-5) for x, y in zip(grads_a, grads_b))
+    short = HFPolicy.from_pretrained(tiny_model_dir, max_prompt_tokens=40)  # contexts cut
+    cut = [
+        tuple(short.prompt_ids(p) + short.codec.completion_ids(t)) for p, t in zip(prompts, texts)
+    ]
+    hosts = _prefix_hosts(cut)  # a cut context no longer extends the agent's earlier turn
+    assert all(cut[h][: len(s) - 1] == s[:-1] for h, s in zip(hosts, cut))
+    assert len(set(hosts)) > 6
+    alone = HFPolicy.from_pretrained(tiny_model_dir, max_prompt_tokens=40, shared_prefix=False)
+    assert torch.allclose(
+        short.logprobs(prompts, texts).logprobs, alone.logprobs(prompts, texts).logprobs, atol=1e-5
+    )
