@@ -16,6 +16,8 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -248,6 +250,7 @@ class HFPolicy:
                 [list(seqs[h]) for h in chunk],
                 [(local[host_of[r]], len(prompt_ids[r]), comp_ids[r]) for r in rows],
                 temperature,
+                [len(prompt_ids[h]) for h in chunk],
             )
             part = F.pad(part, (0, longest - part.shape[1]))
             if logprobs is None:
@@ -268,38 +271,133 @@ class HFPolicy:
         seqs: list[list[int]],
         rows: list[tuple[int, int, list[int]]],
         temperature: float,
+        prompt_lens: list[int] | None = None,
     ) -> torch.Tensor:
-        """One forward pass over ``seqs``; row ``(s, p, c)`` is the completion ``c`` after the
-        first ``p`` tokens of ``seqs[s]`` (its next tokens), scored from those positions."""
-        width = max(len(s) for s in seqs)
-        input_ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
-        attention = torch.zeros((len(seqs), width), dtype=torch.long)
-        for i, s in enumerate(seqs):  # right padding: positions 0..len-1 for real tokens
-            input_ids[i, : len(s)] = torch.tensor(s)
-            attention[i, : len(s)] = 1
-        checkpointing = self.gradient_checkpointing and torch.is_grad_enabled()
-        with _checkpointing_mode(self.model) if checkpointing else contextlib.nullcontext():
-            logits = self.model(
-                input_ids=input_ids.to(self.device),
-                attention_mask=attention.to(self.device),
-                use_cache=False,
-            ).logits
+        """Forward passes over ``seqs``; row ``(s, p, c)`` is the completion ``c`` after the
+        first ``p`` tokens of ``seqs[s]`` (its next tokens), scored from those positions.
+
+        When sequences share their prompt (``prompt_lens``: each one's prompt length), as a
+        GRPO group's G samples of one prompt do, each distinct prompt is run once and its keys
+        and values serve every sequence that starts with it; the rest of each sequence is run
+        on top (the same logits, to float rounding)."""
+        logits_at = self._logits_fn(seqs, prompt_lens)
+        device = self.device
+        comp_len = torch.tensor([len(c) for _, _, c in rows])
+        prompt_len = torch.tensor([p for _, p, _ in rows])
+        seq_of = torch.tensor([s for s, _, _ in rows])
+        longest = int(comp_len.max()) if rows else 0
+        steps = torch.arange(longest)
+        valid = steps.unsqueeze(0) < comp_len.unsqueeze(1)  # [rows, T]
         # Position i predicts token i + 1: a row's completion tokens are predicted from positions
         # p - 1 ... p + len(c) - 2 of its sequence. One gather and one log-softmax for the chunk.
-        device = logits.device
-        comp_len = torch.tensor([len(c) for _, _, c in rows], device=device)
-        prompt_len = torch.tensor([p for _, p, _ in rows], device=device)
-        seq_of = torch.tensor([s for s, _, _ in rows], device=device)
-        longest = int(comp_len.max()) if rows else 0
-        steps = torch.arange(longest, device=device)
-        valid = steps.unsqueeze(0) < comp_len.unsqueeze(1)  # [rows, T]
         at_seq = seq_of.unsqueeze(1).expand(-1, longest)[valid]
         positions = (prompt_len.unsqueeze(1) - 1 + steps.unsqueeze(0))[valid]
         tokens = torch.tensor([t for _, _, c in rows for t in c], dtype=torch.long, device=device)
-        step_logits = logits[at_seq, positions].float() / temperature  # [tokens, V]
+        step_logits = logits_at(at_seq, positions).float() / temperature  # [tokens, V]
         token_lp = F.log_softmax(step_logits, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
         out = torch.zeros((len(rows), longest), dtype=torch.float32, device=device)
-        return out.masked_scatter(valid, token_lp)
+        return out.masked_scatter(valid.to(device), token_lp)
+
+    def _forward(self, input_ids: torch.Tensor, attention: torch.Tensor, **kwargs: Any) -> Any:
+        checkpointing = self.gradient_checkpointing and torch.is_grad_enabled()
+        with _checkpointing_mode(self.model) if checkpointing else contextlib.nullcontext():
+            return self.model(
+                input_ids=input_ids.to(self.device),
+                attention_mask=attention.to(self.device),
+                **kwargs,
+            )
+
+    def _logits_fn(self, seqs: list[list[int]], prompt_lens: list[int] | None) -> Any:
+        """``fn(seq_index, position) -> logits`` of ``seqs`` (1-D index tensors, on CPU)."""
+        prompts = [tuple(s[:n]) for s, n in zip(seqs, prompt_lens)] if prompt_lens else []
+        distinct = list(dict.fromkeys(prompts))
+        few = len(distinct) > 0.75 * len(seqs)
+        # Gradient checkpointing runs without a cache; every pass then takes the plain path, so
+        # an update's behaviour, gradient and KL-check passes compute alike.
+        plain = not self.shared_prefix or self.gradient_checkpointing
+        if plain or not prompt_lens or few or min(prompt_lens) < 1:
+            input_ids, attention = _right_padded(seqs, self.pad_id)
+            logits = self._forward(input_ids, attention, use_cache=False).logits
+            return lambda seq, pos: logits[seq.to(logits.device), pos.to(logits.device)]
+        # Each distinct prompt once (left-padded, so that every sequence continues from the same
+        # last column), then every sequence's rest on top of its prompt's keys and values.
+        width = max(len(p) for p in distinct)
+        head_ids = torch.full((len(distinct), width), self.pad_id, dtype=torch.long)
+        head_mask = torch.zeros((len(distinct), width), dtype=torch.long)
+        for i, p in enumerate(distinct):
+            head_ids[i, width - len(p) :] = torch.tensor(p)
+            head_mask[i, width - len(p) :] = 1
+        head_pos = (head_mask.cumsum(-1) - 1).clamp(min=0)
+        head = self._forward(
+            head_ids, head_mask, position_ids=head_pos.to(self.device), use_cache=True
+        )
+        which = {p: i for i, p in enumerate(distinct)}
+        prompt_of = torch.tensor([which[p] for p in prompts])
+        cache = head.past_key_values
+        cache.reorder_cache(prompt_of.to(self.device))
+        rests = [s[n:] for s, n in zip(seqs, prompt_lens)]
+        rest_width = max(max(len(r) for r in rests), 1)
+        rest_ids, rest_mask = _right_padded(
+            [r or [self.pad_id] for r in rests], self.pad_id, rest_width
+        )
+        for i, r in enumerate(rests):
+            rest_mask[i, len(r) :] = 0
+        lens = torch.tensor(prompt_lens)
+        rest_pos = lens.unsqueeze(1) + torch.arange(rest_width).unsqueeze(0)
+        mask = torch.cat([head_mask[prompt_of], rest_mask], dim=1)
+        rest = self._forward(
+            rest_ids,
+            mask,
+            position_ids=rest_pos.to(self.device),
+            use_cache=True,
+            **{_cache_keyword(): cache},
+        )
+        head_logits, rest_logits = head.logits, rest.logits
+
+        def logits_at(seq: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+            n = lens[seq]
+            in_head = pos < n
+            out = rest_logits.new_empty((len(seq), rest_logits.shape[-1]))
+            hs, hp = seq[in_head], pos[in_head]
+            rs, rp = seq[~in_head], pos[~in_head]
+            order = torch.cat([in_head.nonzero().flatten(), (~in_head).nonzero().flatten()])
+            values = torch.cat(
+                [
+                    head_logits[
+                        prompt_of[hs].to(head_logits.device),
+                        (width - lens[hs] + hp).to(head_logits.device),
+                    ],
+                    rest_logits[rs.to(rest_logits.device), (rp - lens[rs]).to(rest_logits.device)],
+                ]
+            )
+            inverse = torch.empty_like(order)
+            inverse[order] = torch.arange(len(order))
+            del out
+            return values[inverse.to(values.device)]
+
+        return logits_at
+
+
+@functools.cache
+def _cache_keyword() -> str:
+    """The keyword of a model's key-value cache argument (``cache`` since transformers 5.24)."""
+    from transformers import LlamaForCausalLM
+
+    params = inspect.signature(LlamaForCausalLM.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def _right_padded(
+    seqs: Sequence[Sequence[int]], pad_id: int, width: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``[B, W]`` token ids and attention mask of right-padded sequences."""
+    width = width or max(len(s) for s in seqs)
+    input_ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        input_ids[i, : len(s)] = torch.tensor(list(s), dtype=torch.long)
+        attention[i, : len(s)] = 1
+    return input_ids, attention
 
 
 def _prefix_hosts(seqs: Sequence[tuple[int, ...]]) -> list[int]:

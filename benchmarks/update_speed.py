@@ -380,6 +380,7 @@ def main() -> int:
         ),
     }
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2))
     return 0
 

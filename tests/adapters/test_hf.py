@@ -348,3 +348,47 @@ def test_an_agents_later_turns_share_one_forward_pass_with_the_same_logprobs(
     assert torch.allclose(
         short.logprobs(prompts, texts).logprobs, alone.logprobs(prompts, texts).logprobs, atol=1e-5
     )
+
+
+def test_a_groups_shared_prompt_runs_once_with_the_same_logprobs(tiny_model_dir: Path) -> None:
+    """G samples of each of three prompts of different lengths: each prompt is run once and its
+    keys and values serve its samples; log-probs and gradients equal the one-pass-each ones."""
+    prompts = [
+        p for p in ("Compute: 1 + 2\n", "Say hi to the team please\n", "x\n") for _ in range(4)
+    ]
+    completions = [
+        "Answer: 3",
+        "Bye",
+        "no way",
+        "ok",
+        "hi",
+        "jello",
+        "kk",
+        "lol",
+        "yy",
+        "zz",
+        "qq",
+        "x!",
+    ]
+    results = {}
+    for shared in (True, False):
+        policy = HFPolicy.from_pretrained(tiny_model_dir, shared_prefix=shared)
+        calls: list[int] = []
+        original = policy._forward
+
+        def counting(input_ids, attention, _orig=original, _calls=calls, **kw):  # type: ignore[no-untyped-def]
+            _calls.append(input_ids.shape[0])
+            return _orig(input_ids, attention, **kw)
+
+        policy._forward = counting  # type: ignore[method-assign]
+        out = policy.logprobs(prompts, completions)
+        (out.logprobs * out.mask).sum().backward()
+        results[shared] = (
+            out.logprobs.detach(),
+            [p.grad.clone() for p in policy.parameters()],
+            calls,
+        )
+    (a, grads_a, calls_a), (b, grads_b, calls_b) = results[True], results[False]
+    assert calls_a == [3, 12] and calls_b == [12]  # the 3 prompts once, then the 12 completions
+    assert torch.isfinite(a).all() and torch.allclose(a, b, atol=1e-5)
+    assert all(torch.allclose(x, y, atol=1e-5) for x, y in zip(grads_a, grads_b))
