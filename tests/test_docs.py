@@ -22,6 +22,7 @@ PAGES = [
     "docs/evaluation.md",
     "docs/exact-games.md",
     "docs/callbacks.md",
+    "docs/coming-from-trl.md",
     *sorted(f"docs/tasks/{p.name}" for p in (ROOT / "docs" / "tasks").glob("*.md")),
 ]
 
