@@ -131,6 +131,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("--out", type=Path, help="write the JSON report here")
     ev.add_argument("--transcripts", type=Path, help="write per-episode JSONL transcripts here")
+    ev.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="play the rollouts on Ray workers: a cluster address ('auto', 'ray://head:10001'), "
+        "or nothing for a local Ray (needs pip install -e '.[ray]')",
+    )
+    ev.add_argument("--workers", type=int, help="Ray rollout workers (with --ray; default 2)")
     ev.add_argument("--pass-hat", action="store_true", help="also report pass^k")
     ev.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     ev.add_argument(
@@ -288,12 +298,27 @@ def _runner(
 
         config = load_team_config(args.team, args.team_set)
         policies, sampling = build_team(config, env.possible_agents, env.task, **overrides)
-        return Runner(env_fn, policies, sampling, progress=progress)
+        return _backend(args, env_fn, policies, sampling, progress)
     if args.team_set:
         raise ConfigError("--set", ["--set overrides a team config: pass --team CONFIG too"])
     policy = _make_policy(args.policy, env, args)
     shared = SamplingParams().updated(**overrides)
-    return Runner(env_fn, policy, shared, progress=progress)
+    return _backend(args, env_fn, policy, shared, progress)
+
+
+def _backend(
+    args: argparse.Namespace, env_fn: Any, policies: Any, sampling: Any, progress: bool
+) -> Runner:
+    """The local runner, or a RayRunner for ``eval --ray [ADDRESS] --workers N``."""
+    address = getattr(args, "ray", None)
+    if address is None:
+        return Runner(env_fn, policies, sampling, progress=progress)
+    from teamtr_env.ray_runner import RayRunner
+
+    workers = args.workers if args.workers is not None else 2
+    return RayRunner(
+        env_fn, policies, sampling, workers=workers, address=address or None, progress=progress
+    )
 
 
 def _protocols(args: argparse.Namespace) -> tuple[list[InferenceProtocol | None], dict | None]:
@@ -410,6 +435,8 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
         problems.append(f"--k and --problems must be >= 1, got {args.k} and {args.problems}")
     problems += _split_problems(args)
     problems += _output_problems(args)
+    if args.workers is not None and (args.ray is None or args.workers < 1):
+        problems.append("--workers needs --ray and must be >= 1")
     if problems:
         raise ConfigError("eval", problems)
     protocols, budget = _protocols(args)

@@ -9,6 +9,7 @@ episode has the same active agent, so policy calls equal steps.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import sys
 import time
@@ -203,28 +204,62 @@ class Runner:
         )
         return list(found.values()), info
 
+    def sync(self, agent: str, policy: Any, version: int) -> None:
+        """Called by trainers after ``agent``'s policy changed (``version``: its accepted updates).
+        The local runner plays the trainer's own policy objects, so there is nothing to send; a
+        distributed runner ships the new weights to its workers."""
+
     def rollout(
-        self, problems: Sequence[Problem], group_size: int = 1, seed: int = 0
+        self, problems: Sequence[Problem], group_size: int = 1, seed: int = 0, *, shards: int = 1
     ) -> RolloutBatch:
         """Plays ``group_size`` episodes of every problem and returns their records.
 
         Episode ``i`` plays ``problems[i // group_size]``. The same ``seed`` with the same policies
         gives the same batch.
+
+        ``shards > 1`` plays the problems in that many contiguous blocks, one after another, as a
+        distributed runner's workers play them (:func:`shard_bounds`): environments are seeded by
+        their episode's index in the whole batch, and each block's policy calls by the block
+        (block 0 as an unsharded rollout). A policy call samples its whole batch from one seeded
+        stream, so the records depend on how episodes are blocked; the same ``seed`` and
+        ``shards`` always give the same batch, here or on Ray.
         """
-        if group_size < 1 or not problems:
-            raise ConfigError(
-                "rollout",
-                [
-                    f"expected >= 1 problem and group_size >= 1, got {len(problems)} and {group_size}"
-                ],
-            )
+        _check_rollout(problems, group_size)
+        if shards < 1:
+            raise ConfigError("rollout", [f"shards must be >= 1, got {shards}"])
+        start = time.perf_counter()
+        parts = [
+            self.play_shard(problems[a:b], group_size, seed, first_group=a, call_seed=call)
+            for a, b, call in shard_plan(len(problems), shards, seed)
+        ]
+        if len(parts) == 1:
+            return parts[0]
+        return merge_batches(parts, group_size, wall_s=time.perf_counter() - start)
+
+    def play_shard(
+        self,
+        problems: Sequence[Problem],
+        group_size: int,
+        seed: int,
+        *,
+        first_group: int = 0,
+        call_seed: int | None = None,
+    ) -> RolloutBatch:
+        """One block of a (possibly sharded) rollout: ``problems`` are groups ``first_group, ...``
+        of the whole batch, its environments seeded by their global episode index and its policy
+        calls by ``call_seed`` (default ``seed``); records carry global indices."""
+        _check_rollout(problems, group_size)
+        call_seed = seed if call_seed is None else call_seed
+        first = first_group * group_size
         n = len(problems) * group_size
         while len(self._pool) < n:  # one-time construction, outside the timed window
             self._pool.append(self.env_fn())
         envs = self._pool[:n]
         start = time.perf_counter()  # wall_s covers resets, the loop and the records
         for i, env in enumerate(envs):
-            env.reset(seed=derive_seed(seed, i), options={"problem": problems[i // group_size]})
+            env.reset(
+                seed=derive_seed(seed, first + i), options={"problem": problems[i // group_size]}
+            )
 
         policy_s, steps = 0.0, 0
         calls: dict[str, int] = defaultdict(int)
@@ -241,7 +276,7 @@ class Runner:
                     prompts = [envs[i].context(agent) for i in idxs]
                     sampling = dataclasses.replace(
                         self.sampling[agent],
-                        seed=derive_seed(seed, steps, self.agents.index(agent), 7919),
+                        seed=derive_seed(call_seed, steps, self.agents.index(agent), 7919),
                     )
                     t0 = time.perf_counter()
                     policy = self.policies[agent]
@@ -256,8 +291,8 @@ class Runner:
                     for i, prompt, gen in zip(idxs, prompts, gens):
                         messages.append(
                             MessageRecord(
-                                i,
-                                i // group_size,
+                                first + i,
+                                first_group + i // group_size,
                                 envs[i].turn,
                                 agent,
                                 prompt,
@@ -273,7 +308,10 @@ class Runner:
                 bar.advance(task_id, len(active) - len(still))
                 active = still
 
-        episodes = tuple(_episode_record(i, i // group_size, env) for i, env in enumerate(envs))
+        episodes = tuple(
+            _episode_record(first + i, first_group + i // group_size, env)
+            for i, env in enumerate(envs)
+        )
         stats = RolloutStats(
             envs=n,
             steps=steps,
@@ -297,6 +335,51 @@ class Runner:
             disable=not show,
             transient=True,
         )
+
+
+def _check_rollout(problems: Sequence[Problem], group_size: int) -> None:
+    if group_size < 1 or not problems:
+        raise ConfigError(
+            "rollout",
+            [f"expected >= 1 problem and group_size >= 1, got {len(problems)} and {group_size}"],
+        )
+
+
+_SHARD_STREAM = 104_729
+
+
+def shard_plan(n_problems: int, shards: int, seed: int) -> list[tuple[int, int, int]]:
+    """``(first, end, call_seed)`` of each non-empty block of ``n_problems`` problems split into
+    ``shards`` contiguous, nearly equal blocks (sizes differ by at most one). Block
+    0's policy calls use ``seed`` itself, so one block is exactly an unsharded rollout."""
+    bounds = [round(k * n_problems / shards) for k in range(shards + 1)]
+    return [
+        (a, b, seed if k == 0 else derive_seed(seed, _SHARD_STREAM, k))
+        for k, (a, b) in enumerate(itertools.pairwise(bounds))
+        if b > a
+    ]
+
+
+def merge_batches(parts: Sequence[RolloutBatch], group_size: int, wall_s: float) -> RolloutBatch:
+    """The blocks of a sharded rollout as one batch: episodes in problem order, each block's
+    messages after the previous block's; counters summed, ``steps`` the longest block's."""
+    calls: dict[str, int] = defaultdict(int)
+    for part in parts:
+        for agent, count in part.stats.policy_calls.items():
+            calls[agent] += count
+    stats = RolloutStats(
+        envs=sum(p.stats.envs for p in parts),
+        steps=max(p.stats.steps for p in parts),
+        policy_calls=dict(calls),
+        messages=sum(p.stats.messages for p in parts),
+        chars_generated=sum(p.stats.chars_generated for p in parts),
+        tokens_generated=sum(p.stats.tokens_generated for p in parts),
+        wall_s=wall_s,
+        policy_s=sum(p.stats.policy_s for p in parts),
+    )
+    messages = tuple(m for p in parts for m in p.messages)
+    episodes = tuple(sorted((e for p in parts for e in p.episodes), key=lambda e: e.episode))
+    return RolloutBatch(messages, episodes, group_size, stats)
 
 
 def _check_generations(gens: object, expected: int, agent: str) -> list[Generation]:

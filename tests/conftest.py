@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -23,3 +24,22 @@ def pytest_configure(config: pytest.Config) -> None:
     except ImportError:  # model-free parts of the suite still run
         return
     torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def local_ray():  # type: ignore[no-untyped-def]
+    """A local Ray with two CPUs for the Ray tests, started once per session."""
+    ray = pytest.importorskip("ray")
+    if not ray.is_initialized():
+        # Workers import test helpers by name, as the test process does.
+        tests = Path(__file__).resolve().parent
+        paths = [str(tests / d) for d in ("", "trainers", "teamtr_env")]
+        paths += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            log_to_driver=False,
+            runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(paths)}},
+        )
+    yield
+    ray.shutdown()

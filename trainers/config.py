@@ -253,6 +253,34 @@ class OptimConfig:
 
 
 @dataclass(frozen=True)
+class RunnerConfig:
+    """Where rollouts are played: this process, or Ray workers (``pip install -e ".[ray]"``)."""
+
+    backend: Literal["local", "ray"] = _help(
+        "local: in this process; ray: RayRunner workers (each a replica of every agent's policy, "
+        "weights synced after every update)",
+        "local",
+    )
+    workers: int = _help(
+        "Ray rollout workers; each training batch is split into this many blocks", 2
+    )
+    address: str | None = _help(
+        "a Ray cluster to join (e.g. 'auto' or 'ray://head:10001'); null starts a local Ray", None
+    )
+    num_cpus: float = _help("CPUs each Ray worker asks for", 1.0)
+    num_gpus: float = _help("GPUs each Ray worker asks for (1 for HF-on-GPU or vLLM replicas)", 0.0)
+
+    def __post_init__(self) -> None:
+        problems = choice_problems("backend", self.backend, Literal["local", "ray"])
+        if self.workers < 1:
+            problems.append(f"workers must be >= 1, got {self.workers}")
+        if self.num_cpus < 0 or self.num_gpus < 0:
+            problems.append("num_cpus and num_gpus must be >= 0")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+
+@dataclass(frozen=True)
 class EvalConfig:
     """Evaluation before and after training (and every ``every`` stages when > 0)."""
 
@@ -337,6 +365,7 @@ class TrainConfig:
         True,
     )
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    runner: RunnerConfig = field(default_factory=RunnerConfig)
     trust_region: TrustRegionConfig = field(default_factory=TrustRegionConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)

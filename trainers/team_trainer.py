@@ -73,6 +73,7 @@ class AgentSlot:
     beta: float
     delta: float
     version: int = 0  # accepted updates so far: which parameters produced a rollout
+    synced: int | None = None  # the version last sent to a distributed runner's workers
     reference: TrainablePolicy | None = None  # frozen at the first stage (optim.ref_kl_coef > 0)
 
 
@@ -86,6 +87,8 @@ class SampleEvent:
     versions: Mapping[str, int]
     episodes: int
     tokens: int
+    # What a distributed runner's workers report they played (None on the local runner).
+    worker_versions: Mapping[str, int] | None = None
 
 
 @dataclass
@@ -128,8 +131,8 @@ class TeamTrainer:
         if problems:
             raise ConfigError("training config", problems)
         shared = config.sampling
-        self.runner = Runner(
-            env_fn, dict(policies), dict(sampling) if sampling else shared, progress=False
+        self.runner = make_runner(
+            config, env_fn, dict(policies), dict(sampling) if sampling else shared
         )
         self.agents = list(self.runner.agents)
         tr, opt = config.trust_region, config.optim
@@ -176,6 +179,10 @@ class TeamTrainer:
         """Rollouts under the CURRENT parameters of every agent (seeded by stage and index)."""
         stream = _TRAIN_STREAM if purpose == "train" else _DIAG_STREAM
         seed = derive_seed(self.config.seed, stream, stage, index)
+        for agent, slot in self.slots.items():  # workers play the current weights, never stale
+            if slot.synced != slot.version:
+                self.runner.sync(agent, slot.policy, slot.version)
+                slot.synced = slot.version
         batch = self.runner.rollout(
             # i.i.d. draws: a training batch samples the distribution the objective averages
             # over (a problem may repeat), unlike an evaluation set.
@@ -187,7 +194,10 @@ class TeamTrainer:
         )
         versions = {a: s.version for a, s in self.slots.items()}
         tokens = batch.stats.tokens_generated or batch.stats.chars_generated
-        self.samples.append(SampleEvent(stage, index, purpose, versions, batch.stats.envs, tokens))
+        played = getattr(self.runner, "last_versions", None)
+        self.samples.append(
+            SampleEvent(stage, index, purpose, versions, batch.stats.envs, tokens, played)
+        )
         key = "rollouts" if purpose == "train" else "diagnostic_rollouts"
         self.totals[key] += batch.stats.envs
         self.totals["tokens" if purpose == "train" else "diagnostic_tokens"] += tokens
@@ -569,6 +579,27 @@ class Stage:
         trainer.totals["stage_wall_s"] += self.report.metrics["stage/wall_s"]
         trainer.stage += 1
         return self.report
+
+
+def make_runner(
+    config: TrainConfig, env_fn: Callable[[], Any], policies: Any, sampling: Any
+) -> Runner:
+    """The runner ``config.runner`` asks for: the local one, or a :class:`RayRunner`."""
+    rc = config.runner
+    if rc.backend == "ray":
+        from teamtr_env.ray_runner import RayRunner
+
+        return RayRunner(
+            env_fn,
+            policies,
+            sampling,
+            workers=rc.workers,
+            address=rc.address,
+            num_cpus=rc.num_cpus,
+            num_gpus=rc.num_gpus,
+            progress=False,
+        )
+    return Runner(env_fn, policies, sampling, progress=False)
 
 
 def _frozen_copy(policy: TrainablePolicy) -> TrainablePolicy:

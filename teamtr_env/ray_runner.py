@@ -1,0 +1,270 @@
+"""Rollouts on Ray: the :class:`~teamtr_env.runner.Runner` interface, played by Ray actors.
+
+``RayRunner(env_fn, policies, sampling, workers=N)`` starts N rollout workers (Ray actors). Each
+owns its environments and a replica of every agent's policy (shipped once through the object
+store), and plays one contiguous block of the problems of every :meth:`RayRunner.rollout`; the
+blocks merge into one :class:`~teamtr_env.rollout.RolloutBatch` in problem order. The records are
+exactly those of the local ``Runner.rollout(problems, group_size, seed, shards=N)`` (tested):
+environments are seeded by their episode's index in the whole batch and each block's policy calls
+by the block.
+
+**Weight sync.** A trainer calls :meth:`RayRunner.sync` after every accepted update; the new state
+dict goes into the object store once, and every worker loads it before its next block. Workers
+report the version of each agent they played, so :attr:`RayRunner.last_versions` can be checked
+against the trainer's (TeamTR's rollouts for update i come from the team after update i - 1).
+
+**Faults.** A worker that dies mid-rollout is replaced and its block is played again, from its
+seeds, so nothing is lost or counted twice. A block that fails ``max_retries + 1`` times stops
+the rollout with the ids of its problems.
+
+``ray`` is an optional dependency (``pip install -e ".[ray]"``); Ray starts locally when no
+address is given.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from tasks.base import Problem
+from teamtr_core.errors import ConfigError, TeamTRError
+from teamtr_env.rollout import RolloutBatch
+from teamtr_env.runner import PolicyMap, Runner, SamplingMap, merge_batches, shard_plan
+
+log = logging.getLogger(__name__)
+
+
+class RolloutFailed(TeamTRError):
+    """A block of problems failed on every retry (its problem ids and the last error)."""
+
+
+def ray_module() -> Any:
+    """``ray``, or a clear error naming the extra to install."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise ConfigError(
+            "ray", ['the Ray backend needs ray: pip install -e ".[ray]" (or pip install ray)']
+        ) from exc
+    return ray
+
+
+def init_ray(address: str | None = None) -> Any:
+    """Connects to the Ray cluster at ``address`` ("auto" finds a running one), or starts a local
+    Ray with this machine's CPUs and no dashboard; a running connection is reused."""
+    ray = ray_module()
+    if not ray.is_initialized():
+        if address:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
+    return ray
+
+
+class _Worker:
+    """A Ray actor's state: a local runner and the weight versions it has loaded."""
+
+    def __init__(self, env_fn: Callable[[], Any], policies: Any, sampling: Any) -> None:
+        try:  # one torch thread per worker: the workers share the machine's cores
+            import torch
+
+            torch.set_num_threads(1)
+        except ImportError:
+            pass
+        self.runner = Runner(env_fn, policies, sampling, progress=False)
+        self.versions: dict[str, int] = {}
+
+    def play(
+        self,
+        problems: Sequence[Problem],
+        group_size: int,
+        seed: int,
+        first_group: int,
+        call_seed: int,
+        weights: Mapping[str, tuple[int, Any]],
+    ) -> tuple[RolloutBatch, dict[str, int], float]:
+        import ray
+
+        t0 = time.perf_counter()
+        for agent, (version, ref) in weights.items():
+            if self.versions.get(agent) != version:
+                self.runner.policies[agent].load_state_dict(ray.get(ref))
+                self.versions[agent] = version
+        sync_s = time.perf_counter() - t0
+        batch = self.runner.play_shard(
+            problems, group_size, seed, first_group=first_group, call_seed=call_seed
+        )
+        return batch, dict(self.versions), sync_s
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+class RayRunner(Runner):
+    """A :class:`~teamtr_env.runner.Runner` whose rollouts are played by Ray actors.
+
+    Args:
+        env_fn, policies, sampling, progress, description: as for ``Runner`` (``env_fn`` and the
+            policies are pickled to the workers once).
+        workers: rollout actors; every rollout is split into this many blocks.
+        address: a Ray cluster to join (``None``: start a local Ray, or reuse a connection).
+        num_cpus, num_gpus: the resources each worker asks Ray for (put vLLM or HF-on-GPU
+            workers on GPUs with ``num_gpus=1``).
+        max_retries: how many times a failed block is played again (on a new worker when its
+            worker died) before the rollout stops with :class:`RolloutFailed`.
+
+    Raises:
+        ConfigError: ray is not installed, or a setting is out of range.
+    """
+
+    def __init__(
+        self,
+        env_fn: Callable[[], Any],
+        policies: PolicyMap,
+        sampling: SamplingMap | None = None,
+        *,
+        workers: int = 2,
+        address: str | None = None,
+        num_cpus: float = 1.0,
+        num_gpus: float = 0.0,
+        max_retries: int = 2,
+        progress: bool | None = None,
+        description: str = "rollout",
+    ) -> None:
+        problems = []
+        if workers < 1:
+            problems.append(f"workers must be >= 1, got {workers}")
+        if num_cpus < 0 or num_gpus < 0 or max_retries < 0:
+            problems.append("num_cpus, num_gpus and max_retries must be >= 0")
+        if problems:
+            raise ConfigError("RayRunner", problems)
+        super().__init__(env_fn, policies, sampling, progress=progress, description=description)
+        self.ray = init_ray(address)
+        short = self._short_of_resources(workers, num_cpus, num_gpus)
+        if short:  # the actors would wait for resources forever
+            raise ConfigError("RayRunner", short)
+        self.workers = workers
+        self.max_retries = max_retries
+        self._actor_class = self.ray.remote(num_cpus=num_cpus, num_gpus=num_gpus)(_Worker)
+        # The policies travel once, as one object; every worker (and a replacement) reads it.
+        self._init_args = (
+            self.ray.put(env_fn),
+            self.ray.put(self.policies),
+            self.ray.put(self.sampling),
+        )
+        self._actors = [self._new_actor() for _ in range(workers)]
+        self._weights: dict[str, tuple[int, Any]] = {}
+        self.last_versions: dict[str, int] = {}
+        self.restarts = 0
+        self.timing: dict[str, float] = {"sync_s": 0.0, "put_s": 0.0}
+
+    def _short_of_resources(self, workers: int, num_cpus: float, num_gpus: float) -> list[str]:
+        """What the workers ask for beyond the cluster's free resources (waiting up to 10 s for
+        the resources of actors just killed to come back)."""
+        deadline = time.monotonic() + 10.0
+        while True:
+            free = self.ray.available_resources()
+            short = [
+                f"{workers} workers x {need:g} {name} = {workers * need:g} {name}, but the Ray "
+                f"cluster has {free.get(key, 0):g} free (fewer workers, or a bigger cluster)"
+                for name, key, need in (("CPUs", "CPU", num_cpus), ("GPUs", "GPU", num_gpus))
+                if need and workers * need > free.get(key, 0) + 1e-9
+            ]
+            if not short or time.monotonic() > deadline:
+                return short
+            time.sleep(0.2)
+
+    def _new_actor(self) -> Any:
+        return self._actor_class.remote(*self._init_args)
+
+    def sync(self, agent: str, policy: Any, version: int) -> None:
+        """Publishes ``agent``'s new weights (version ``version``) to every worker: one copy in
+        the object store, loaded by each worker before its next block."""
+        t0 = time.perf_counter()
+        state = {k: v.detach().to("cpu") for k, v in policy.state_dict().items()}
+        self._weights[agent] = (version, self.ray.put(state))
+        self.timing["put_s"] += time.perf_counter() - t0
+
+    def worker_pids(self) -> list[int]:
+        """The process id of each worker (tests kill one)."""
+        return list(self.ray.get([a.pid.remote() for a in self._actors]))
+
+    def rollout(
+        self,
+        problems: Sequence[Problem],
+        group_size: int = 1,
+        seed: int = 0,
+        *,
+        shards: int | None = None,
+    ) -> RolloutBatch:
+        """Plays the rollout on the workers, one block each (``shards``: default ``workers``),
+        and merges the blocks; see the module docstring."""
+        if not problems or group_size < 1:
+            return super().rollout(problems, group_size, seed)  # the local runner's error
+        plan = shard_plan(len(problems), shards or self.workers, seed)
+        start = time.perf_counter()
+        weights = dict(self._weights)
+        pending = {
+            k: self._submit(k, problems[a:b], group_size, seed, a, call, weights)
+            for k, (a, b, call) in enumerate(plan)
+        }
+        attempts = dict.fromkeys(pending, 0)
+        parts: dict[int, RolloutBatch] = {}
+        versions: dict[str, set[int]] = {}
+        while pending:
+            ready, _ = self.ray.wait(list(pending.values()), num_returns=1)
+            k = next(key for key, ref in pending.items() if ref == ready[0])
+            a, b, call = plan[k]
+            try:
+                batch, used, sync_s = self.ray.get(ready[0])
+            except Exception as exc:  # a dead worker, or an error raised while playing
+                attempts[k] += 1
+                ids = [p.id for p in problems[a:b]]
+                if attempts[k] > self.max_retries:
+                    cause = getattr(exc, "cause", None) or exc  # a task's own exception
+                    raise RolloutFailed(
+                        f"the block of problems {ids} failed {attempts[k]} times on Ray "
+                        f"({type(cause).__name__}: {cause})"
+                    ) from exc
+                if isinstance(exc, self.ray.exceptions.RayActorError):
+                    worker = k % self.workers
+                    log.warning("worker %d died; replacing it and playing its block again", worker)
+                    self._actors[worker] = self._new_actor()
+                    self.restarts += 1
+                pending[k] = self._submit(k, problems[a:b], group_size, seed, a, call, weights)
+                continue
+            del pending[k]
+            parts[k] = batch
+            self.timing["sync_s"] += sync_s
+            for agent, version in used.items():
+                versions.setdefault(agent, set()).add(version)
+        stale = {a: v for a, v in versions.items() if v != {weights[a][0]} and a in weights}
+        if stale:  # cannot happen by construction; a replica must never play old weights
+            raise RolloutFailed(f"workers played stale weights {stale} (published {weights})")
+        self.last_versions = {a: next(iter(v)) for a, v in versions.items()}
+        ordered = [parts[k] for k in sorted(parts)]
+        if len(ordered) == 1:
+            return ordered[0]
+        return merge_batches(ordered, group_size, wall_s=time.perf_counter() - start)
+
+    def _submit(
+        self,
+        k: int,
+        problems: Sequence[Problem],
+        group_size: int,
+        seed: int,
+        first_group: int,
+        call_seed: int,
+        weights: Mapping[str, tuple[int, Any]],
+    ) -> Any:
+        actor = self._actors[k % self.workers]
+        return actor.play.remote(list(problems), group_size, seed, first_group, call_seed, weights)
+
+    def shutdown(self) -> None:
+        """Stops the workers (Ray itself keeps running)."""
+        for actor in self._actors:
+            self.ray.kill(actor)
+        self._actors = []

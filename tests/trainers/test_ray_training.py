@@ -1,0 +1,70 @@
+"""Training on Ray: every rollout comes from the trainer's current team (weights synced after each
+update, never a stale replica), and teamtr train runs on Ray from the command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray")
+
+from helpers_trainers import config, env_fn, tabular_team
+
+from teamtr_env.ray_runner import RayRunner
+from trainers.team_trainer import TeamTrainer
+
+
+@pytest.fixture(autouse=True)
+def _ray(local_ray: None) -> None:
+    """The session's local two-CPU Ray (tests/conftest.py)."""
+
+
+def test_teamtr_on_ray_samples_every_update_from_the_team_after_the_previous_one() -> None:
+    cfg = config(
+        schedule__stages=2,
+        schedule__method="teamtr",
+        diagnostics=False,
+        runner__backend="ray",
+        runner__workers=2,
+    )
+    trainer = TeamTrainer(cfg, env_fn, tabular_team())
+    assert isinstance(trainer.runner, RayRunner)
+    for _ in range(2):
+        trainer.run_stage()
+    train = [e for e in trainer.samples if e.purpose == "train"]
+    assert len(train) == 4
+    for event in train:  # what the workers played is the trainer's team at that moment
+        assert event.worker_versions == event.versions
+    assert train[1].versions["a"] == train[0].versions["a"] + 1  # after update 0, never before
+    trainer.runner.shutdown()  # type: ignore[attr-defined]
+
+
+def test_teamtr_train_on_ray_from_the_cli(tmp_path: Path) -> None:
+    from teamtr_env.cli import main
+
+    run = tmp_path / "run"
+    argv = [
+        "train",
+        "--run-dir",
+        str(run),
+        "--set",
+        "runner.backend=ray",
+        "--set",
+        "runner.workers=2",
+    ]
+    small = [
+        "sft.steps=2",
+        "schedule.stages=1",
+        "schedule.problems_per_batch=2",
+        "schedule.group_size=2",
+        "eval.problems=4",
+        "eval.k=2",
+        "eval.train_distribution=false",
+        "progress=false",
+        "loggers=[]",
+    ]
+    for item in small:
+        argv += ["--set", item]
+    assert main(argv) == 0
+    assert (run / "summary.json").exists()
