@@ -23,6 +23,7 @@ PAGES = [
     "docs/exact-games.md",
     "docs/callbacks.md",
     "docs/coming-from-trl.md",
+    "docs/scaling.md",
     *sorted(f"docs/tasks/{p.name}" for p in (ROOT / "docs" / "tasks").glob("*.md")),
 ]
 

@@ -199,3 +199,31 @@ def test_evaluate_reports_metrics_and_per_problem() -> None:
     assert report.per_problem[0]["samples"] == 3 and report.per_problem[0]["correct"] == 3
     data = json.loads(json.dumps(report.to_dict()))
     assert data["stats"]["total_policy_calls"] == 3
+
+
+def test_a_sharded_rollout_keeps_problem_order_and_global_indices() -> None:
+    import teamtr_env
+    from adapters.scripted import RandomPolicy
+    from teamtr_env.runner import Runner, shard_plan
+
+    assert [(a, b) for a, b, _ in shard_plan(7, 3, seed=0)] == [(0, 2), (2, 5), (5, 7)]
+    assert [(a, b) for a, b, _ in shard_plan(2, 4, seed=0)] == [(0, 1), (1, 2)]  # no empty blocks
+    assert shard_plan(5, 1, seed=9) == [(0, 5, 9)]  # one block: the plain rollout's seeds
+
+    def make():  # type: ignore[no-untyped-def]
+        return teamtr_env.make("teamtr/Arith-v0", digits=1)
+
+    runner = Runner(make, RandomPolicy(seed=0), progress=False)
+    problems = runner.sample_problems(5, seed=1)
+    plain = runner.rollout(problems, group_size=2, seed=3)
+    one = runner.rollout(problems, group_size=2, seed=3, shards=1)
+    assert (one.episodes, one.messages) == (plain.episodes, plain.messages)
+    sharded = runner.rollout(problems, group_size=2, seed=3, shards=3)
+    assert [e.episode for e in sharded.episodes] == list(range(10))
+    assert [e.problem_id for e in sharded.episodes] == [p.id for p in problems for _ in range(2)]
+    assert {m.episode for m in sharded.messages} == set(range(10))
+    assert sharded.stats.envs == 10 and sharded.stats.messages == len(sharded.messages)
+    again = runner.rollout(problems, group_size=2, seed=3, shards=3)  # deterministic
+    assert (again.episodes, again.messages) == (sharded.episodes, sharded.messages)
+    # A policy call samples its whole batch from one stream: blocking changes the samples.
+    assert sharded.episodes != plain.episodes
