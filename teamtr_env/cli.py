@@ -49,25 +49,24 @@ def _parse_option(text: str) -> tuple[str, Any]:
     return key.strip(), value
 
 
-def _non_negative_int(text: str) -> int:
-    """An argparse type: argparse names the flag in its error (``argument --seed: ...``)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return value
+def _int_at_least(low: int, what: str) -> Callable[[str], int]:
+    """An argparse type for integers >= ``low`` (argparse names the flag in its error:
+    ``argument --seed: expected a non-negative integer, got '-5'``)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+
+    return parse
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+_non_negative_int = _int_at_least(0, "a non-negative integer")
+_positive_int = _int_at_least(1, "a positive integer")
 
 
 def build_parser() -> argparse.ArgumentParser:
