@@ -185,12 +185,8 @@ class HFPolicy:
         return out
 
     def _generate_chunk(self, chunk: list[list[int]], sampling: SamplingParams) -> list[Generation]:
-        width = max(len(ids) for ids in chunk)
-        input_ids = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
-        attention = torch.zeros((len(chunk), width), dtype=torch.long)
-        for row, ids in enumerate(chunk):  # left padding
-            input_ids[row, width - len(ids) :] = torch.tensor(ids)
-            attention[row, width - len(ids) :] = 1
+        input_ids, attention = _padded(chunk, self.pad_id, left=True)
+        width = input_ids.shape[1]
         max_new = min(sampling.max_new_tokens, self.context_window - width)
         greedy = sampling.temperature == 0
         sequences = self.model.generate(
@@ -259,12 +255,8 @@ class HFPolicy:
             logprobs = logprobs.index_copy(0, index, part)
         if logprobs is None:
             logprobs = torch.zeros((0, longest), device=self.device)
-        ids = torch.zeros((len(comp_ids), longest), dtype=torch.long)
-        mask = torch.zeros((len(comp_ids), longest), dtype=torch.bool)
-        for row, c in enumerate(comp_ids):
-            ids[row, : len(c)] = torch.tensor(c, dtype=torch.long)
-            mask[row, : len(c)] = True
-        return TokenLogprobs(logprobs, mask.to(logprobs.device), ids.to(logprobs.device))
+        ids, mask = _padded(comp_ids, 0, width=longest)
+        return TokenLogprobs(logprobs, mask.bool().to(logprobs.device), ids.to(logprobs.device))
 
     def _score_rows(
         self,
@@ -316,17 +308,13 @@ class HFPolicy:
         # an update's behaviour, gradient and KL-check passes compute alike.
         plain = not self.shared_prefix or self.gradient_checkpointing
         if plain or not prompt_lens or few or min(prompt_lens) < 1:
-            input_ids, attention = _right_padded(seqs, self.pad_id)
+            input_ids, attention = _padded(seqs, self.pad_id)
             logits = self._forward(input_ids, attention, use_cache=False).logits
             return lambda seq, pos: logits[seq.to(logits.device), pos.to(logits.device)]
         # Each distinct prompt once (left-padded, so that every sequence continues from the same
         # last column), then every sequence's rest on top of its prompt's keys and values.
-        width = max(len(p) for p in distinct)
-        head_ids = torch.full((len(distinct), width), self.pad_id, dtype=torch.long)
-        head_mask = torch.zeros((len(distinct), width), dtype=torch.long)
-        for i, p in enumerate(distinct):
-            head_ids[i, width - len(p) :] = torch.tensor(p)
-            head_mask[i, width - len(p) :] = 1
+        head_ids, head_mask = _padded(distinct, self.pad_id, left=True)
+        width = head_ids.shape[1]
         head_pos = (head_mask.cumsum(-1) - 1).clamp(min=0)
         head = self._forward(
             head_ids, head_mask, position_ids=head_pos.to(self.device), use_cache=True
@@ -336,12 +324,8 @@ class HFPolicy:
         cache = head.past_key_values
         cache.reorder_cache(prompt_of.to(self.device))
         rests = [s[n:] for s, n in zip(seqs, prompt_lens)]
-        rest_width = max(max(len(r) for r in rests), 1)
-        rest_ids, rest_mask = _right_padded(
-            [r or [self.pad_id] for r in rests], self.pad_id, rest_width
-        )
-        for i, r in enumerate(rests):
-            rest_mask[i, len(r) :] = 0
+        rest_width = max(max(len(r) for r in rests), 1)  # an empty rest: one masked pad
+        rest_ids, rest_mask = _padded(rests, self.pad_id, width=rest_width)
         lens = torch.tensor(prompt_lens)
         rest_pos = lens.unsqueeze(1) + torch.arange(rest_width).unsqueeze(0)
         mask = torch.cat([head_mask[prompt_of], rest_mask], dim=1)
@@ -355,9 +339,7 @@ class HFPolicy:
         head_logits, rest_logits = head.logits, rest.logits
 
         def logits_at(seq: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-            n = lens[seq]
-            in_head = pos < n
-            out = rest_logits.new_empty((len(seq), rest_logits.shape[-1]))
+            in_head = pos < lens[seq]
             hs, hp = seq[in_head], pos[in_head]
             rs, rp = seq[~in_head], pos[~in_head]
             order = torch.cat([in_head.nonzero().flatten(), (~in_head).nonzero().flatten()])
@@ -372,7 +354,6 @@ class HFPolicy:
             )
             inverse = torch.empty_like(order)
             inverse[order] = torch.arange(len(order))
-            del out
             return values[inverse.to(values.device)]
 
         return logits_at
@@ -387,16 +368,19 @@ def _cache_keyword() -> str:
     return "cache" if "cache" in params else "past_key_values"
 
 
-def _right_padded(
-    seqs: Sequence[Sequence[int]], pad_id: int, width: int | None = None
+def _padded(
+    seqs: Sequence[Sequence[int]], pad_id: int, *, left: bool = False, width: int | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``[B, W]`` token ids and attention mask of right-padded sequences."""
-    width = width or max(len(s) for s in seqs)
+    """``[B, W]`` token ids and attention mask (1 = a real token) of sequences padded with
+    ``pad_id`` on the right (positions 0..len-1 real) or, with ``left``, on the left (every row
+    ends in the last column); ``W`` is ``width`` or the longest sequence."""
+    width = max((len(s) for s in seqs), default=0) if width is None else width
     input_ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
     attention = torch.zeros((len(seqs), width), dtype=torch.long)
     for i, s in enumerate(seqs):
-        input_ids[i, : len(s)] = torch.tensor(list(s), dtype=torch.long)
-        attention[i, : len(s)] = 1
+        where = slice(width - len(s), width) if left else slice(0, len(s))
+        input_ids[i, where] = torch.tensor(list(s), dtype=torch.long)
+        attention[i, where] = 1
     return input_ids, attention
 
 

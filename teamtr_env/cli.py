@@ -31,7 +31,7 @@ from teamtr_env.evaluation import (
 )
 from teamtr_env.registration import registry
 from teamtr_env.rollout import format_episode
-from teamtr_env.runner import Runner
+from teamtr_env.runner import Runner, make_runner
 
 POLICIES = ("scripted", "random", "human")
 DEFAULT_PROBLEMS = 100
@@ -310,13 +310,14 @@ def _backend(
 ) -> Runner:
     """The local runner, or a RayRunner for ``eval --ray [ADDRESS] --workers N``."""
     address = getattr(args, "ray", None)
-    if address is None:
-        return Runner(env_fn, policies, sampling, progress=progress)
-    from teamtr_env.ray_runner import RayRunner
-
-    workers = args.workers if args.workers is not None else 2
-    return RayRunner(
-        env_fn, policies, sampling, workers=workers, address=address or None, progress=progress
+    return make_runner(
+        env_fn,
+        policies,
+        sampling,
+        backend="local" if address is None else "ray",
+        progress=progress,
+        workers=args.workers if getattr(args, "workers", None) is not None else 2,
+        address=address or None,
     )
 
 

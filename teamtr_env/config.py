@@ -30,7 +30,7 @@ import re
 import types
 import typing
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Union
 
@@ -255,7 +255,9 @@ def _field_checks(
     nested dataclass sections are checked too. The paths of failed fields are added to ``bad``."""
     if not (_is_dataclass_type(cls) and isinstance(data, Mapping)):
         return []
-    hints = typing.get_type_hints(cls)
+    sections: dict[str, list[tuple[Any, dict[str, Any], tuple[Any, ...]]]] = {}
+    for child, section, key in _sections(cls, data):
+        sections.setdefault(key[0], []).append((child, section, key))
     problems = []
     for f in _init_fields(cls):
         if f.name not in data:
@@ -266,16 +268,8 @@ def _field_checks(
             if found and bad is not None:
                 bad.add((*path, f.name))
             problems += found
-        tp, value = hints[f.name], data[f.name]
-        origin, args = typing.get_origin(tp), typing.get_args(tp)
-        if origin in _MAPPINGS:  # dict[str, Section]: every section
-            if len(args) == 2 and _is_dataclass_type(args[1]) and isinstance(value, Mapping):
-                for key, section in value.items():
-                    problems += _field_checks(args[1], section, (*path, f.name, key), bad)
-            continue
-        for arm in (tp, *args):
-            if _is_dataclass_type(arm):
-                problems += _field_checks(arm, value, (*path, f.name), bad)
+        for child, section, key in sections.get(f.name, ()):  # nested sections, checked too
+            problems += _field_checks(child, section, (*path, *key), bad)
     return problems
 
 
@@ -479,6 +473,16 @@ def _checked_build(cls: type[_T], data: Any, what: str, problems: list[str]) -> 
     if problems:
         raise ConfigError(what, problems)
     return typing.cast(_T, built)
+
+
+def flat_items(data: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """``(dotted key, leaf value)`` of nested mappings (``{"optim": {"lr": 1}}`` gives
+    ``("optim.lr", 1)``); an empty mapping is a leaf."""
+    if isinstance(data, Mapping) and data:
+        for key, value in data.items():
+            yield from flat_items(value, f"{prefix}.{key}" if prefix else str(key))
+    else:
+        yield prefix, data
 
 
 def to_dict(instance: Any) -> dict[str, Any]:

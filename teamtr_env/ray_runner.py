@@ -32,7 +32,14 @@ from typing import Any
 from tasks.base import Problem
 from teamtr_core.errors import ConfigError, TeamTRError
 from teamtr_env.rollout import RolloutBatch
-from teamtr_env.runner import PolicyMap, Runner, SamplingMap, merge_batches, shard_plan
+from teamtr_env.runner import (
+    PolicyMap,
+    Runner,
+    SamplingMap,
+    check_rollout,
+    merge_batches,
+    shard_plan,
+)
 
 log = logging.getLogger(__name__)
 
@@ -98,9 +105,6 @@ class _Worker:
             problems, group_size, seed, first_group=first_group, call_seed=call_seed
         )
         return batch, dict(self.versions), sync_s
-
-    def pid(self) -> int:
-        return os.getpid()
 
 
 class RayRunner(Runner):
@@ -188,10 +192,6 @@ class RayRunner(Runner):
         self._weights[agent] = (version, self.ray.put(state))
         self.timing["put_s"] += time.perf_counter() - t0
 
-    def worker_pids(self) -> list[int]:
-        """The process id of each worker (tests kill one)."""
-        return list(self.ray.get([a.pid.remote() for a in self._actors]))
-
     def rollout(
         self,
         problems: Sequence[Problem],
@@ -202,8 +202,7 @@ class RayRunner(Runner):
     ) -> RolloutBatch:
         """Plays the rollout on the workers, one block each (``shards``: default ``workers``),
         and merges the blocks; see the module docstring."""
-        if not problems or group_size < 1:
-            return super().rollout(problems, group_size, seed)  # the local runner's error
+        check_rollout(problems, group_size)
         plan = shard_plan(len(problems), shards or self.workers, seed)
         start = time.perf_counter()
         weights = dict(self._weights)

@@ -224,7 +224,7 @@ class Runner:
         stream, so the records depend on how episodes are blocked; the same ``seed`` and
         ``shards`` always give the same batch, here or on Ray.
         """
-        _check_rollout(problems, group_size)
+        check_rollout(problems, group_size)
         if shards < 1:
             raise ConfigError("rollout", [f"shards must be >= 1, got {shards}"])
         start = time.perf_counter()
@@ -248,7 +248,7 @@ class Runner:
         """One block of a (possibly sharded) rollout: ``problems`` are groups ``first_group, ...``
         of the whole batch, its environments seeded by their global episode index and its policy
         calls by ``call_seed`` (default ``seed``); records carry global indices."""
-        _check_rollout(problems, group_size)
+        check_rollout(problems, group_size)
         call_seed = seed if call_seed is None else call_seed
         first = first_group * group_size
         n = len(problems) * group_size
@@ -337,7 +337,27 @@ class Runner:
         )
 
 
-def _check_rollout(problems: Sequence[Problem], group_size: int) -> None:
+def make_runner(
+    env_fn: Callable[[], TeamEnv],
+    policies: PolicyMap,
+    sampling: SamplingMap | None = None,
+    *,
+    backend: str = "local",
+    progress: bool | None = None,
+    **ray_options: Any,
+) -> Runner:
+    """The local :class:`Runner`, or for ``backend="ray"`` a
+    :class:`~teamtr_env.ray_runner.RayRunner` with ``ray_options`` (``workers``, ``address``,
+    ``num_cpus``, ``num_gpus``, ``max_retries``; the local runner has no use for them)."""
+    if backend == "ray":
+        from teamtr_env.ray_runner import RayRunner
+
+        return RayRunner(env_fn, policies, sampling, progress=progress, **ray_options)
+    return Runner(env_fn, policies, sampling, progress=progress)
+
+
+def check_rollout(problems: Sequence[Problem], group_size: int) -> None:
+    """Raises ``ConfigError`` unless there is a problem and ``group_size >= 1``."""
     if group_size < 1 or not problems:
         raise ConfigError(
             "rollout",

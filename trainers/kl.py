@@ -107,9 +107,24 @@ def kl_penalty(logp_cur: torch.Tensor, logp_new: torch.Tensor, mask: torch.Tenso
     """
     check_token_batch(mask, logp_cur=logp_cur, logp_new=logp_new)
     dtype = torch.promote_types(logp_new.dtype, torch.float32)
-    r = logp_new.to(dtype) - logp_cur.detach().to(dtype)
-    r = torch.where(mask, r, torch.zeros_like(r))
-    r = r.clamp(-20.0, 20.0)
+    return _k3_mean(logp_new.to(dtype) - logp_cur.detach().to(dtype), mask)
+
+
+def reference_kl(
+    logp_ref: torch.Tensor, logp_new: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
+    """Differentiable k3 estimate of ``KL(pi_new || pi_ref)`` on messages sampled from (about)
+    ``pi_new``: per counted token ``exp(d) - 1 - d`` with ``d = log pi_ref - log pi_new`` (TRL's
+    estimator), summed per message and averaged over messages. ``d`` is clamped to ``[-20, 20]``.
+    """
+    dtype = torch.promote_types(logp_new.dtype, torch.float32)
+    return _k3_mean(logp_ref.detach().to(dtype) - logp_new.to(dtype), mask)
+
+
+def _k3_mean(r: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Schulman's k3, ``exp(r) - 1 - r`` per counted token (``r`` clamped to ``[-20, 20]``),
+    summed per message and averaged over messages; 0 with a zero gradient for no messages."""
+    r = torch.where(mask, r, torch.zeros_like(r)).clamp(-20.0, 20.0)
     per_message = (torch.expm1(r) - r).sum(-1)
     return per_message.mean() if per_message.numel() else per_message.sum() * 0.0
 

@@ -14,11 +14,12 @@ import numbers
 import os
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from teamtr_core.errors import ConfigError
+from teamtr_env.config import flat_items
 
 _log = logging.getLogger(__name__)
 _KEY_RE = re.compile(r"[A-Za-z0-9_.@^-]+(?:/[A-Za-z0-9_.@^-]+){1,2}")
@@ -186,7 +187,8 @@ class MLflowLogger:
         if "experiment" in options:
             mlflow.set_experiment(options.pop("experiment"))
         mlflow.start_run(run_name=os.path.basename(str(run_dir)), **options)
-        mlflow.log_params(dict(_flat(config)))
+        # flattened; a value is cut to MLflow's 250-character parameter limit
+        mlflow.log_params({k: json.dumps(v, default=str)[:250] for k, v in flat_items(config)})
 
     def log(self, metrics: Metrics, step: int) -> None:
         """Logs the finite metrics at ``step`` (MLflow keys allow ``/``)."""
@@ -210,12 +212,17 @@ def _optional(name: str) -> Any:
         ) from exc
 
 
-def _flat(data: Any, prefix: str = "") -> Iterator[tuple[str, str]]:
-    if isinstance(data, Mapping) and data:
-        for key, value in data.items():
-            yield from _flat(value, f"{prefix}.{key}" if prefix else str(key))
-    else:
-        yield prefix, json.dumps(data, default=str)[:250]  # MLflow's parameter value limit
+def missing_loggers(names: Sequence[str]) -> list[str]:
+    """A line for each optional logger in ``names`` whose package is not installed (checked
+    before a run writes anything)."""
+    missing = []
+    for name in names:
+        if name in ("wandb", "mlflow"):
+            try:
+                _optional(name)
+            except ConfigError as exc:
+                missing += exc.problems
+    return missing
 
 
 def make_loggers(

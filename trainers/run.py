@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib
 import json
 import logging
 import math
@@ -57,6 +56,7 @@ from trainers.logger import (
     MetricsLogger,
     MultiLogger,
     make_loggers,
+    missing_loggers,
     plot_learning_curves,
 )
 from trainers.registry import trainer_spec
@@ -285,14 +285,7 @@ def _check_before_writing(config: TrainConfig, env: Any) -> None:
     from trainers.registry import make_learner
 
     problems = list(make_learner(config.schedule.method).check(config))
-    for name in config.loggers:  # an optional logger that is not installed: say so now
-        if name in ("wandb", "mlflow"):
-            try:
-                importlib.import_module(name)
-            except ImportError:
-                problems.append(
-                    f"loggers: the {name} logger needs the {name} package: pip install {name}"
-                )
+    problems += [f"loggers: {p}" for p in missing_loggers(config.loggers)]
     if config.sft is not None and not isinstance(env.task, SupportsExpert):
         problems.append(
             f"sft: {config.task} has no scripted expert to behaviour-clone (its task does not "

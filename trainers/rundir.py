@@ -19,7 +19,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from teamtr_core.errors import ConfigError
-from teamtr_env.config import read_config
+from teamtr_env.config import flat_items, read_config
 
 SAFE_TO_CHANGE: tuple[str, ...] = (
     "progress",
@@ -70,7 +70,7 @@ def result_config(config: Mapping[str, Any]) -> dict[str, Any]:
 
 def config_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """``"key: old -> new"`` for every leaf that differs (dotted keys, safe keys ignored)."""
-    flat_old, flat_new = dict(_flatten(result_config(old))), dict(_flatten(result_config(new)))
+    flat_old, flat_new = _flat_json(result_config(old)), _flat_json(result_config(new))
     lines = []
     for key in sorted(set(flat_old) | set(flat_new)):
         a, b = flat_old.get(key, "(unset)"), flat_new.get(key, "(unset)")
@@ -79,12 +79,8 @@ def config_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[s
     return lines
 
 
-def _flatten(data: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
-    if isinstance(data, Mapping) and data:
-        for key, value in data.items():
-            yield from _flatten(value, f"{prefix}.{key}" if prefix else str(key))
-    else:
-        yield prefix, json.dumps(data, sort_keys=True, default=str)
+def _flat_json(data: Mapping[str, Any]) -> dict[str, str]:
+    return {k: json.dumps(v, sort_keys=True, default=str) for k, v in flat_items(data)}
 
 
 def _show(text: str) -> str:
@@ -231,7 +227,7 @@ def load(folder: Path) -> LoadedCheckpoint | None:
                 candidates = [(-1, named), *[(n, p) for n, p in candidates if p != named]]
     for _, path in candidates:
         try:
-            state = torch.load(path, weights_only=True, map_location="cpu")
+            state = torch_load_plain(path)
         except Exception as exc:
             skipped.append(f"{path.name} cannot be read ({type(exc).__name__}: {_first_line(exc)})")
             continue

@@ -43,6 +43,7 @@ import torch
 
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import SamplingParams, TrainablePolicy
+from teamtr_env import runner as runners
 from teamtr_env.env import TeamEnv
 from teamtr_env.rollout import MessageRecord, RolloutBatch
 from teamtr_env.runner import Runner, derive_seed
@@ -586,20 +587,17 @@ def make_runner(
 ) -> Runner:
     """The runner ``config.runner`` asks for: the local one, or a :class:`RayRunner`."""
     rc = config.runner
-    if rc.backend == "ray":
-        from teamtr_env.ray_runner import RayRunner
-
-        return RayRunner(
-            env_fn,
-            policies,
-            sampling,
-            workers=rc.workers,
-            address=rc.address,
-            num_cpus=rc.num_cpus,
-            num_gpus=rc.num_gpus,
-            progress=False,
-        )
-    return Runner(env_fn, policies, sampling, progress=False)
+    return runners.make_runner(
+        env_fn,
+        policies,
+        sampling,
+        backend=rc.backend,
+        progress=False,
+        workers=rc.workers,
+        address=rc.address,
+        num_cpus=rc.num_cpus,
+        num_gpus=rc.num_gpus,
+    )
 
 
 def _frozen_copy(policy: TrainablePolicy) -> TrainablePolicy:

@@ -24,7 +24,7 @@ import torch
 
 from teamtr_core.policy import TokenLogprobs, TrainablePolicy
 from teamtr_env.rollout import MessageRecord
-from trainers.kl import kl_penalty, message_subset, token_kl_monitor
+from trainers.kl import kl_penalty, message_subset, reference_kl, token_kl_monitor
 from trainers.surrogate import clipped_surrogate, surrogate_value
 
 
@@ -81,20 +81,6 @@ class UpdateResult:
     ref_kl: float = math.nan
 
 
-def reference_kl(
-    logp_ref: torch.Tensor, logp_new: torch.Tensor, mask: torch.Tensor
-) -> torch.Tensor:
-    """Differentiable k3 estimate of ``KL(pi_new || pi_ref)`` on messages sampled from (about)
-    ``pi_new``: per counted token ``exp(d) - 1 - d`` with ``d = log pi_ref - log pi_new`` (TRL's
-    estimator), summed per message and averaged over messages. ``d`` is clamped to ``[-20, 20]``.
-    """
-    dtype = torch.promote_types(logp_new.dtype, torch.float32)
-    d = logp_ref.detach().to(dtype) - logp_new.to(dtype)
-    d = torch.where(mask, d, torch.zeros_like(d)).clamp(-20.0, 20.0)
-    per_message = (torch.expm1(d) - d).sum(-1)
-    return per_message.mean() if per_message.numel() else per_message.sum() * 0.0
-
-
 def score(
     policy: TrainablePolicy,
     messages: Sequence[MessageRecord],
@@ -126,9 +112,9 @@ def _autocast(policy: Any, mode: str) -> Any:
     return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)
 
 
-def _widened(logprobs: torch.Tensor, like: TokenLogprobs) -> torch.Tensor:
-    """``logprobs`` padded or cut to the token width of ``like`` (the same messages)."""
-    width = like.logprobs.shape[1]
+def _to_width(logprobs: torch.Tensor, width: int) -> torch.Tensor:
+    """``[N, T]`` log-probs padded with zeros or cut to ``width`` tokens (the same messages
+    scored in batches of different longest completions)."""
     if logprobs.shape[1] >= width:
         return logprobs[:, :width]
     return torch.nn.functional.pad(logprobs, (0, width - logprobs.shape[1]))
@@ -233,7 +219,7 @@ def update_agent(
             loss = sur.loss + beta * kl_penalty(cur.logprobs, new.logprobs, cur.mask)
             if reference is not None and ref_coef > 0:
                 ref_term = reference_kl(
-                    _widened(reference[i].logprobs, new), new.logprobs, cur.mask
+                    _to_width(reference[i].logprobs, new.logprobs.shape[1]), new.logprobs, cur.mask
                 )
                 loss = loss + ref_coef * ref_term
                 ref_sum += float(ref_term.detach()) * len(chunk) / n
@@ -285,7 +271,7 @@ def update_agent(
 
     def monitored() -> tuple[float, torch.Tensor]:
         new_lp, _ = concat_logprobs(score(policy, checked, mb, temp, autocast=settings.autocast))
-        new_lp = torch.nn.functional.pad(new_lp, (0, cur_lp.shape[1] - new_lp.shape[1]))
+        new_lp = _to_width(new_lp, cur_lp.shape[1])
         est = token_kl_monitor(
             cur_lp, new_lp, mask, subsample=settings.monitor_subsample, generator=generator
         )

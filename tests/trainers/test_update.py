@@ -137,6 +137,19 @@ def _result(**fields: object) -> UpdateResult:
     return UpdateResult(**{**base, **fields})  # type: ignore[arg-type]
 
 
+def scored_batches(policy: TabularPolicy) -> list[int]:
+    """Wraps ``policy.logprobs``; the returned list gets each call's number of messages."""
+    sizes: list[int] = []
+    original = policy.logprobs
+
+    def counting(prompts, *args, **kwargs):  # type: ignore[no-untyped-def]
+        sizes.append(len(prompts))
+        return original(prompts, *args, **kwargs)
+
+    policy.logprobs = counting  # type: ignore[method-assign]
+    return sizes
+
+
 def test_behaviour_log_probs_come_from_the_first_epoch_exactly_and_save_a_pass() -> None:
     """Without precomputed behaviour log-probs the first epoch's forward pass provides them: the
     update equals the one given ``score(...)`` beforehand, with one scoring pass fewer."""
@@ -147,14 +160,7 @@ def test_behaviour_log_probs_come_from_the_first_epoch_exactly_and_save_a_pass()
         policy, msgs, adv = batch(seed=3)
         opt = torch.optim.SGD(policy.parameters(), lr=0.5)
         behaviour = score(policy, msgs, 8) if precompute else None
-        counted = []
-        original = policy.logprobs
-
-        def counting(*args, _orig=original, _n=counted, **kwargs):  # type: ignore[no-untyped-def]
-            _n.append(1)
-            return _orig(*args, **kwargs)
-
-        policy.logprobs = counting  # type: ignore[method-assign]
+        counted = scored_batches(policy)
         settings = UpdateSettings(epochs=3, micro_batch_size=8)
         result = update_agent(
             policy, opt, msgs, adv, beta=0.1, delta=1.0, settings=settings, behaviour=behaviour
@@ -179,14 +185,7 @@ def test_without_a_trust_region_the_monitor_pass_is_skipped_unless_asked() -> No
     for monitor in (False, True):
         policy, msgs, adv = batch(seed=5)
         opt = torch.optim.SGD(policy.parameters(), lr=0.5)
-        calls = []
-        original = policy.logprobs
-
-        def counting(*args, _orig=original, _n=calls, **kwargs):  # type: ignore[no-untyped-def]
-            _n.append(1)
-            return _orig(*args, **kwargs)
-
-        policy.logprobs = counting  # type: ignore[method-assign]
+        calls = scored_batches(policy)
         settings = UpdateSettings(epochs=2, micro_batch_size=32, monitor_without_region=monitor)
         result = update_agent(policy, opt, msgs, adv, beta=0.0, delta=None, settings=settings)
         runs[monitor] = (result, len(calls), policy.logits.detach().clone())
@@ -204,14 +203,7 @@ def test_the_kl_check_can_score_a_subset_of_the_messages() -> None:
     for fraction in (1.0, 0.25):
         policy, msgs, adv = batch(seed=7)
         opt = torch.optim.SGD(policy.parameters(), lr=0.5)
-        sizes: list[int] = []
-        original = policy.logprobs
-
-        def counting(prompts, *args, _orig=original, _n=sizes, **kwargs):  # type: ignore[no-untyped-def]
-            _n.append(len(prompts))
-            return _orig(prompts, *args, **kwargs)
-
-        policy.logprobs = counting  # type: ignore[method-assign]
+        sizes = scored_batches(policy)
         settings = UpdateSettings(epochs=1, micro_batch_size=32, monitor_messages=fraction)
         result = update_agent(policy, opt, msgs, adv, beta=0.0, delta=10.0, settings=settings)
         runs[fraction] = (result, sizes, policy.logits.detach().clone())
