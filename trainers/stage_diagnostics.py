@@ -164,14 +164,17 @@ class RunDiagnostics:
 
     def track(self, lower_bound: float, improvement: float) -> dict[str, float]:
         """Adds a stage's (bound, measured improvement) and returns the violation rate and the
-        rank correlation over the stages so far (NaN with fewer than 2 stages, or constant)."""
+        rank correlation over the stages so far (absent with fewer than 2 stages, or while either
+        series is constant)."""
         if not (math.isfinite(lower_bound) and math.isfinite(improvement)):
             return {}
         self.lower_bounds.append(lower_bound)
         self.improvements.append(improvement)
         out = {"diag/violation_rate": violation_rate(self.lower_bounds, self.improvements)}
         if len(self.lower_bounds) >= 2:
-            out["diag/rank_corr"] = rank_correlation(self.lower_bounds, self.improvements)
+            rho = rank_correlation(self.lower_bounds, self.improvements)
+            if math.isfinite(rho):  # undefined while either series is constant
+                out["diag/rank_corr"] = rho
         return out
 
     def state_dict(self) -> dict[str, Any]:
@@ -319,8 +322,8 @@ class StageDiagnostics:
                 for u in updates
                 if math.isfinite(u[key]) and 0.8 * u["delta"] <= u["kl_tok"] <= 1.2 * u["delta"]
             ]
-            if values:
-                out[f"diag/{key}_near_delta"] = float(np.mean(near)) if near else math.nan
+            if near:  # absent (not NaN) when no update was near its radius
+                out[f"diag/{key}_near_delta"] = float(np.mean(near))
         ess = [u["iw_ess_over_b"] for u in updates if math.isfinite(u["iw_ess_over_b"])]
         if ess:
             out["diag/iw_ess_over_b"] = float(np.mean(ess))
