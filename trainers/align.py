@@ -14,10 +14,12 @@ it (on-policy distillation, as in GKD). ``direction="old_new"`` is App. D.1 read
 trust-region direction ``KL(pi_old || pi_theta)`` on the OLD agent's messages (supervised
 distillation on the replaced agent's outputs, G.7).
 
-The stopping statistic is Eq. (18)'s sampled monitor on the held-out probes,
-``(1/|M|) sum_m sum_u log p(x_u | .) - log q(x_u | .)`` over messages sampled from ``p``'s
-sampler (:func:`trainers.kl.token_kl_monitor`); the full-vocabulary value on the same messages
-(:func:`trainers.kl.vocab_kl`, no next-token noise) is logged beside it.
+The stopping statistic (``kl``) is Eq. (18)'s token-sum monitor on messages sampled on the
+held-out probes with each position's sampled log-ratio ``log p(x_u|.) - log q(x_u|.)`` replaced by
+its expectation over the next token, ``KL(p(.|s, x_<u) || q(.|s, x_<u))``
+(:func:`trainers.kl.vocab_kl`): the same estimand, never negative, without the next-token noise
+that makes the purely sampled monitor (logged beside it as ``kl_tok``,
+:func:`trainers.kl.token_kl_monitor`) dip below zero on a few dozen short probe messages.
 """
 
 from __future__ import annotations
@@ -162,9 +164,9 @@ def align_policy(
             if on_check is not None:
                 on_check(row)
             if step == 0:
-                result.initial_kl = row["kl_tok"]
-            result.final_kl = row["kl_tok"]
-            if row["kl_tok"] <= config.delta_align:
+                result.initial_kl = row["kl"]
+            result.final_kl = row["kl"]
+            if row["kl"] <= config.delta_align:
                 result.reached = True
                 break
             if step == config.max_steps:
@@ -196,8 +198,9 @@ def _heldout_kl(
     sampling: SamplingParams,
     config: AlignConfig,
 ) -> dict[str, float]:
-    """Eq. (18)'s monitor (``kl_tok``) and the full-vocabulary value (``kl_vocab``) of the
-    aligned direction on messages sampled on every held-out probe."""
+    """The stopping statistic (``kl``: per-position full-vocabulary KL, token-summed) and Eq.
+    (18)'s sampled monitor (``kl_tok``) of the aligned direction on messages sampled on every
+    held-out probe."""
     p_policy, q_policy = (new, old) if config.direction == "new_old" else (old, new)
     # The same seed at every check: the curve moves with the model, not with the draw.
     messages = p_policy.generate(list(heldout), sampling.updated(seed=config.seed + 7))
@@ -209,7 +212,7 @@ def _heldout_kl(
         token_q = q.gather(-1, _ids_tensor(ids, mask).unsqueeze(-1)).squeeze(-1)
         monitor = token_kl_monitor(token_p, token_q, mask)
         exact = vocab_kl(p, q, mask)
-    return {"kl_tok": monitor.value, "kl_vocab": float(exact.mean().item())}
+    return {"kl": float(exact.mean().item()), "kl_tok": monitor.value}
 
 
 def _ids_tensor(ids: list[list[int]], mask: torch.Tensor) -> torch.Tensor:

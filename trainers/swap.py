@@ -456,8 +456,8 @@ def _align(
     def show(row: dict[str, float]) -> None:
         loss = row.get("train_loss", math.nan)
         console.print(
-            f"  align step {int(row['step'])}: held-out KL_tok {row['kl_tok']:.4f} "
-            f"(full vocabulary {row['kl_vocab']:.4f})"
+            f"  align step {int(row['step'])}: held-out KL {row['kl']:.4f} "
+            f"(sampled Eq. 18 monitor {row['kl_tok']:.4f})"
             + (f", train loss {loss:.4f}" if math.isfinite(loss) else ""),
             markup=False,
             highlight=False,
