@@ -230,6 +230,39 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--schema", action="store_true", help="print the config's JSON Schema")
 
+    swap = sub.add_parser(
+        "swap",
+        help="replace one agent's model in a trained run (optionally Stage-0 aligned) and resume "
+        "TeamTR in a new run directory",
+    )
+    swap.add_argument("run_dir", type=Path, help="the trained run (only read)")
+    swap.add_argument("--agent", required=True, help="the agent whose model is replaced")
+    swap.add_argument("--model", required=True, type=Path, help="the new model's directory")
+    swap.add_argument("--out", type=Path, help="the new run directory (default RUN_DIR-swap-AGENT)")
+    swap.add_argument(
+        "--stages", type=_positive_int, default=4, help="TeamTR stages after the swap"
+    )
+    swap.add_argument("--align", action="store_true", help="Stage-0 alignment before resuming")
+    swap.add_argument("--probes", type=_positive_int, default=500, help="P probe contexts")
+    swap.add_argument("--delta-align", type=float, default=0.01, help="stop at this held-out KL")
+    swap.add_argument("--align-steps", type=_positive_int, default=200, help="at most this many")
+    swap.add_argument("--align-lr", type=float, default=1e-3, help="alignment learning rate")
+    swap.add_argument(
+        "--align-direction",
+        choices=["new_old", "old_new"],
+        default="new_old",
+        help="KL(new||old) on the new model's messages, or KL(old||new) on the old agent's",
+    )
+    swap.add_argument(
+        "--protocol",
+        type=_parse_option,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a protocol setting the new model expects (system_prompt, reasoning, tool_calls, "
+        "header; JSON values); it must equal the team's",
+    )
+
     models = sub.add_parser("models", help="build local models")
     models_sub = models.add_subparsers(dest="models_command", metavar="ACTION")
     tiny = models_sub.add_parser(
@@ -751,6 +784,38 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def cmd_swap(args: argparse.Namespace, console: Console) -> int:
+    from trainers.align import AlignConfig
+    from trainers.swap import SwapConfig, swap_agent
+
+    try:
+        align = (
+            AlignConfig(
+                probes=args.probes,
+                delta_align=args.delta_align,
+                max_steps=args.align_steps,
+                lr=args.align_lr,
+                direction=args.align_direction,
+            )
+            if args.align
+            else None
+        )
+    except ValueError as exc:
+        raise ConfigError("teamtr swap", [str(exc)]) from None
+    config = SwapConfig(
+        str(args.run_dir),
+        args.agent,
+        str(args.model),
+        out=None if args.out is None else str(args.out),
+        stages=args.stages,
+        align=align,
+        protocol=dict(args.protocol),
+    )
+    record = swap_agent(config, console=console)
+    console.print(f"swap record: {config.out_dir / 'swap.json'} (aligned: {record['aligned']})")
+    return 0
+
+
 def cmd_models(args: argparse.Namespace, console: Console) -> int:
     if args.models_command != "build-tiny":
         raise ConfigError("models", ["expected an action: teamtr models build-tiny PATH"])
@@ -802,6 +867,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_models(args, console)
         if args.command == "train":
             return cmd_train(args, console)
+        if args.command == "swap":
+            return cmd_swap(args, console)
         return cmd_eval(args, console)
     except (TeamTRError, OSError) as exc:  # user errors; any other exception is a bug
         err = Console(stderr=True, soft_wrap=True)  # no hard wraps: messages stay greppable

@@ -25,6 +25,7 @@ PAGES = [
     "docs/coming-from-trl.md",
     "docs/scaling.md",
     "docs/diagnostics.md",
+    "docs/swap.md",
     *sorted(f"docs/tasks/{p.name}" for p in (ROOT / "docs" / "tasks").glob("*.md")),
 ]
 

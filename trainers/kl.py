@@ -189,3 +189,31 @@ def monitor_flip_rate(
             sums, _ = _subsampled_value(r, mask, fraction, generator)
         flips += int(bool(sums.mean() <= delta) != inside)
     return flips / n_trials
+
+
+def vocab_kl(logp_p: torch.Tensor, logp_q: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per-message token-sum ``KL(p || q)`` over the full vocabulary (App. D.1's autoregressive
+    form): ``sum_u sum_v p(v | s, x_<u) (log p(v | s, x_<u) - log q(v | s, x_<u))`` at the counted
+    positions ``u`` of each message. The exact per-position expectation of the sampled
+    log-ratio that Eq. (18) sums, so it has no sampling noise over the next token.
+
+    Differentiable in both arguments (a distillation loss detaches the teacher's).
+
+    Args:
+        logp_p: ``[N, T, V]`` log-probabilities (a log-softmax) of ``p`` at each position.
+        logp_q: ``[N, T, V]`` log-probabilities of ``q`` at the same positions.
+        mask: ``[N, T]`` bool, True = the position counts.
+
+    Returns:
+        ``[N]`` per-message sums (float32 or wider).
+    """
+    if logp_p.shape != logp_q.shape or logp_p.shape[:2] != mask.shape:
+        raise ValueError(
+            f"vocab_kl: logp_p {tuple(logp_p.shape)} and logp_q {tuple(logp_q.shape)} must be "
+            f"[N, T, V] with mask [N, T], got mask {tuple(mask.shape)}"
+        )
+    dtype = torch.promote_types(logp_p.dtype, torch.float32)
+    p, q = logp_p.to(dtype), logp_q.to(dtype)
+    terms = p.exp() * (p - q)  # a token p gives probability 0 contributes 0 (not 0 * inf)
+    per_position = torch.where(torch.isneginf(p), torch.zeros_like(terms), terms).sum(-1)
+    return torch.where(mask, per_position, torch.zeros_like(per_position)).sum(-1)

@@ -48,6 +48,7 @@ ARTEFACTS: tuple[str, ...] = (
     "models",
     "curves.png",
     "summary.json",
+    "swap.json",
 )
 """What a run writes in its directory (``--overwrite`` deletes these and nothing else)."""
 
