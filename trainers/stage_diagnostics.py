@@ -25,6 +25,7 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Hashable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -346,3 +347,29 @@ class StageDiagnostics:
         for name, seconds in self.timing.items():
             out[f"stage/diag_{name}_s"] = seconds
         return out
+
+
+def run_diagnostics(run_dir: str | Path) -> list[dict[str, float]]:
+    """Each finished stage's diagnostics of a run directory, read from its ``metrics.jsonl``
+    (so a run in progress can be inspected): ``{"stage": s, "diag/...": value, ...}``.
+
+    Raises:
+        ConfigError: the directory has no ``metrics.jsonl``.
+    """
+    from trainers.logger import read_jsonl
+
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        raise ConfigError(
+            "teamtr diagnostics", [f"{path} does not exist: is {run_dir} a training run?"]
+        )
+    out = []
+    for record in read_jsonl(path):
+        keys = {
+            k: v
+            for k, v in record.items()
+            if k.startswith("diag/") or k.startswith("stage/delta_stale")
+        }
+        if keys:
+            out.append({"stage": record["step"], **keys})
+    return out

@@ -144,6 +144,23 @@ def test_full_logs_every_quantity() -> None:
     assert len(fresh.diagnostics.lower_bounds) == 2
 
 
+def test_the_empirical_certificate_subtracts_the_finite_sample_correction() -> None:
+    def lb(hoeffding: bool) -> dict:
+        trainer = TeamTrainer(
+            config(diagnostics={"level": "cheap", "hoeffding": hoeffding}),
+            lambda: env_fn(AGENTS),
+            tabular_team(AGENTS),
+        )
+        return trainer.run_stage().metrics
+
+    plain, empirical = lb(False), lb(True)
+    assert plain["diag/certificate_hoeffding_term"] == 0
+    assert empirical["diag/certificate_hoeffding_term"] > 0
+    assert empirical["diag/certificate_lb"] == pytest.approx(
+        plain["diag/certificate_lb"] - empirical["diag/certificate_hoeffding_term"]
+    )
+
+
 def test_importance_weight_summary_is_logged_for_the_reweighting_ablation() -> None:
     trainer = TeamTrainer(
         config(
@@ -296,3 +313,12 @@ def test_a_full_run_logs_diagnostics_to_jsonl_tensorboard_and_summary(tmp_path: 
     assert 0 <= diag["violation_rate"] <= 1 and "rank_corr" in diag
     assert summary["diagnostics"]["level"] == "full"
     assert "D_occ" in out.getvalue()  # the per-stage line shows it
+
+    # teamtr diagnostics RUN_DIR: the per-stage table (also of a run in progress) and its JSON
+    from teamtr_env.cli import main
+
+    assert main(["diagnostics", str(run_dir), "--json", str(tmp_path / "d.json")]) == 0
+    rows = json.loads((tmp_path / "d.json").read_text())
+    assert [r["stage"] for r in rows] == [1, 2]
+    assert rows[1]["diag/improvement"] == stage2["diag/improvement"]
+    assert main(["diagnostics", str(tmp_path)]) == 2  # not a run: a clear error
