@@ -56,16 +56,17 @@ def power_fit(
     """``x ~ n^alpha``: :func:`trainers.diagnostics.loglog_fit` of the per-``n`` means, with a
     95% percentile-bootstrap CI over runs (resampled within each ``n``).
 
-    With ``floor`` (one noise-floor value per run, paired with ``per_n``) the fitted quantity is
-    the excess ``x - floor`` of each run. A log-log fit needs positive points, so an ``n`` whose
-    mean (excess) is ``<= 0`` is dropped and named in ``dropped`` with the reason; a bootstrap
-    resample in which a kept ``n``'s mean is ``<= 0`` cannot be fitted and is skipped, so the CI
-    is over ``resamples_used`` of ``resamples`` (say so when they differ). ``below_floor`` lists
-    the kept ``n`` whose excess CI reaches 0: measured, but not distinguishable from noise.
+    A log-log fit needs positive points, so an ``n`` whose mean is ``<= 0`` is dropped. With
+    ``floor`` (one noise-floor value per run, paired with ``per_n``) the fitted quantity is the
+    excess ``x - floor`` of each run, and an ``n`` is kept only when its excess is clearly above
+    the floor (the lower end of its 95% CI is ``> 0``): a point at its noise floor says nothing
+    about the trend. Every dropped ``n`` is named in ``dropped`` with the reason. A bootstrap
+    resample in which a kept ``n``'s mean is ``<= 0`` cannot be fitted and is skipped; when
+    more than 5% are skipped the CI is not reported (``ci`` ``None`` and a ``note``).
 
     Returns:
         ``value`` (``None`` with a ``note`` when fewer than 2 distinct ``n`` are left), ``ci``,
-        ``intercept``, ``kept``, ``dropped`` ({n: reason}), ``below_floor``, ``means``,
+        ``intercept``, ``kept``, ``dropped`` ({n: reason}), ``means`` (of every ``n``),
         ``resamples``, ``resamples_used``.
     """
     from trainers.diagnostics import loglog_fit  # here: the speed scripts need no torch import
@@ -83,26 +84,28 @@ def power_fit(
         runs[n] = x
     means = {n: float(x.mean()) for n, x in sorted(runs.items())}
     what = "mean excess over the noise floor" if floor is not None else "mean"
-    dropped = {str(n): f"{what} {m:.3g} <= 0" for n, m in means.items() if not m > 0}
-    kept = [n for n, m in means.items() if m > 0]
+    dropped: dict[str, str] = {}
+    for n, m in means.items():
+        if not m > 0:
+            dropped[str(n)] = f"{what} {m:.3g} <= 0"
+        elif floor is not None:
+            lo, hi = mean_ci_bounds(runs[n], rng, resamples)
+            if lo <= 0:
+                dropped[str(n)] = f"at the noise floor: excess {m:.3g}, 95% CI [{lo:.3g}, {hi:.3g}]"
+    kept = [n for n in means if str(n) not in dropped]
     out: dict[str, Any] = {
         "value": None,
         "ci": None,
         "intercept": None,
         "kept": kept,
         "dropped": dropped,
-        "below_floor": [],
         "means": {str(n): m for n, m in means.items()},
         "resamples": resamples,
         "resamples_used": 0,
     }
-    if floor is not None:
-        for n in kept:
-            lo = mean_ci_bounds(runs[n], rng, resamples)[0]
-            if lo <= 0:
-                out["below_floor"].append(n)
     if len(kept) < 2:
-        out["note"] = f"no fit: {len(kept)} n with a positive {what}"
+        clear = "clearly above its noise floor" if floor is not None else f"with a positive {what}"
+        out["note"] = f"no fit: {len(kept)} n {clear}"
         return out
     alpha, intercept = loglog_fit(kept, [means[n] for n in kept])
     boots = []
@@ -110,12 +113,13 @@ def power_fit(
         m = [float(runs[n][rng.integers(0, runs[n].size, runs[n].size)].mean()) for n in kept]
         if min(m) > 0:
             boots.append(loglog_fit(kept, m)[0])
-    out.update(
-        value=alpha,
-        intercept=intercept,
-        resamples_used=len(boots),
-        ci=[float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))] if boots else None,
-    )
+    out.update(value=alpha, intercept=intercept, resamples_used=len(boots))
+    if boots and len(boots) >= 0.95 * resamples:
+        out["ci"] = [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))]
+    elif resamples:
+        out["note"] = (
+            f"no CI: in {resamples - len(boots)} of {resamples} resamples a kept n had a mean <= 0"
+        )
     return out
 
 

@@ -321,14 +321,10 @@ def fmt_fit(fit: dict[str, Any] | None) -> str:
         return "-"
     if fit["value"] is None:
         return fit["note"]
-    ci = "no CI" if fit["ci"] is None else f"[{fit['ci'][0]:.2f}, {fit['ci'][1]:.2f}]"
+    ci = fit["note"] if fit["ci"] is None else f"[{fit['ci'][0]:.2f}, {fit['ci'][1]:.2f}]"
     text = f"{fit['value']:.2f} {ci}"
     if fit["dropped"]:
         text += f"; dropped n = {', '.join(fit['dropped'])}"
-    if fit.get("below_floor"):
-        text += f"; at floor n = {', '.join(map(str, fit['below_floor']))}"
-    if fit["resamples_used"] < fit["resamples"]:
-        text += f"; CI from {fit['resamples_used']}/{fit['resamples']} resamples"
     return text
 
 

@@ -52,19 +52,27 @@ def test_power_fit_ci_covers_the_true_exponent_under_noise(bench: ModuleType) ->
     assert lo <= fit["value"] <= hi
 
 
-def test_power_fit_on_the_excess_over_a_floor_drops_and_names_points(bench: ModuleType) -> None:
-    # excess: n=2 below its floor (dropped), n=3 straddles 0 (kept, at floor), n=4, 8 clear
-    per_n = {2: [1.0, 1.0], 3: [1.5, 1.3], 4: [3.0, 3.2], 8: [9.0, 9.4]}
-    floor = {2: [1.2, 1.4], 3: [1.0, 1.4], 4: [1.0, 1.0], 8: [1.0, 1.0]}
+def test_power_fit_on_the_excess_keeps_only_points_clearly_above_the_floor(
+    bench: ModuleType,
+) -> None:
+    # excess: n=2 below its floor, n=3 straddles 0 (at the floor), n=4, 6, 8 clearly above it
+    per_n = {2: [1.0, 1.0], 3: [1.5, 1.3], 4: [3.0, 3.2], 6: [5.0, 5.5], 8: [9.0, 9.4]}
+    floor = {2: [1.2, 1.4], 3: [1.0, 1.4], 4: [1.0, 1.0], 6: [1.0, 1.0], 8: [1.0, 1.0]}
     fit = bench.power_fit(per_n, rng(), 200, floor)
-    assert fit["kept"] == [3, 4, 8]
-    assert list(fit["dropped"]) == ["2"] and "excess" in fit["dropped"]["2"]
-    assert fit["below_floor"] == [3]
-    assert fit["means"]["4"] == pytest.approx(2.1)
-    means = [fit["means"][str(n)] for n in (3, 4, 8)]
-    assert fit["value"] == pytest.approx(np.polyfit(np.log([3, 4, 8]), np.log(means), 1)[0])
-    # the n = 3 runs (0.5, -0.1) give a non-positive mean in some resamples: those are skipped
-    assert 0 < fit["resamples_used"] < 200
+    assert fit["kept"] == [4, 6, 8]
+    assert "<= 0" in fit["dropped"]["2"] and "at the noise floor" in fit["dropped"]["3"]
+    assert fit["means"]["4"] == pytest.approx(2.1) and fit["means"]["3"] == pytest.approx(0.2)
+    means = [fit["means"][str(n)] for n in (4, 6, 8)]
+    assert fit["value"] == pytest.approx(np.polyfit(np.log([4, 6, 8]), np.log(means), 1)[0])
+    assert fit["ci"][0] <= fit["value"] <= fit["ci"][1] and fit["resamples_used"] == 200
+
+
+def test_power_fit_gives_no_ci_when_resamples_cannot_be_fitted(bench: ModuleType) -> None:
+    # n = 3's runs straddle 0: many resamples have a non-positive mean there
+    fit = bench.power_fit({2: [1.0, 1.2], 3: [2.0, -1.9]}, rng(), 200)
+    assert fit["kept"] == [2, 3] and fit["value"] is not None
+    assert fit["ci"] is None and 0 < fit["resamples_used"] < 190
+    assert fit["note"].startswith("no CI")
 
 
 def test_power_fit_without_two_positive_points_reports_no_fit(bench: ModuleType) -> None:
