@@ -132,7 +132,7 @@ def main() -> int:
                 [
                     *args.overrides,
                     f"schedule.method={method}",
-                    "diagnostics=true",
+                    "diagnostics=full",
                     f"seed={seed}",
                     f"run_dir={args.out / (method.replace('/', '_') + f'-seed{seed}')}",
                     "progress=false",

@@ -152,7 +152,7 @@ def training_stage(model_dir: Path, device: str, problems: int) -> dict[str, Any
             "task_options": {},
             "sft": None,
             "progress": False,
-            "diagnostics": False,
+            "diagnostics": "off",
             "schedule": {"stages": 1, "problems_per_batch": problems, "group_size": 4},
         },
     )

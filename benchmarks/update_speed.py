@@ -74,7 +74,7 @@ def teamtr_config(*, epochs: int, trust_region: bool, steps: int) -> TrainConfig
             "task_options": OPTIONS,
             "sampling": {"temperature": TEMPERATURE, "max_new_tokens": NEW_TOKENS},
             "sft": None,
-            "diagnostics": False,
+            "diagnostics": "off",
             "progress": False,
             "schedule": {
                 "stages": steps,

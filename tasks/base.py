@@ -20,7 +20,7 @@ from __future__ import annotations
 import abc
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -248,6 +248,20 @@ class SupportsExpert(Protocol):
         ``problem`` (the runner always passes it; ``None`` when a caller has only the text, where
         a privileged expert answers as best it can); a plausible wrong reply when
         ``make_error`` is true."""
+        ...
+
+
+@runtime_checkable
+class SupportsStateKey(Protocol):
+    """Optional: a task whose agents' contexts have a small exact state (a tabular game).
+
+    The trainer's occupancy diagnostics (``diagnostics.occupancy: task`` or ``auto``) featurise
+    each message's context as ``(turn, state_key(context))`` instead of a hashed bucket of the
+    text, so the occupancy drift D_occ is measured over the game's own states.
+    """
+
+    def state_key(self, context: str) -> Hashable | None:
+        """The exact state an agent is in, given the context it sees (``None``: unknown)."""
         ...
 
 

@@ -24,6 +24,7 @@ PAGES = [
     "docs/callbacks.md",
     "docs/coming-from-trl.md",
     "docs/scaling.md",
+    "docs/diagnostics.md",
     *sorted(f"docs/tasks/{p.name}" for p in (ROOT / "docs" / "tasks").glob("*.md")),
 ]
 

@@ -29,6 +29,8 @@ RlLrSchedule = Literal["constant", "linear", "cosine"]
 LoggerName = Literal["tensorboard", "wandb", "mlflow"]
 DeltaMode = Literal["fixed", "adaptive", "none"]
 Budget = Literal["disjoint", "matched", "per_sample"]
+DiagnosticsLevel = Literal["off", "cheap", "full"]
+OccupancyFeatures = Literal["auto", "hash", "task"]
 DEMO_TASK = "teamtr/Pipeline-v0"
 DEMO_TASK_OPTIONS: dict[str, Any] = {
     # Chains of three +/-1..5 steps on values 0..9: 363 distinct held-out chains, and a step a
@@ -327,6 +329,81 @@ class EvalConfig:
 
 
 @dataclass(frozen=True)
+class DiagnosticsConfig:
+    """The paper's diagnostics in every run (docs/diagnostics.md): what is computed, and how.
+
+    ``level``: ``off`` computes nothing; ``cheap`` computes what the training data already holds
+    (zeta proxies, importance-weight tails, the certificate, KL-monitor flip rates, and D_occ for
+    learners that sample the intermediate teams); ``full`` adds batches outside the training
+    budget: the stale gap with its noise floor, D_occ of every learner with intermediate teams
+    (with its noise floor), and the measured improvement J(after) - J(before) with the violation
+    rate and rank correlation of the certificate across stages. A bare string is the level
+    (``diagnostics: full``); ``true``/``false`` are the old spelling of ``full``/``off``.
+    """
+
+    level: DiagnosticsLevel = _help(
+        "off: nothing; cheap: from the training data only; full: plus independent batches "
+        "outside the budget (stale gap, D_occ of every learner, measured improvement)",
+        "cheap",
+    )
+    occupancy: OccupancyFeatures = _help(
+        "the state featurisation of D_occ: task (the task's exact state_key, e.g. the relay's "
+        "observed symbol), hash (a hashed bucket of the rendered context), auto (task when the "
+        "task has a state_key, else hash); the turn is always part of the state",
+        "auto",
+    )
+    buckets: int = _help(
+        "hash buckets of the rendered contexts (occupancy: hash); fewer buckets lower the "
+        "sampling noise of the TV and merge more states",
+        256,
+    )
+    flip_trials: int = _help(
+        "subsamples per update for the KL-monitor flip rates at 25% and 50% (App. G.4)", 100
+    )
+    gamma: float | None = _help(
+        "the certificate's discount; null = 1 - 1/T for a T-turn episode (so 1/(1-gamma) = T)",
+        None,
+    )
+    a_max: float = _help("the certificate's advantage bound A_max (rewards in [0, 1]: 1)", 1.0)
+    hoeffding: bool = _help(
+        "subtract the App. E.3 finite-sample correction from the certificate", False
+    )
+    confidence: float = _help("1 - delta_conf of the App. E.3 correction", 0.95)
+    eval_problems: int = _help(
+        "prompts (x group_size rollouts) of each batch that measures J before and after a stage "
+        "(full; 0 = schedule.problems_per_batch)",
+        0,
+    )
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.buckets < 2:
+            problems.append(f"diagnostics.buckets must be >= 2, got {self.buckets}")
+        if self.flip_trials < 1:
+            problems.append(f"diagnostics.flip_trials must be >= 1, got {self.flip_trials}")
+        if self.gamma is not None and not 0 < self.gamma < 1:
+            problems.append(f"diagnostics.gamma must be in (0, 1) or null, got {self.gamma}")
+        if not self.a_max > 0:
+            problems.append(f"diagnostics.a_max must be > 0, got {self.a_max}")
+        if not 0 < self.confidence < 1:
+            problems.append(f"diagnostics.confidence must be in (0, 1), got {self.confidence}")
+        if self.eval_problems < 0:
+            problems.append(f"diagnostics.eval_problems must be >= 0, got {self.eval_problems}")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    @property
+    def cheap(self) -> bool:
+        """Anything is computed (``cheap`` or ``full``)."""
+        return self.level != "off"
+
+    @property
+    def full(self) -> bool:
+        """The independent batches outside the budget are sampled."""
+        return self.level == "full"
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """A whole training run. ``teamtr train`` with no config runs these defaults: a 3-agent team of
     tiny local models on teamtr/Pipeline-v0 (each agent does one step of a chain and sees only the
@@ -369,11 +446,13 @@ class TrainConfig:
     trust_region: TrustRegionConfig = field(default_factory=TrustRegionConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
-    diagnostics: bool = _help(
-        "stale-gap diagnostics: per stage, two stage-start batches and one intermediate-team batch "
-        "per update after the first, B prompts each, outside the training budget (off in the demo "
-        "to keep it under 5 minutes; benchmarks/compare_trainers.py turns it on)",
-        False,
+    diagnostics: DiagnosticsConfig = field(
+        default_factory=DiagnosticsConfig,
+        metadata={
+            "help": "the paper's diagnostics (off | cheap | full, or a section; "
+            "docs/diagnostics.md): cheap costs no rollouts; full samples independent batches "
+            "outside the training budget (benchmarks/compare_trainers.py turns it on)"
+        },
     )
     callbacks: list[str] = field(
         default_factory=list,
@@ -404,6 +483,9 @@ class TrainConfig:
     )
 
     def __post_init__(self) -> None:
+        if not isinstance(self.diagnostics, DiagnosticsConfig):  # TrainConfig(diagnostics="full")
+            section = _diagnostics_section(self.diagnostics)
+            object.__setattr__(self, "diagnostics", DiagnosticsConfig(**section))
         problems = []
         if self.torch_threads < 0:
             problems.append(
@@ -423,12 +505,29 @@ class TrainConfig:
         team config's ``sampling`` inherits the keys it leaves out from the run's."""
         if "sampling" in data:
             data["sampling"] = inherit(None, data["sampling"], _RUN_SAMPLING)
+        if "diagnostics" in data:
+            data["diagnostics"] = _diagnostics_section(data["diagnostics"])
         team = data.get("team")
         if isinstance(team, dict):
             team["sampling"] = inherit(data.get("sampling"), team.get("sampling"), _RUN_SAMPLING)
 
     run_dir: str = _help("logs, checkpoints, plot and summary go here", "runs/teamtr-demo")
     progress: bool = _help("progress bars", True)
+
+
+def _diagnostics_section(value: Any) -> Any:
+    """``diagnostics: full`` is ``{level: full}``. YAML reads a bare ``off`` as ``false``, and
+    ``true``/``false`` were the option's old values (``full``/``off``), so booleans map to those,
+    at the top and as ``level``; ``null`` is ``off``."""
+
+    def level(v: Any) -> Any:
+        return ("full" if v else "off") if isinstance(v, bool) else (v or "off")
+
+    if isinstance(value, (bool, str)) or value is None:
+        return {"level": level(value)}
+    if isinstance(value, dict) and isinstance(value.get("level"), bool):
+        return {**value, "level": level(value["level"])}
+    return value
 
 
 def load_train_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> TrainConfig:

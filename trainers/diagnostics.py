@@ -6,6 +6,7 @@ G.5 (importance-weighting ablation statistics).
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import Counter
 from collections.abc import Hashable, Sequence
@@ -196,3 +197,41 @@ def importance_weight_stats(log_weights: torch.Tensor) -> dict[str, float]:
         "max": float(w.max()),
         "frac_gt_10": float(np.mean(w > 10.0)),
     }
+
+
+def hashed_state(context: str, buckets: int) -> int:
+    """A stable bucket in ``[0, buckets)`` of a rendered context (blake2b of its UTF-8 bytes):
+    the text featurisation of :func:`occupancy_drift`. Unlike ``hash()``, it is the same in
+    every process (so Ray workers and resumed runs agree)."""
+    if buckets < 1:
+        raise ValueError(f"buckets must be >= 1; got {buckets}.")
+    digest = hashlib.blake2b(context.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % buckets
+
+
+def drift_noise_floor(
+    stage_start_a: Sequence[Hashable], stage_start_b: Sequence[Hashable], updates: int
+) -> float:
+    """What :func:`occupancy_drift` shows by sampling noise alone: ``updates`` times the TV
+    between two independent samples of the stage-start team (as large as the samples the drift
+    compares)."""
+    return float(updates * total_variation(stage_start_a, stage_start_b))
+
+
+def episode_log_weights(episodes: Sequence[int], weights: torch.Tensor) -> torch.Tensor:
+    """``[E]`` log trajectory weights, one per episode, from per-message weights (every message
+    of an episode carries its episode's weight ``w^{0->i-1}``), in order of first appearance.
+
+    Raises:
+        ValueError: lengths differ, or an episode's messages carry different weights.
+    """
+    if len(episodes) != len(weights):
+        raise ValueError(
+            f"one weight per message: {len(episodes)} messages, {len(weights)} weights."
+        )
+    seen: dict[int, float] = {}
+    for e, w in zip(episodes, weights.detach().double().tolist()):
+        if e in seen and not math.isclose(seen[e], w, rel_tol=1e-6, abs_tol=1e-12):
+            raise ValueError(f"episode {e}'s messages carry different weights ({seen[e]}, {w}).")
+        seen.setdefault(e, w)
+    return torch.log(torch.tensor(list(seen.values()), dtype=torch.float64))

@@ -280,6 +280,46 @@ def occupancy_drift(game: RelayGame, intermediate: Sequence[Sequence[Array]]) ->
     return float(sum(occupancy_tv(game, team, start) for team in intermediate[1:]))
 
 
+def context_occupancy_tv(
+    game: RelayGame, team_a: Sequence[Array], team_b: Sequence[Array]
+) -> float:
+    """TV between the teams' occupancies over what an agent sees, ``(turn, x_t)``.
+
+    The marginal of :func:`occupancy_tv` over the secret: ``d(t, x) = sum_s D_t[s, x] / T``. This
+    is the occupancy a run's ``diagnostics.occupancy: task`` featurisation samples (a message at
+    turn ``t`` is featurised as ``(t, observed symbol)``), so it is the exact value the run's
+    D_occ estimates; it is at most :func:`occupancy_tv`.
+    """
+    da = turn_occupancies(game, team_a).sum(axis=1)
+    db = turn_occupancies(game, team_b).sum(axis=1)
+    return float(0.5 * np.abs(da - db).sum() / game.turns)
+
+
+def importance_second_moment(
+    game: RelayGame, team_old: Sequence[Array], team_new: Sequence[Array]
+) -> float:
+    """``E_{tau ~ old}[w(tau)^2]`` of the trajectory weight ``w = p_new(tau) / p_old(tau)``.
+
+    A trajectory is ``(s, y_0, ..., y_{T-1})``; its weight is the product over turns of
+    ``P^new_{j(t)}[x_t, y_t] / P^old_{j(t)}[x_t, y_t]``, so
+    ``E[w^2] = sum_tau p_new^2 / p_old = (1/K) sum_s sum_y (Q_{j(0)} ... Q_{j(T-1)})[s, y]`` with
+    ``Q_k = P^new_k^2 / P^old_k`` elementwise. The effective sample size of ``B`` weighted
+    trajectories is ``ESS/B -> 1 / E[w^2]`` as ``B`` grows (``E[w] = 1``).
+
+    Raises:
+        ValueError: ``team_new`` puts mass where ``team_old`` has none (the weight is unbounded).
+    """
+    old, new = check_team(game, team_old), check_team(game, team_new)
+    if np.any((old == 0) & (new > 0)):
+        raise ValueError("team_new puts mass where team_old has none: w is unbounded")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = [np.where(o > 0, n * n / o, 0.0) for o, n in zip(old, new)]
+    m = np.eye(game.symbols)
+    for t in range(game.turns):
+        m = m @ q[game.agent_at(t)]
+    return float(m.sum() / game.symbols)
+
+
 # -- surrogates -----------------------------------------------------------------------------------
 def surrogate_matrix(game: RelayGame, base: Sequence[Array], k: int) -> Array:
     """``G[x, m] = sum_{t in T_k} sum_s D_t(base)[s, x] A_t^{base}(s, x, m)``, ``[K, K]``.

@@ -115,7 +115,7 @@ def sampled_config(method: Method, **sections: Any) -> TrainConfig:
         "task": TASK_ID,
         "sampling": {"temperature": 1.0},
         "sft": None,
-        "diagnostics": False,
+        "diagnostics": "off",
         "progress": False,
         "schedule": {"method": method, "stages": 1, "problems_per_batch": 8, "group_size": 8},
         "optim": {"lr": 0.1, "epochs": 4, "normalize_advantages": False, "a_clip": None},

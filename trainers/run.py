@@ -50,6 +50,7 @@ from teamtr_env.evaluation import evaluate
 from teamtr_env.runner import Runner, derive_seed
 from trainers import rundir
 from trainers.callbacks import Callback, CallbackList, EarlyStopping, load_callbacks
+from trainers.certificate import rank_correlation, violation_rate
 from trainers.config import TrainConfig
 from trainers.logger import (
     JsonlLogger,
@@ -527,6 +528,9 @@ def _run_stages(
                     extra["best"] = {"stage": trainer.stage, "value": value}
             logger.log(metrics, step=trainer.stage)
             extra["updates"].extend(report.updates)
+            diag = {k: v for k, v in report.metrics.items() if k.startswith("diag/")}
+            if diag:
+                extra.setdefault("diagnostics", []).append({"stage": trainer.stage, **diag})
             save_checkpoint(run_dir, trainer, extra)
             progress.update(stages_bar, completed=trainer.stage)
             log.info("stage %d: %s", trainer.stage, metrics)
@@ -552,6 +556,14 @@ def _stage_line(config: TrainConfig, stage: int, metrics: dict[str, float], elap
         f"(elapsed {elapsed:.0f} s), reward mean {metrics.get('stage/reward_mean', math.nan):.3f}, "
         + (f"KL {kl:.4f}" if math.isfinite(kl) else "KL not monitored")
     )
+    if "diag/d_occ" in metrics:
+        line += f", D_occ {metrics['diag/d_occ']:.3f}"
+        if "diag/d_occ_noise_floor" in metrics:
+            line += f" (floor {metrics['diag/d_occ_noise_floor']:.3f})"
+    if "diag/improvement" in metrics:
+        line += (
+            f", J {metrics['diag/improvement']:+.3f} (bound {metrics['diag/certificate_lb']:.2f})"
+        )
     if f"val/avg@{k}" in metrics:
         line += f", val avg@{k} {metrics[f'val/avg@{k}']:.3f}"
         if _distinct_key("val") in metrics:
@@ -607,6 +619,7 @@ def _summary(
         "out_of_region_rate": sum(u["out_of_region_raw"] for u in updates) / max(len(updates), 1),
         "accepted_in_region": all(u["in_region"] for u in updates if u["accepted"]),
         "kl_raw_mean": sum(kls) / len(kls) if kls else None,
+        "diagnostics": _diagnostics_summary(trainer, extra.get("diagnostics", [])),
         "wall_s": seconds,
         "config": dataclasses.asdict(config),
         "paths": {
@@ -618,6 +631,32 @@ def _summary(
             "summary": str(run_dir / "summary.json"),
         },
     }
+
+
+def _diagnostics_summary(trainer: TeamTrainer, stages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The summary's ``diagnostics`` block: the level, how the quantities were measured, each
+    stage's ``diag/*`` metrics and the certificate's tracking over the stages."""
+    cfg = trainer.config.diagnostics
+    out: dict[str, Any] = {"level": cfg.level}
+    run = trainer.diagnostics
+    if run is None:
+        return out
+    out.update(
+        {
+            "occupancy_features": run.features,
+            "gamma": run.gamma,
+            "certificate_units": "J" if run.j_units else "standardised advantages",
+            "stages": stages,
+        }
+    )
+    if run.lower_bounds:
+        out["violation_rate"] = violation_rate(run.lower_bounds, run.improvements)
+        out["rank_corr"] = (
+            rank_correlation(run.lower_bounds, run.improvements)
+            if len(run.lower_bounds) >= 2
+            else None
+        )
+    return out
 
 
 def _metrics_line(label: str, metrics: dict[str, float], k: int) -> str:

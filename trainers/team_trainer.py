@@ -19,12 +19,17 @@ rollouts: naive sequential and joint sample n*B prompts at the stage start and u
 the i-th disjoint slice, TeamTR samples B fresh prompts per update, so the learners differ only in
 staleness.
 
-Diagnostics per update i >= 1 (naive sequential and TeamTR; outside the training budget): the
+Diagnostics (``config.diagnostics``; :mod:`trainers.stage_diagnostics`, docs/diagnostics.md). At
+``cheap`` (the default) each update record gets its zeta proxies, KL-monitor flip rates and, for
+the importance-weighting ablation, the weights' ESS and tails; each stage the certificate and,
+when the learner trains on batches of its intermediate teams (TeamTR), the occupancy drift D_occ.
+At ``full``, per update i >= 1 (naive sequential and TeamTR; outside the training budget): the
 updated agent's surrogate ``mean(w A)`` on three batches of B prompts that are independent of the
 update batch: ``L_stale`` on a stage-start batch, ``L_inter`` on a fresh batch of the intermediate
 team pi_hat^{i-1}, and the same surrogate on a second stage-start batch. ``stale_gap = |L_stale -
 L_inter|`` (summed: Delta_stale) and ``noise_floor = |L_stale - L_stale'|``, the gap two
-independent batches of the same team show by sampling noise alone.
+independent batches of the same team show by sampling noise alone; the same batches give D_occ and
+its noise floor, and one more batch after the stage measures J(after) - J(before).
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from trainers.advantages import GroupAdvantages, group_advantages
 from trainers.config import ScheduleConfig, TrainConfig
 from trainers.learners.base import Learner, SamplingEvent
 from trainers.registry import make_learner
+from trainers.stage_diagnostics import UPDATE_KEYS, RunDiagnostics, StageDiagnostics
 from trainers.surrogate import surrogate_value
 from trainers.update import (
     UpdateSettings,
@@ -63,6 +69,7 @@ from trainers.update import (
 
 _ORDER_STREAM, _TRAIN_STREAM, _DIAG_STREAM, _PROBLEM_STREAM = 11, 13, 17, 19
 _STALE_INDEX = 1_000  # sample index of the stage-start diagnostic batches (updates use 0..n-1)
+_J_INDEX = 2_000  # sample index of the batches that measure J before and after a stage
 
 
 @dataclass
@@ -162,6 +169,7 @@ class TeamTrainer:
             autocast=opt.autocast,
             monitor_without_region=tr.monitor_without_region,
             score_temperature=_score_temperature(shared),
+            flip_trials=config.diagnostics.flip_trials if config.diagnostics.cheap else 0,
         )
         # Each agent's messages are scored at the temperature they were sampled at.
         self.agent_settings = {
@@ -174,6 +182,10 @@ class TeamTrainer:
         self.totals: dict[str, float] = defaultdict(float)
         # Called with each update's record (run_training's callbacks use it).
         self.update_hooks: list[Callable[[dict[str, Any]], None]] = []
+        self.diagnostics: RunDiagnostics | None = None
+        if config.diagnostics.cheap:
+            probe = env_fn()
+            self.diagnostics = RunDiagnostics(config, probe.task, probe.protocol.turn_limit)
 
     # -- sampling ---------------------------------------------------------------------------
     def sample(self, stage: int, index: int, problems: int, purpose: str = "train") -> RolloutBatch:
@@ -285,6 +297,11 @@ class TeamTrainer:
             "adv_clip_frac",
             "accepted",
             "in_region",
+            "zeta_proxy",
+            "flip_rate_25",
+            "flip_rate_50",
+            "iw_ess_over_b",
+            "d_occ_term",
         )
         for u in updates:
             prefix = f"agent/{u['agent']}/"
@@ -374,6 +391,7 @@ class TeamTrainer:
                 for a, s in self.slots.items()
             },
             "torch_rng": torch.get_rng_state(),
+            **({"diagnostics": self.diagnostics.state_dict()} if self.diagnostics else {}),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -389,6 +407,8 @@ class TeamTrainer:
                 slot.reference = _frozen_copy(slot.policy)
                 slot.reference.load_state_dict(s["reference"])
         torch.set_rng_state(state["torch_rng"])
+        if self.diagnostics is not None:
+            self.diagnostics.load_state_dict(state.get("diagnostics", {}))
 
 
 class Stage:
@@ -415,19 +435,39 @@ class Stage:
         self._on_update = on_update
         self._t0 = time.perf_counter()
         self._stale: tuple[RolloutBatch, RolloutBatch] | None = None
-        if self.config.diagnostics and trainer.learner.stale_diagnostics and self.n > 1:
-            # Two independent stage-start batches: L_stale on one, the noise floor against the other.
+        run_diag = trainer.diagnostics
+        self.diag = StageDiagnostics(run_diag, self.n) if run_diag is not None else None
+        full = self.diag is not None and self.config.diagnostics.full
+        if full and trainer.learner.stale_diagnostics and self.n > 1:
+            # Two independent stage-start batches: L_stale on one, the noise floor against the
+            # other (and the same for the occupancy drift D_occ).
+            assert self.diag is not None
             b = self.schedule.problems_per_batch
-            self._stale = (
-                self._sample(_STALE_INDEX, b, "diagnostic"),
-                self._sample(_STALE_INDEX + 1, b, "diagnostic"),
-            )
+            with self.diag.timed("stale"):
+                self._stale = (
+                    self._sample(_STALE_INDEX, b, "diagnostic"),
+                    self._sample(_STALE_INDEX + 1, b, "diagnostic"),
+                )
+            self.diag.stage_start_batches(*self._stale)
+        if full:
+            assert self.diag is not None
+            with self.diag.timed("improvement"):
+                j_problems = (
+                    self.config.diagnostics.eval_problems or self.schedule.problems_per_batch
+                )
+                if self._stale is not None and j_problems == self.schedule.problems_per_batch:
+                    before = self._stale[0]  # independent of the update data: J(before) too
+                else:
+                    before = self._sample(_J_INDEX, j_problems, "diagnostic")
+                self.diag.j_before = float(before.rewards().mean())
 
     def _sample(self, index: int, problems: int, purpose: str) -> RolloutBatch:
         t0 = time.perf_counter()
         batch = self.trainer.sample(self.index, index, problems, purpose)
-        key = "rollout_s" if purpose == "train" else "diagnostic_s"
-        self.timing[key] += time.perf_counter() - t0
+        if purpose == "train":  # diagnostic batches are timed by the diagnostic they serve
+            self.timing["rollout_s"] += time.perf_counter() - t0
+            if self.diag is not None:
+                self.diag.train_batch(batch, self.trainer.samples[-1].versions)
         return batch
 
     def sample(self, index: int, problems: int) -> RolloutBatch:
@@ -493,16 +533,20 @@ class Stage:
         messages = batch.messages_of(agent)
         groups = trainer._advantages(batch)
         msg_adv = _per_message(groups, messages)
-        diag = None
+        diag, inter = None, None
         if self._stale is not None and index > 0:
-            t0 = time.perf_counter()
-            inter = trainer.sample(
-                self.index, index, self.schedule.problems_per_batch, "diagnostic"
-            )
-            diag = trainer._diagnostic_inputs(
-                agent, {"stale": self._stale[0], "floor": self._stale[1], "inter": inter}
-            )
-            self.timing["diagnostic_s"] += time.perf_counter() - t0
+            assert self.diag is not None
+            with self.diag.timed("stale"):
+                inter = trainer.sample(
+                    self.index, index, self.schedule.problems_per_batch, "diagnostic"
+                )
+                diag = trainer._diagnostic_inputs(
+                    agent, {"stale": self._stale[0], "floor": self._stale[1], "inter": inter}
+                )
+        d_occ_term = math.nan
+        if self.diag is not None:
+            versions = {a: s.version for a, s in trainer.slots.items()}
+            d_occ_term = self.diag.drift_term(index, versions, inter)
         off = not trust_region or cfg.trust_region.delta_mode == "none"
         delta = None if off else slot.delta
         reference = None
@@ -536,9 +580,9 @@ class Stage:
             slot.delta = adapt_delta(slot.delta, result, low=tr.delta_min, high=tr.delta_max)
         surrogates = {"stale": math.nan, "inter": math.nan, "floor": math.nan}
         if diag is not None:
-            t0 = time.perf_counter()
-            surrogates = trainer._surrogates(agent, diag)
-            self.timing["diagnostic_s"] += time.perf_counter() - t0
+            assert self.diag is not None
+            with self.diag.timed("stale"):
+                surrogates = trainer._surrogates(agent, diag)
         record = {
             "stage": self.index,
             "index": index,
@@ -563,7 +607,17 @@ class Stage:
             "messages": result.n_messages,
             "tokens": result.n_tokens,
             "ref_kl": result.ref_kl,
+            "groups": batch.num_groups,
+            "episodes": len(batch.episodes),
+            **dict.fromkeys(UPDATE_KEYS, math.nan),
         }
+        if self.diag is not None:
+            record.update(
+                self.diag.update_fields(
+                    groups, batch.group_rewards(), messages, weights, result.diagnostics
+                )
+            )
+            record["d_occ_term"] = d_occ_term
         self.report.updates.append(record)
         for hook in trainer.update_hooks:
             hook(record)
@@ -574,6 +628,16 @@ class Stage:
     def finish(self) -> StageReport:
         """Computes the stage's metrics, adds its costs to the totals and advances the stage."""
         trainer = self.trainer
+        if self.diag is not None:
+            if self.config.diagnostics.full:
+                with self.diag.timed("improvement"):
+                    j_problems = (
+                        self.config.diagnostics.eval_problems or self.schedule.problems_per_batch
+                    )
+                    after = self._sample(_J_INDEX + 1, j_problems, "diagnostic")
+                    self.diag.j_after = float(after.rewards().mean())
+            self.report.metrics.update(self.diag.metrics(self.report.updates))
+            self.timing["diagnostic_s"] = sum(self.diag.timing.values())
         trainer._stage_metrics(self.report, self.index, self.rewards, self.timing, self._t0)
         for key, value in self.timing.items():
             trainer.totals[key] += value

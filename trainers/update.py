@@ -24,8 +24,15 @@ import torch
 
 from teamtr_core.policy import TokenLogprobs, TrainablePolicy
 from teamtr_env.rollout import MessageRecord
-from trainers.kl import kl_penalty, message_subset, reference_kl, token_kl_monitor
-from trainers.surrogate import clipped_surrogate, surrogate_value
+from trainers.diagnostics import zeta_proxies
+from trainers.kl import (
+    kl_penalty,
+    message_subset,
+    monitor_flip_rate,
+    reference_kl,
+    token_kl_monitor,
+)
+from trainers.surrogate import clipped_surrogate, message_log_ratio, surrogate_value
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,9 @@ class UpdateSettings:
     score_temperature: float = 1.0
     monitor_without_region: bool = True
     autocast: str = "none"
+    # > 0: measure the update's diagnostics (zeta_ratio; KL-monitor flip rates at 25% and 50%
+    # with this many subsamples each); 0 = none (diagnostics: off)
+    flip_trials: int = 0
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,9 @@ class UpdateResult:
         update_s, monitor_s: wall time of the gradient steps and of KL monitoring/backtracking.
         ref_kl: the k3 estimate of KL(pi_new || pi_ref) on the batch in the last epoch (NaN
             without a reference policy).
+        diagnostics: with ``settings.flip_trials > 0``, what the kept parameters' monitoring pass
+            gives for free: ``zeta_ratio`` (App. G.3), ``flip_rate_25`` and ``flip_rate_50``
+            (App. G.4; with a trust region), and the seconds they took (``zeta_s``, ``flip_s``).
     """
 
     accepted: bool
@@ -79,6 +92,7 @@ class UpdateResult:
     update_s: float
     monitor_s: float
     ref_kl: float = math.nan
+    diagnostics: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 def score(
@@ -295,6 +309,11 @@ def update_agent(
     adv_all = advantages[:n] if subset is None else advantages[:n][subset]
     w_all = weights if weights is None or subset is None else weights[subset]
     l_seq = surrogate_value(new_lp, cur_lp, mask, adv_all, weights=w_all)
+    diagnostics = (
+        _update_diagnostics(cur_lp, new_lp, mask, adv_all, delta, settings, generator)
+        if settings.flip_trials > 0
+        else {}
+    )
     return UpdateResult(
         accepted=True,
         reason="backtracked" if backtracks else "ok",
@@ -310,7 +329,41 @@ def update_agent(
         update_s=update_s,
         monitor_s=monitor_s,
         ref_kl=ref_kl,
+        diagnostics=diagnostics,
     )
+
+
+def _update_diagnostics(
+    cur_lp: torch.Tensor,
+    new_lp: torch.Tensor,
+    mask: torch.Tensor,
+    advantages: torch.Tensor,
+    delta: float | None,
+    settings: UpdateSettings,
+    generator: torch.Generator,
+) -> dict[str, float]:
+    """The kept parameters' ``zeta_ratio`` and, inside a trust region, how often monitoring 25%
+    and 50% of the tokens would flip its accept decision (no forward pass: the log-probs of the
+    monitoring pass are reused)."""
+    t0 = time.perf_counter()
+    ratio = torch.exp(message_log_ratio(new_lp, cur_lp, mask).clamp(-20.0, 20.0))
+    adv = advantages.detach().to(ratio.dtype)
+    out = {"zeta_ratio": zeta_proxies(adv, adv, ratio, eps=settings.ratio_clip).zeta_ratio}
+    t1 = time.perf_counter()
+    out["zeta_s"] = t1 - t0
+    if delta is not None and delta > 0:
+        for q in (0.25, 0.5):
+            out[f"flip_rate_{round(q * 100)}"] = monitor_flip_rate(
+                cur_lp,
+                new_lp,
+                mask,
+                delta=delta,
+                fraction=q,
+                n_trials=settings.flip_trials,
+                generator=generator,
+            )
+        out["flip_s"] = time.perf_counter() - t1
+    return out
 
 
 def adapt_beta(

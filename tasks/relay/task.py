@@ -89,6 +89,11 @@ class RelayTask(SingleAnswerTask):
             {"reason": "correct" if correct else "wrong_answer"},
         )
 
+    def state_key(self, context: str) -> int | None:
+        """The relay's exact agent state: the observed symbol (the secret for the first agent,
+        the previous message for the others); ``None`` when the context shows neither."""
+        return rules.observed_symbol(context)
+
     def expert_reply(
         self,
         context: str,

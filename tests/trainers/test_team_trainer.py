@@ -36,8 +36,9 @@ def test_stale_gap_is_measured_on_independent_batches_with_a_noise_floor() -> No
     diag = [e for e in trainer.samples if e.purpose == "diagnostic"]
     # Two stage-start batches (L_stale and the noise floor), then for every update after the
     # first a fresh batch of the intermediate team that is NOT the update batch (TeamTR's update
-    # batch is in-sample for its own surrogate, so it cannot serve as L_inter).
-    assert [e.index for e in diag] == [1000, 1001, 1, 2]
+    # batch is in-sample for its own surrogate, so it cannot serve as L_inter). The first
+    # stage-start batch also measures J(before); J(after) is one more batch at the stage's end.
+    assert [e.index for e in diag] == [1000, 1001, 1, 2, 2001]
     assert diag[0].versions == diag[1].versions == train[0].versions
     assert diag[2].versions == train[1].versions and diag[3].versions == train[2].versions
     assert all(e.episodes == train[0].episodes for e in diag)  # equal sizes
@@ -49,7 +50,7 @@ def test_stale_gap_is_measured_on_independent_batches_with_a_noise_floor() -> No
     m = report.metrics
     assert m["stage/delta_stale"] == sum(u["stale_gap"] for u in rest)
     assert m["stage/delta_stale_noise_floor"] == sum(u["noise_floor"] for u in rest)
-    assert trainer.totals["diagnostic_rollouts"] == 4 * 16 and m["stage/rollouts"] == 3 * 16
+    assert trainer.totals["diagnostic_rollouts"] == 5 * 16 and m["stage/rollouts"] == 3 * 16
 
 
 def test_naive_sequential_reuses_stage_start_rollouts() -> None:
@@ -196,8 +197,9 @@ def test_naive_diagnostics_sample_intermediate_batches_outside_the_budget() -> N
         (1000, start),
         (1001, start),
         (1, {"a": 1, "b": 0}),
+        (2001, {"a": 1, "b": 1}),  # J after the stage
     ]
-    assert trainer.totals["diagnostic_rollouts"] == 48 and report.metrics["stage/rollouts"] == 32
+    assert trainer.totals["diagnostic_rollouts"] == 64 and report.metrics["stage/rollouts"] == 32
     assert report.updates[1]["stale_gap"] >= 0
 
 

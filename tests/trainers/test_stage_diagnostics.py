@@ -1,0 +1,298 @@
+"""The paper's diagnostics in every run (``diagnostics: off | cheap | full``): what each level
+computes, what it costs, and each estimator against the exact relay game (trainers/exact_games.py)."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from helpers_trainers import config, env_fn, tabular_team
+from rich.console import Console
+
+from teamtr_core.errors import ConfigError
+from trainers.certificate import certificate_lower_bound
+from trainers.config import DiagnosticsConfig, TrainConfig, load_train_config
+from trainers.diagnostics import episode_log_weights, hashed_state
+from trainers.exact_games import (
+    RelayGame,
+    context_occupancy_tv,
+    expected_return,
+    importance_second_moment,
+    occupancy_tv,
+    random_logits,
+    surrogate,
+    tables,
+    token_kl,
+)
+from trainers.exact_run import relay_env_fn, relay_policies, sampled_config, team_tables
+from trainers.stage_diagnostics import UPDATE_KEYS
+from trainers.team_trainer import TeamTrainer
+
+AGENTS = ("a", "b", "c")
+GAME = RelayGame(3, 3, 1)
+
+
+def run_relay(method: str, diagnostics: dict, seed: int = 1, **schedule):
+    """One stage of the 3-agent relay (K = 3) with big batches; the team's exact tables before
+    the stage and after every update."""
+    logits = random_logits(GAME, np.random.default_rng(seed))
+    cfg = sampled_config(
+        method,
+        diagnostics=diagnostics,
+        schedule={"problems_per_batch": 256, "group_size": 4, **schedule},
+        optim={"lr": 0.5},
+        trust_region={"delta": 0.3},
+    )
+    policies = relay_policies(GAME, logits, seed=0)
+    trainer = TeamTrainer(cfg, relay_env_fn(GAME), policies)
+    snaps = [team_tables(GAME, policies)]
+    report = trainer.run_stage(on_update=lambda i, n: snaps.append(team_tables(GAME, policies)))
+    return trainer, report, snaps
+
+
+# -- the option ---------------------------------------------------------------------------------
+def test_the_option_takes_a_level_a_section_or_the_old_booleans() -> None:
+    assert TrainConfig().diagnostics.level == "cheap"  # every run measures what is free
+    assert load_train_config(None, ["diagnostics=full"]).diagnostics.level == "full"
+    assert load_train_config(None, ["diagnostics=off"]).diagnostics.level == "off"  # YAML: false
+    assert load_train_config(None, ["diagnostics=true"]).diagnostics.level == "full"
+    assert load_train_config(None, ["diagnostics.level=off"]).diagnostics.level == "off"
+    assert TrainConfig(diagnostics="full").diagnostics == DiagnosticsConfig(level="full")
+    cfg = load_train_config(None, ["diagnostics={level: full, buckets: 64, hoeffding: true}"])
+    assert (cfg.diagnostics.buckets, cfg.diagnostics.hoeffding) == (64, True)
+    with pytest.raises(ConfigError) as err:
+        load_train_config(None, ["diagnostics={level: most, buckets: 1, a_max: 0}"])
+    text = str(err.value)
+    assert "most" in text and "buckets" in text and "a_max" in text  # every problem at once
+
+
+def test_task_occupancy_needs_a_task_with_exact_states() -> None:
+    with pytest.raises(ConfigError, match="state_key"):
+        TeamTrainer(
+            config(diagnostics={"level": "cheap", "occupancy": "task"}), env_fn, tabular_team()
+        )
+
+
+# -- what each level computes and costs ------------------------------------------------------
+def test_off_computes_nothing_and_cheap_samples_nothing_beyond_training() -> None:
+    off = TeamTrainer(config(diagnostics="off"), lambda: env_fn(AGENTS), tabular_team(AGENTS))
+    report = off.run_stage()
+    assert off.diagnostics is None and off.settings.flip_trials == 0
+    assert not [k for k in report.metrics if k.startswith(("diag/", "stage/diag"))]
+    assert all(math.isnan(u[k]) for u in report.updates for k in UPDATE_KEYS)
+    assert "stage/diagnostic_s" not in report.metrics
+
+    cheap = TeamTrainer(config(diagnostics="cheap"), lambda: env_fn(AGENTS), tabular_team(AGENTS))
+    report = cheap.run_stage()
+    assert all(e.purpose == "train" for e in cheap.samples)
+    m = report.metrics
+    for key in (
+        "diag/d_occ",
+        "diag/zeta_proxy",
+        "diag/flip_rate_25",
+        "diag/flip_rate_50",
+        "diag/certificate_lb",
+    ):
+        assert math.isfinite(m[key]), key
+    assert "diag/improvement" not in m and "diag/d_occ_noise_floor" not in m
+    # each diagnostic's cost is in the time split, and they add up to stage/diagnostic_s
+    parts = [v for k, v in m.items() if k.startswith("stage/diag_") and k.endswith("_s")]
+    assert {"stage/diag_zeta_s", "stage/diag_flip_rate_s", "stage/diag_occupancy_s"} <= set(m)
+    assert m["stage/diagnostic_s"] == pytest.approx(sum(parts))
+
+
+def test_full_logs_every_quantity() -> None:
+    trainer = TeamTrainer(
+        config(diagnostics="full", schedule__stages=2),
+        lambda: env_fn(AGENTS),
+        tabular_team(AGENTS),
+    )
+    trainer.run_stage()
+    m = trainer.run_stage().metrics
+    for key in (
+        "diag/d_occ",
+        "diag/d_occ_noise_floor",
+        "diag/zeta_clip",
+        "diag/zeta_ratio",
+        "diag/zeta_norm",
+        "diag/zeta_proxy",
+        "diag/flip_rate_25",
+        "diag/flip_rate_50",
+        "diag/certificate_lb",
+        "diag/j_before",
+        "diag/j_after",
+        "diag/improvement",
+        "diag/violation_rate",
+        "diag/rank_corr",
+        "stage/delta_stale",
+        "stage/delta_stale_noise_floor",
+        "stage/diag_stale_s",
+        "stage/diag_improvement_s",
+    ):
+        assert key in m, key
+    assert m["diag/improvement"] == m["diag/j_after"] - m["diag/j_before"]
+    # the bound and improvement history survive a checkpoint
+    state = trainer.state_dict()
+    fresh = TeamTrainer(config(diagnostics="full"), lambda: env_fn(AGENTS), tabular_team(AGENTS))
+    fresh.load_state_dict(state)
+    assert fresh.diagnostics.improvements == trainer.diagnostics.improvements
+    assert len(fresh.diagnostics.lower_bounds) == 2
+
+
+def test_importance_weight_summary_is_logged_for_the_reweighting_ablation() -> None:
+    trainer = TeamTrainer(
+        config(
+            schedule__method="naive_sequential",
+            schedule__importance_weighting=True,
+            diagnostics="cheap",
+        ),
+        lambda: env_fn(AGENTS),
+        tabular_team(AGENTS),
+    )
+    report = trainer.run_stage()
+    first, *later = report.updates
+    assert first["iw_ess_over_b"] == 1.0 and first["iw_max"] == 1.0  # nothing updated before it
+    assert all(0 < u["iw_ess_over_b"] <= 1 for u in later)
+    assert {"diag/iw_ess_over_b", "diag/iw_p99", "diag/iw_max", "diag/iw_frac_gt_10"} <= set(
+        report.metrics
+    )
+    # naive sequential trains on stage-start rollouts: no sample of its intermediate teams
+    assert "diag/d_occ" not in report.metrics
+
+
+def test_helpers() -> None:
+    assert hashed_state("abc", 256) == hashed_state("abc", 256) < 256
+    assert len({hashed_state(str(i), 1000) for i in range(100)}) > 90
+    w = episode_log_weights([0, 0, 1], torch.tensor([2.0, 2.0, 0.5]))
+    assert np.allclose(w.exp().numpy(), [2.0, 0.5])
+    with pytest.raises(ValueError, match="different weights"):
+        episode_log_weights([0, 0], torch.tensor([1.0, 2.0]))
+
+
+# -- against the exact game --------------------------------------------------------------------
+def test_d_occ_estimates_the_exact_drift_within_its_noise_floor() -> None:
+    """The run's D_occ over (turn, observed symbol) against the exact drift of the same teams;
+    an estimated TV is biased upward by sampling noise, by about its measured noise floor."""
+    for method in ("teamtr", "naive_sequential"):
+        _, report, snaps = run_relay(method, {"level": "full", "occupancy": "task"})
+        exact = sum(context_occupancy_tv(GAME, snaps[i], snaps[0]) for i in (1, 2))
+        m = report.metrics
+        assert exact > 0.05  # the updates moved the occupancy well beyond noise
+        assert abs(m["diag/d_occ"] - exact) <= m["diag/d_occ_noise_floor"], method
+    # cheap: TeamTR's own training batches are samples of its intermediate teams
+    _, report, snaps = run_relay("teamtr", {"level": "cheap", "occupancy": "task"})
+    exact = sum(context_occupancy_tv(GAME, snaps[i], snaps[0]) for i in (1, 2))
+    assert abs(report.metrics["diag/d_occ"] - exact) < 0.06
+    # the marginal over what agents see never exceeds the full-state drift
+    assert exact <= sum(occupancy_tv(GAME, snaps[i], snaps[0]) for i in (1, 2)) + 1e-12
+
+
+def test_importance_weight_ess_matches_the_exact_second_moment() -> None:
+    _, report, snaps = run_relay(
+        "naive_sequential", {"level": "cheap", "occupancy": "task"}, importance_weighting=True
+    )
+    for i, u in enumerate(report.updates):
+        exact = 1.0 / importance_second_moment(GAME, snaps[0], snaps[i])  # ESS/B as B grows
+        assert abs(u["iw_ess_over_b"] - exact) < 0.03, (i, u["iw_ess_over_b"], exact)
+    assert report.updates[-1]["iw_ess_over_b"] < 0.95  # the weights are far from uniform
+
+
+def test_measured_improvement_and_certificate_against_the_exact_values() -> None:
+    trainer, report, snaps = run_relay("teamtr", {"level": "full", "occupancy": "task"})
+    m = report.metrics
+    exact_gain = expected_return(GAME, snaps[-1]) - expected_return(GAME, snaps[0])
+    # two independent batches of 1024 episodes: the difference has a std of about 0.02
+    assert abs(m["diag/j_before"] - expected_return(GAME, snaps[0])) < 0.06
+    assert abs(m["diag/improvement"] - exact_gain) < 0.08
+    # The certificate is Thm. 3.6 of the logged inputs, in J units (raw centred advantages):
+    # gamma = 1 - 1/T, l_seq * m / (1 - 1/G), the kept KL and the zeta proxies.
+    ups = report.updates
+    g = 4
+    cert = certificate_lower_bound(
+        [u["l_seq"] * u["messages"] / u["episodes"] / (1 - 1 / g) for u in ups],
+        [u["kl_tok"] for u in ups],
+        [u["zeta_proxy"] for u in ups],
+        gamma=1 - 1 / GAME.turns,
+        a_max=1.0,
+    )
+    assert m["diag/certificate_lb"] == pytest.approx(cert.lower_bound)
+    assert trainer.diagnostics.gamma == pytest.approx(1 - 1 / GAME.turns)
+    # raw advantages, no clipping: zeta_clip = zeta_norm = 0
+    assert m["diag/zeta_clip"] == 0 and m["diag/zeta_norm"] == 0
+    # its estimated terms against the exact ones of the same updates
+    exact_kl = [token_kl(GAME, snaps[i], i, snaps[i + 1][i]) for i in range(3)]
+    exact_l = [surrogate(GAME, snaps[i], i, snaps[i + 1][i]) for i in range(3)]
+    c = math.sqrt(2) * (1 - 1 / GAME.turns) * GAME.turns**2
+    assert m["diag/certificate_kl_term"] == pytest.approx(
+        c * sum(math.sqrt(k) for k in exact_kl), rel=0.25
+    )
+    assert abs(m["diag/certificate_surrogate"] - sum(exact_l)) < 0.05
+    assert m["diag/certificate_lb"] <= exact_gain  # the bound holds here (it is loose)
+
+
+def test_exact_helpers_agree_with_enumeration() -> None:
+    """importance_second_moment and context_occupancy_tv against brute-force enumeration."""
+    import itertools
+
+    game = RelayGame(2, 2, 1)
+    rng = np.random.default_rng(3)
+    old = tables([rng.normal(size=(2, 2)) for _ in range(2)])
+    new = tables([rng.normal(size=(2, 2)) for _ in range(2)])
+    second = 0.0
+    for s, y0, y1 in itertools.product(range(2), repeat=3):
+        p_old = 0.5 * old[0][s, y0] * old[1][y0, y1]
+        p_new = 0.5 * new[0][s, y0] * new[1][y0, y1]
+        second += p_new**2 / p_old
+    assert importance_second_moment(game, old, new) == pytest.approx(second)
+    # turn 0 sees the secret (uniform either way); turn 1 sees y0
+    d_old = old[0].mean(axis=0)
+    d_new = new[0].mean(axis=0)
+    expected = 0.5 * (0.5 * np.abs(d_old - d_new).sum())
+    assert context_occupancy_tv(game, old, new) == pytest.approx(expected)
+
+
+# -- a whole run ---------------------------------------------------------------------------------
+def test_a_full_run_logs_diagnostics_to_jsonl_tensorboard_and_summary(tmp_path: Path) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from teamtr_env.config import from_dict
+    from trainers.logger import read_jsonl
+    from trainers.run import run_training
+
+    data = {
+        "task": "teamtr/Arith-v0",
+        "task_options": {
+            "digits": 1,
+            "system_prompts": {"solver": "", "critic": "", "aggregator": ""},
+        },
+        "sampling": {"max_new_tokens": 6},
+        "sft": None,
+        "schedule": {"stages": 2, "problems_per_batch": 2, "group_size": 2},
+        "eval": {"problems": 4, "k": 2},
+        "progress": False,
+        "diagnostics": "full",
+        "run_dir": str(tmp_path / "run"),
+    }
+    out = io.StringIO()
+    summary = run_training(from_dict(TrainConfig, data), console=Console(file=out, width=200))
+    run_dir = tmp_path / "run"
+    records = read_jsonl(run_dir / "metrics.jsonl")
+    stage2 = records[2]
+    for key in ("diag/d_occ", "diag/certificate_lb", "diag/improvement", "diag/rank_corr"):
+        assert key in stage2, key
+    acc = EventAccumulator(str(run_dir / "tb"))
+    acc.Reload()
+    assert {"diag/d_occ", "diag/certificate_lb", "diag/flip_rate_25"} <= set(acc.Tags()["scalars"])
+    saved = json.loads((run_dir / "summary.json").read_text())
+    diag = saved["diagnostics"]
+    assert diag["level"] == "full" and len(diag["stages"]) == 2
+    assert diag["certificate_units"] == "standardised advantages"
+    assert diag["occupancy_features"].startswith("(turn, blake2b")
+    assert 0 <= diag["violation_rate"] <= 1 and "rank_corr" in diag
+    assert summary["diagnostics"]["level"] == "full"
+    assert "D_occ" in out.getvalue()  # the per-stage line shows it

@@ -1,0 +1,345 @@
+"""The paper's diagnostics as a run computes them, stage by stage (docs/diagnostics.md).
+
+:class:`RunDiagnostics` holds what lasts a run (the state featurisation of the occupancy, the
+certificate's settings, the per-stage history of the certificate against the measured
+improvement); :class:`StageDiagnostics` gathers one stage's quantities while the learner runs
+and turns them into namespaced metrics. The math is in :mod:`trainers.diagnostics`,
+:mod:`trainers.certificate` and :mod:`trainers.kl`; this module decides what is measured on
+which batch, at which ``diagnostics.level``, and times each diagnostic:
+
+* ``cheap`` (no rollouts beyond training): per update the zeta proxies (App. G.3), the
+  KL-monitor flip rates at 25% and 50% (App. G.4), the importance-weight summary when the
+  learner reweights (App. G.5); per stage the certificate (Thm. 3.6 / Cor. E.10) and, when the
+  learner's training batches come from the intermediate teams (TeamTR), the occupancy drift
+  D_occ on them (App. G.1);
+* ``full`` adds independent batches outside the budget: the stale gap with its noise floor, D_occ
+  for every learner with intermediate teams with its noise floor, and the measured improvement
+  J(after) - J(before) of the stage, with the violation rate and rank correlation of the
+  certificate across stages (Sec. 5.6).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections import defaultdict
+from collections.abc import Hashable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from tasks.base import SupportsStateKey
+from teamtr_core.errors import ConfigError
+from teamtr_env.rollout import MessageRecord, RolloutBatch
+from trainers.advantages import GroupAdvantages
+from trainers.certificate import certificate_lower_bound, rank_correlation, violation_rate
+from trainers.config import TrainConfig
+from trainers.diagnostics import (
+    drift_noise_floor,
+    episode_log_weights,
+    hashed_state,
+    importance_weight_stats,
+    total_variation,
+    zeta_proxies,
+)
+
+#: Per-update record keys this module adds (NaN where a quantity was not measured).
+UPDATE_KEYS = (
+    "zeta_clip",
+    "zeta_ratio",
+    "zeta_norm",
+    "zeta_proxy",
+    "flip_rate_25",
+    "flip_rate_50",
+    "iw_ess_over_b",
+    "iw_p95",
+    "iw_p99",
+    "iw_max",
+    "iw_frac_gt_10",
+    "d_occ_term",
+)
+_IW_KEYS = ("ess_over_b", "p95", "p99", "max", "frac_gt_10")
+
+
+class RunDiagnostics:
+    """What the diagnostics of a whole run share.
+
+    Args:
+        config: the run's configuration (``diagnostics``, ``optim``, ``schedule``).
+        task: the environment's task (its ``state_key`` featurises states exactly, when it has
+            one and ``diagnostics.occupancy`` is ``task`` or ``auto``).
+        turns: the episode's turn limit ``T`` (the certificate's default ``gamma = 1 - 1/T``).
+
+    Raises:
+        ConfigError: ``occupancy: task`` for a task without a ``state_key``.
+    """
+
+    def __init__(self, config: TrainConfig, task: Any, turns: int) -> None:
+        self.config = config
+        self.settings = config.diagnostics
+        mode = self.settings.occupancy
+        exact = isinstance(task, SupportsStateKey)
+        if mode == "task" and not exact:
+            raise ConfigError(
+                "training config",
+                [
+                    f"diagnostics.occupancy: task needs a task with a state_key; "
+                    f"{type(task).__name__} has none (use hash or auto)"
+                ],
+            )
+        self.exact = exact and mode != "hash"
+        self._task = task
+        self.features = (
+            "(turn, task.state_key(context))"
+            if self.exact
+            else f"(turn, blake2b(context) mod {self.settings.buckets})"
+        )
+        self.turns = max(int(turns), 1)
+        # gamma = 1 - 1/T, so 1/(1 - gamma) = T (the effective horizon); T = 1 has no later turn
+        # to drift, and a gamma near 0 gives the certificate no drift penalty.
+        self.gamma = self.settings.gamma or max(1.0 - 1.0 / self.turns, 1e-9)
+        o = config.optim
+        self.j_units = not o.normalize_advantages and o.a_clip is None
+        self.lower_bounds: list[float] = []
+        self.improvements: list[float] = []
+
+    def state(self, message: MessageRecord) -> Hashable:
+        """A message's featurised state: ``(turn, key)`` of the context its agent saw."""
+        if self.exact:
+            return (message.turn, self._task.state_key(message.context))
+        return (message.turn, hashed_state(message.context, self.settings.buckets))
+
+    def states(self, batch: RolloutBatch) -> list[Hashable]:
+        """Every message's featurised state: a sample of the team's occupancy."""
+        return [self.state(m) for m in batch.messages]
+
+    def certificate(self, updates: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+        """The stage's certificate from its update records (``l_seq``, ``kl_tok``,
+        ``zeta_proxy``, ``messages``, ``groups``, ``episodes``).
+
+        ``L_i^seq`` is the update's logged surrogate; with raw centred advantages
+        (``optim.normalize_advantages: false``, ``optim.a_clip: null``) it is put in J units
+        as ``l_seq * m_i / (1 - 1/G)`` (``m_i``: the agent's messages per episode, see
+        :mod:`trainers.exact_run`), otherwise it stays in standardised-advantage units and the
+        bound is not comparable with J. ``delta_i`` is the measured KL of the kept parameters
+        (0 for a reverted update), ``zeta_i`` the zeta proxy.
+        """
+        s, g = self.settings, self.config.schedule.group_size
+        l_seq, deltas, zetas, groups = [], [], [], []
+        for u in updates:
+            kl, zeta, value = u["kl_tok"], u.get("zeta_proxy", math.nan), u["l_seq"]
+            if not (math.isfinite(kl) and math.isfinite(zeta) and math.isfinite(value)):
+                return {"diag/certificate_lb": math.nan}
+            scale = 1.0
+            if self.j_units and g > 1:
+                scale = u["messages"] / max(u["episodes"], 1) / (1.0 - 1.0 / g)
+            l_seq.append(value * scale)
+            deltas.append(max(kl, 0.0) if u["accepted"] else 0.0)
+            zetas.append(max(zeta, 0.0))
+            groups.append(max(int(u["groups"]), 1))
+        if not l_seq:
+            return {"diag/certificate_lb": math.nan}
+        o = self.config.optim
+        cert = certificate_lower_bound(
+            l_seq,
+            deltas,
+            zetas,
+            gamma=self.gamma,
+            a_max=s.a_max,
+            hoeffding=s.hoeffding,
+            n_samples=groups,
+            a_clip=o.a_clip if o.a_clip is not None else s.a_max,
+            ratio_bound=1.0 + o.ratio_clip,
+            confidence=s.confidence,
+        )
+        return {
+            "diag/certificate_lb": cert.lower_bound,
+            "diag/certificate_surrogate": cert.surrogate_sum,
+            "diag/certificate_kl_term": cert.kl_term,
+            "diag/certificate_zeta_term": cert.zeta_term,
+            "diag/certificate_hoeffding_term": cert.hoeffding_term + cert.ratio_bias_term,
+        }
+
+    def track(self, lower_bound: float, improvement: float) -> dict[str, float]:
+        """Adds a stage's (bound, measured improvement) and returns the violation rate and the
+        rank correlation over the stages so far (NaN with fewer than 2 stages, or constant)."""
+        if not (math.isfinite(lower_bound) and math.isfinite(improvement)):
+            return {}
+        self.lower_bounds.append(lower_bound)
+        self.improvements.append(improvement)
+        out = {"diag/violation_rate": violation_rate(self.lower_bounds, self.improvements)}
+        if len(self.lower_bounds) >= 2:
+            out["diag/rank_corr"] = rank_correlation(self.lower_bounds, self.improvements)
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"lower_bounds": list(self.lower_bounds), "improvements": list(self.improvements)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.lower_bounds = [float(x) for x in state.get("lower_bounds", [])]
+        self.improvements = [float(x) for x in state.get("improvements", [])]
+
+
+class StageDiagnostics:
+    """One stage's diagnostics, gathered while the learner runs.
+
+    Args:
+        run: the run's :class:`RunDiagnostics`.
+        n: updates in the stage.
+    """
+
+    def __init__(self, run: RunDiagnostics, n: int) -> None:
+        self.run = run
+        self.n = n
+        self.timing: dict[str, float] = defaultdict(float)
+        self._start: list[Hashable] | None = None
+        self._start_versions: Mapping[str, int] | None = None
+        self._floor: float = math.nan
+        self._from_diagnostic_batches = False
+        self._latest: tuple[RolloutBatch, Mapping[str, int]] | None = None
+        self._drift_measurable = True
+        self.j_before: float = math.nan
+        self.j_after: float = math.nan
+
+    @contextlib.contextmanager
+    def timed(self, name: str) -> Iterator[None]:
+        """Adds the block's seconds to diagnostic ``name``'s cost."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timing[name] += time.perf_counter() - t0
+
+    # -- occupancy drift ----------------------------------------------------------------------
+    def stage_start_batches(self, a: RolloutBatch, b: RolloutBatch) -> None:
+        """Two independent batches of the stage-start team (``full``): D_occ compares every
+        intermediate batch with ``a``, and its noise floor is ``(n - 1) TV(a, b)``."""
+        with self.timed("occupancy"):
+            self._start = self.run.states(a)
+            self._floor = drift_noise_floor(self._start, self.run.states(b), self.n - 1)
+            self._from_diagnostic_batches = True
+
+    def train_batch(self, batch: RolloutBatch, versions: Mapping[str, int]) -> None:
+        """A training batch and the agents' versions it was sampled under (``cheap``: the
+        stage's first one is the stage-start sample of the occupancy)."""
+        self._latest = (batch, dict(versions))
+        if self._start is None and not self._from_diagnostic_batches:
+            with self.timed("occupancy"):
+                self._start = self.run.states(batch)
+                self._start_versions = dict(versions)
+
+    def drift_term(
+        self, index: int, versions: Mapping[str, int], inter: RolloutBatch | None
+    ) -> float:
+        """Update ``index``'s term ``TV(d^{pi_hat^{index-1}}, d^{pi_hat^0})`` of D_occ, before the
+        update (``versions``: the agents' versions now, i.e. of ``pi_hat^{index-1}``). From
+        ``inter`` (an independent batch of the current team, ``full``) or, without one, from the
+        latest training batch when it was sampled under the current team (NaN otherwise: a
+        learner that trains on stale batches has no sample of its intermediate teams)."""
+        if index < 1 or self._start is None:
+            return math.nan
+        with self.timed("occupancy"):
+            if self._from_diagnostic_batches:
+                if inter is None:
+                    self._drift_measurable = False
+                    return math.nan
+                return total_variation(self.run.states(inter), self._start)
+            if self._latest is None or dict(self._latest[1]) != dict(versions):
+                self._drift_measurable = False
+                return math.nan
+            if dict(versions) == self._start_versions:
+                return 0.0  # the team has not changed yet: pi_hat^{index-1} = pi_hat^0
+            return total_variation(self.run.states(self._latest[0]), self._start)
+
+    # -- per update ---------------------------------------------------------------------------
+    def update_fields(
+        self,
+        groups: GroupAdvantages,
+        rewards: np.ndarray,
+        messages: Sequence[MessageRecord],
+        weights: torch.Tensor | None,
+        update_diagnostics: Mapping[str, float],
+    ) -> dict[str, float]:
+        """The update's zeta proxies, flip rates and importance-weight summary."""
+        out = dict.fromkeys(UPDATE_KEYS, math.nan)
+        with self.timed("zeta"):
+            r = torch.as_tensor(rewards, dtype=torch.float64)
+            centred = r - r.mean(dim=1, keepdim=True)
+            standardized = groups.standardized.double()
+            # with normalize_advantages off the advantages are the centred rewards themselves
+            z = zeta_proxies(
+                standardized,
+                groups.advantages.double(),
+                torch.ones_like(standardized),
+                centred_adv=centred,
+            )
+            out["zeta_clip"], out["zeta_norm"] = z.zeta_clip, z.zeta_norm
+        self.timing["zeta"] += update_diagnostics.get("zeta_s", 0.0)
+        self.timing["flip_rate"] += update_diagnostics.get("flip_s", 0.0)
+        ratio_part = update_diagnostics.get("zeta_ratio", math.nan)
+        out["zeta_ratio"] = ratio_part
+        out["zeta_proxy"] = out["zeta_clip"] + ratio_part + out["zeta_norm"]
+        for key in ("flip_rate_25", "flip_rate_50"):
+            out[key] = update_diagnostics.get(key, math.nan)
+        if weights is not None and len(messages):
+            with self.timed("importance_weights"):
+                stats = importance_weight_stats(
+                    episode_log_weights([m.episode for m in messages], weights)
+                )
+                for key in _IW_KEYS:
+                    out[f"iw_{key}"] = stats[key]
+        return out
+
+    # -- the stage's metrics ------------------------------------------------------------------
+    def metrics(self, updates: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+        """The stage's ``diag/*`` metrics and each diagnostic's cost (``stage/diag_*_s``)."""
+        out: dict[str, float] = {}
+        terms = [u["d_occ_term"] for u in updates if u["index"] >= 1]
+        if (
+            self._start is not None
+            and self._drift_measurable
+            and all(math.isfinite(t) for t in terms)
+        ):
+            out["diag/d_occ"] = float(sum(terms))
+            if math.isfinite(self._floor):
+                out["diag/d_occ_noise_floor"] = self._floor
+        for key in ("zeta_clip", "zeta_ratio", "zeta_norm", "zeta_proxy"):
+            values = [u[key] for u in updates if math.isfinite(u[key])]
+            if values:
+                out[f"diag/{key}"] = float(sum(values))
+        for key in ("flip_rate_25", "flip_rate_50"):
+            values = [u[key] for u in updates if math.isfinite(u[key])]
+            if values:
+                out[f"diag/{key}"] = float(np.mean(values))
+            # the paper's conditioning: updates whose monitored KL is within 20% of the radius
+            near = [
+                u[key]
+                for u in updates
+                if math.isfinite(u[key]) and 0.8 * u["delta"] <= u["kl_tok"] <= 1.2 * u["delta"]
+            ]
+            if values:
+                out[f"diag/{key}_near_delta"] = float(np.mean(near)) if near else math.nan
+        ess = [u["iw_ess_over_b"] for u in updates if math.isfinite(u["iw_ess_over_b"])]
+        if ess:
+            out["diag/iw_ess_over_b"] = float(np.mean(ess))
+            out["diag/iw_ess_over_b_min"] = float(np.min(ess))
+            for key in ("p95", "p99", "max", "frac_gt_10"):
+                values = [u[f"iw_{key}"] for u in updates if math.isfinite(u[f"iw_{key}"])]
+                out[f"diag/iw_{key}"] = float(np.max(values) if key == "max" else np.mean(values))
+        with self.timed("certificate"):
+            out.update(self.run.certificate(updates))
+        if math.isfinite(self.j_before) and math.isfinite(self.j_after):
+            improvement = self.j_after - self.j_before
+            out.update(
+                {
+                    "diag/j_before": self.j_before,
+                    "diag/j_after": self.j_after,
+                    "diag/improvement": improvement,
+                }
+            )
+            out.update(self.run.track(out["diag/certificate_lb"], improvement))
+        for name, seconds in self.timing.items():
+            out[f"stage/diag_{name}_s"] = seconds
+        return out
