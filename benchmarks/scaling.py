@@ -12,7 +12,9 @@ for naive sequential and TeamTR, exactly and through the real trainer.
   ``StageReport.metrics``: ``stage/delta_stale`` and ``stage/delta_stale_noise_floor`` (rescaled
   to J units by ``R / (1 - 1/G)``, docs/exact-games.md), and ``diag/d_occ`` and
   ``diag/d_occ_noise_floor`` where the trainer reports them (``None`` otherwise). Every sampled
-  stage is also measured exactly: the exact Delta_stale and D_occ of the updates it made.
+  stage is also measured exactly: the exact Delta_stale and D_occ of the updates it made (D_occ
+  over ``(turn, observed symbol)``, ``exact_games.context_occupancy_tv``, the states the
+  trainer's ``occupancy: task`` featurisation sees).
 
 Fits ``x ~ n^alpha`` (``trainers.diagnostics.loglog_fit`` of the per-n means, 95% bootstrap CI
 over initialisations) for each method; sampled quantities are fitted on their excess over the
@@ -43,7 +45,7 @@ from trainers.config import TrainConfig
 from trainers.exact_games import (
     ExactSettings,
     RelayGame,
-    occupancy_drift,
+    context_occupancy_tv,
     random_logits,
     run_exact,
     surrogate,
@@ -231,7 +233,8 @@ def sampled_run(
             )
         row: dict[str, float | None] = {
             "exact_delta_stale": exact_gap,
-            "exact_d_occ": occupancy_drift(game, teams[:-1]),
+            # over (turn, observed symbol): the states diagnostics.occupancy "task" featurises
+            "exact_d_occ": sum(context_occupancy_tv(game, t, start) for t in teams[1:-1]),
         }
         for q, (key, floor_key) in METRIC_KEYS.items():
             row[q] = _metric(report.metrics, key, scales[q])
