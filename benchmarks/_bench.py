@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 
 def median_time(fn: Callable[[], object], repeats: int) -> float:
@@ -43,3 +45,91 @@ def grading_rates(
             reasons.add(str(grader.grade(problem, reply).details["reason"]))
         rows.append((name, count / (time.perf_counter() - start), ",".join(sorted(reasons))))
     return rows
+
+
+def power_fit(
+    per_n: Mapping[int, Sequence[float]],
+    rng: np.random.Generator,
+    resamples: int,
+    floor: Mapping[int, Sequence[float]] | None = None,
+) -> dict[str, Any]:
+    """``x ~ n^alpha``: :func:`trainers.diagnostics.loglog_fit` of the per-``n`` means, with a
+    95% percentile-bootstrap CI over runs (resampled within each ``n``).
+
+    A log-log fit needs positive points, so an ``n`` whose mean is ``<= 0`` is dropped. With
+    ``floor`` (one noise-floor value per run, paired with ``per_n``) the fitted quantity is the
+    excess ``x - floor`` of each run, and an ``n`` is kept only when its excess is clearly above
+    the floor (the lower end of its 95% CI is ``> 0``): a point at its noise floor says nothing
+    about the trend. Every dropped ``n`` is named in ``dropped`` with the reason. A bootstrap
+    resample in which a kept ``n``'s mean is ``<= 0`` cannot be fitted and is skipped; when
+    more than 5% are skipped the CI is not reported (``ci`` ``None`` and a ``note``).
+
+    Returns:
+        ``value`` (``None`` with a ``note`` when fewer than 2 distinct ``n`` are left), ``ci``,
+        ``intercept``, ``kept``, ``dropped`` ({n: reason}), ``means`` (of every ``n``),
+        ``resamples``, ``resamples_used``.
+    """
+    from trainers.diagnostics import loglog_fit  # here: the speed scripts need no torch import
+
+    runs: dict[int, np.ndarray] = {}
+    for n, values in per_n.items():
+        x = np.asarray(values, dtype=np.float64)
+        if floor is not None:
+            f = np.asarray(floor[n], dtype=np.float64)
+            if f.shape != x.shape:
+                raise ValueError(f"floor[{n}] has {f.shape} values, per_n[{n}] {x.shape}")
+            x = x - f
+        if x.size == 0:
+            raise ValueError(f"no runs for n = {n}")
+        runs[n] = x
+    means = {n: float(x.mean()) for n, x in sorted(runs.items())}
+    what = "mean excess over the noise floor" if floor is not None else "mean"
+    dropped: dict[str, str] = {}
+    for n, m in means.items():
+        if not m > 0:
+            dropped[str(n)] = f"{what} {m:.3g} <= 0"
+        elif floor is not None:
+            lo, hi = mean_ci_bounds(runs[n], rng, resamples)
+            if lo <= 0:
+                dropped[str(n)] = f"at the noise floor: excess {m:.3g}, 95% CI [{lo:.3g}, {hi:.3g}]"
+    kept = [n for n in means if str(n) not in dropped]
+    out: dict[str, Any] = {
+        "value": None,
+        "ci": None,
+        "intercept": None,
+        "kept": kept,
+        "dropped": dropped,
+        "means": {str(n): m for n, m in means.items()},
+        "resamples": resamples,
+        "resamples_used": 0,
+    }
+    if len(kept) < 2:
+        clear = "clearly above its noise floor" if floor is not None else f"with a positive {what}"
+        out["note"] = f"no fit: {len(kept)} n {clear}"
+        return out
+    alpha, intercept = loglog_fit(kept, [means[n] for n in kept])
+    boots = []
+    for _ in range(resamples):
+        m = [float(runs[n][rng.integers(0, runs[n].size, runs[n].size)].mean()) for n in kept]
+        if min(m) > 0:
+            boots.append(loglog_fit(kept, m)[0])
+    out.update(value=alpha, intercept=intercept, resamples_used=len(boots))
+    if boots and len(boots) >= 0.95 * resamples:
+        out["ci"] = [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))]
+    elif resamples:
+        out["note"] = (
+            f"no CI: in {resamples - len(boots)} of {resamples} resamples a kept n had a mean <= 0"
+        )
+    return out
+
+
+def mean_ci_bounds(
+    values: Sequence[float] | np.ndarray, rng: np.random.Generator, resamples: int
+) -> tuple[float, float]:
+    """The 95% percentile-bootstrap CI of the mean of ``values`` (``(mean, mean)`` for 0
+    resamples)."""
+    x = np.asarray(values, dtype=np.float64)
+    if resamples == 0:
+        return float(x.mean()), float(x.mean())
+    boot = x[rng.integers(0, x.size, size=(resamples, x.size))].mean(axis=1)
+    return float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))
