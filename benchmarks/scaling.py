@@ -40,7 +40,6 @@ import numpy as np
 from _bench import markdown_table, power_fit
 from exact_team import SHORT, mean_ci
 
-from teamtr_core.errors import ConfigError
 from trainers.config import TrainConfig
 from trainers.exact_games import (
     ExactSettings,
@@ -179,16 +178,6 @@ def exact_study(args: argparse.Namespace, rng: np.random.Generator) -> dict[str,
 
 
 # -- sampled ------------------------------------------------------------------------------------
-def diagnostics_setting() -> Any:
-    """``{"level": "full", "occupancy": "task"}`` when the trainer's config accepts it (the
-    occupancy drift with exact relay states), else ``True`` (the stale gap only)."""
-    try:
-        sampled_config("teamtr", diagnostics=FULL_DIAGNOSTICS)
-    except ConfigError:
-        return True
-    return dict(FULL_DIAGNOSTICS)
-
-
 def relay_config(args: argparse.Namespace, method: str, seed: int, diagnostics: Any) -> TrainConfig:
     return sampled_config(
         method,  # type: ignore[arg-type]
@@ -252,7 +241,7 @@ def _run_means(stages: list[dict[str, float | None]]) -> dict[str, float | None]
 
 
 def sampled_study(args: argparse.Namespace, rng: np.random.Generator) -> dict[str, Any]:
-    diagnostics = diagnostics_setting()
+    diagnostics = dict(FULL_DIAGNOSTICS)  # D_occ over the relay's exact states
     runs: dict[str, dict[int, list[dict[str, float | None]]]] = {
         m: {n: [] for n in args.sampled_ns} for m in SHORT.values()
     }
