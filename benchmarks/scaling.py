@@ -29,6 +29,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 import time
@@ -102,6 +103,22 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     sampled.add_argument("--sampled-code", type=float, default=3.0, help="init code strength")
     sampled.add_argument("--sampled-lr", type=float, default=0.5)
     sampled.add_argument("--sampled-epochs", type=int, default=8)
+    text = parser.add_argument_group(
+        "the coordination task (tiny language models on teamtr/Pipeline-v0, the demo's task)"
+    )
+    text.add_argument(
+        "--pipeline-ns",
+        type=int,
+        nargs="*",
+        default=None,
+        help="team sizes of the text study; none skips it (full: 2 3 4 5 6 8; --quick: none)",
+    )
+    text.add_argument("--pipeline-seeds", type=int, nargs="+", default=[0, 1])
+    text.add_argument("--pipeline-stages", type=int, default=2)
+    text.add_argument("--pipeline-problems", type=int, default=32, help="B")
+    text.add_argument("--pipeline-sft-steps", type=int, default=400, help="behaviour cloning")
+    text.add_argument("--pipeline-out", type=Path, default=Path("runs/scaling-pipeline"))
+    text.add_argument("--reuse", action="store_true", help="reuse finished pipeline runs")
     args = parser.parse_args(argv)
     quick = {
         "ns": [2, 3, 4, 6],
@@ -112,6 +129,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "sampled_stages": 1,
         "sampled_problems": 8,
         "sampled_group": 8,
+        "pipeline_ns": [],
     }
     full = {
         "ns": [2, 3, 4, 5, 6, 8],
@@ -122,6 +140,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "sampled_stages": 2,
         "sampled_problems": 32,
         "sampled_group": 16,
+        "pipeline_ns": [2, 3, 4, 5, 6, 8],
     }
     for key, value in (quick if args.quick else full).items():
         if getattr(args, key) is None:
@@ -129,7 +148,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.sampled_ns is None:
         args.sampled_ns = list(args.ns)
     problems = []
-    for flag, ns in (("--ns", args.ns), ("--sampled-ns", args.sampled_ns)):
+    if args.pipeline_ns and not all(1 <= n <= 8 for n in args.pipeline_ns):
+        problems.append(f"--pipeline-ns: a chain has 1..8 steps, got {args.pipeline_ns}")
+    for flag, ns in (
+        ("--ns", args.ns),
+        ("--sampled-ns", args.sampled_ns),
+        ("--pipeline-ns", args.pipeline_ns),
+    ):
         if ns and (len(set(ns)) < 2 or min(ns) < 2):
             problems.append(f"{flag} needs at least 2 distinct n >= 2 for a fit, got {ns}")
     for flag in ("inits", "stages", "sampled_inits", "sampled_stages", "rounds"):
@@ -299,6 +324,94 @@ def summarise_sampled(
     return {"per_n": per_n, "fits": fits}
 
 
+# -- the coordination task (tiny language models) -------------------------------------------------
+def pipeline_run(args: argparse.Namespace, n: int, method: str, seed: int) -> dict[str, Any]:
+    """One training run of the demo's configuration on an ``n``-step pipeline (agents
+    step1..stepN, each sees only the previous message) with ``diagnostics: full``: the per-stage
+    means of the stale gap, D_occ (hashed contexts) and their noise floors, and held-out avg@K
+    before and after. Behaviour cloning is shared by the methods of a seed (``sft.cache_dir``)."""
+    from compare_trainers import team_overrides  # benchmark scripts import each other
+    from rich.console import Console
+
+    from trainers.config import config_from_overrides
+    from trainers.logger import read_jsonl
+    from trainers.run import run_training
+
+    out = args.pipeline_out
+    run_dir = out / f"n{n}-{method}-seed{seed}"
+    config = config_from_overrides(
+        [
+            *team_overrides(n),
+            f"schedule.method={method}",
+            f"schedule.stages={args.pipeline_stages}",
+            f"schedule.problems_per_batch={args.pipeline_problems}",
+            f"sft.steps={args.pipeline_sft_steps}",
+            f"sft.cache_dir={out / 'bc-cache'}",
+            "eval.problems=100",
+            "eval.k=2",
+            "eval.train_distribution=false",
+            "diagnostics=full",
+            f"seed={seed}",
+            f"run_dir={run_dir}",
+            "progress=false",
+        ]
+    )
+    if not (args.reuse and (run_dir / "summary.json").exists()):
+        t0 = time.perf_counter()
+        run_training(config, console=Console(file=io.StringIO()), overwrite=True)
+        print(f"pipeline n={n} {method} seed {seed}: {time.perf_counter() - t0:.0f} s", flush=True)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    stages = [r for r in read_jsonl(run_dir / "metrics.jsonl") if "stage/wall_s" in r]
+    row: dict[str, Any] = {
+        "avg_before": summary["before"].get("eval/avg@2"),
+        "avg_after": summary["after"].get("eval/avg@2"),
+    }
+    for q, (key, floor_key) in METRIC_KEYS.items():
+        for name, k in ((q, key), (f"{q}_floor", floor_key)):
+            values = [r[k] for r in stages if k in r]
+            row[name] = float(np.mean(values)) if len(values) == len(stages) else None
+    return row
+
+
+def pipeline_study(args: argparse.Namespace, rng: np.random.Generator) -> dict[str, Any] | None:
+    """The text study: per n and method, the mean over seeds of the per-stage means."""
+    if not args.pipeline_ns:
+        return None
+    by_method: dict[str, dict[int, list[dict[str, Any]]]] = {m: {} for m in SHORT.values()}
+    for n in args.pipeline_ns:
+        for seed in args.pipeline_seeds:
+            for method, short in SHORT.items():
+                by_method[short].setdefault(n, []).append(pipeline_run(args, n, method, seed))
+    out: dict[str, Any] = {}
+    for short, by_n in by_method.items():
+        per_n: dict[str, dict[str, Any]] = {}
+        fits: dict[str, Any] = {}
+        for n, rows in by_n.items():
+            per_n[str(n)] = {
+                key: None
+                if any(r[key] is None for r in rows)
+                else mean_ci([r[key] for r in rows], rng, args.bootstrap)
+                for key in rows[0]
+            }
+            for q in QUANTITIES:
+                measured, floor = [r[q] for r in rows], [r[f"{q}_floor"] for r in rows]
+                per_n[str(n)][f"{q}_excess"] = (
+                    None
+                    if None in measured or None in floor
+                    else mean_ci(np.subtract(measured, floor), rng, args.bootstrap)
+                )
+        for q in QUANTITIES:
+            measured = {n: [r[q] for r in rows] for n, rows in by_n.items()}
+            floor = {n: [r[f"{q}_floor"] for r in rows] for n, rows in by_n.items()}
+            complete = all(None not in v for v in (*measured.values(), *floor.values()))
+            fits[q] = power_fit(measured, rng, args.bootstrap) if complete else None
+            fits[f"{q}_excess"] = (
+                power_fit(measured, rng, args.bootstrap, floor) if complete else None
+            )
+        out[short] = {"per_n": per_n, "fits": fits}
+    return out
+
+
 # -- report -------------------------------------------------------------------------------------
 def fmt(x: dict[str, Any] | None) -> str:
     """``mean [lo, hi]`` in 3 significant digits; ``-`` when not measured."""
@@ -390,6 +503,58 @@ def report_tables(result: dict[str, Any]) -> list[str]:
             fits,
         )
     )
+    pl = result.get("pipeline")
+    if pl:
+        rows = []
+        for n in pl["naive"]["per_n"]:
+            for m in METHODS:
+                r = pl[m]["per_n"][n]
+                rows.append(
+                    [
+                        n,
+                        m,
+                        fmt(r["avg_before"]),
+                        fmt(r["avg_after"]),
+                        fmt(r["delta_stale"]),
+                        fmt(r["delta_stale_floor"]),
+                        fmt(r["delta_stale_excess"]),
+                        fmt(r["d_occ"]),
+                        fmt(r["d_occ_floor"]),
+                        fmt(r["d_occ_excess"]),
+                    ]
+                )
+        tables.append(
+            markdown_table(
+                f"Coordination task: tiny LMs on teamtr/Pipeline-v0 (B = {s['pipeline_problems']}"
+                f" x G = 4, {s['pipeline_stages']} stages, seeds {s['pipeline_seeds']}; "
+                "per-stage means; held-out avg@2 on 100 distinct chains; mean [95% CI] over seeds)",
+                [
+                    "n",
+                    "method",
+                    "avg@2 before",
+                    "after",
+                    "Delta_stale",
+                    "floor",
+                    "- floor",
+                    "D_occ (hashed)",
+                    "floor",
+                    "- floor",
+                ],
+                rows,
+            )
+        )
+        fits = [
+            [f"{LABELS[q]}, {what}", *(fmt_fit(pl[m]["fits"][key]) for m in METHODS)]
+            for q in QUANTITIES
+            for key, what in ((q, "measured"), (f"{q}_excess", "measured - floor"))
+        ]
+        tables.append(
+            markdown_table(
+                "Coordination task: power-law fits (95% bootstrap CI over seeds)",
+                ["quantity", "naive alpha", "TeamTR alpha"],
+                fits,
+            )
+        )
     return tables
 
 
@@ -493,6 +658,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = {
         "exact": exact,
         "sampled": sampled,
+        "pipeline": pipeline_study(args, rng),
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "runtime_s": {"exact": t_exact, "total": time.perf_counter() - t0},
     }

@@ -142,3 +142,60 @@ def test_quick_run_writes_fits_with_cis_and_a_plot(tmp_path: Path) -> None:
         assert set(data["sampled"][method]["per_n"]) == {"2", "4"}
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "Power-law fits" in proc.stdout
+
+
+# -- the coordination task (tiny language models) --------------------------------------------------
+def test_pipeline_study_aggregates_runs_over_seeds_and_fits_the_excess(
+    scaling: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs whose drift grows like n^2 above a flat floor give alpha = 2 on the excess."""
+
+    def fake_run(args, n, method, seed):
+        return {
+            "avg_before": 0.2,
+            "avg_after": 0.5 + 0.01 * seed,
+            "delta_stale": 0.01 * n**2 + 0.1,
+            "delta_stale_floor": 0.1,
+            "d_occ": 0.02 * n**2 + 0.5,
+            "d_occ_floor": 0.5,
+        }
+
+    monkeypatch.setattr(scaling, "pipeline_run", fake_run)
+    args = scaling.parse_args(
+        ["--quick", "--pipeline-ns", "2", "4", "8", "--pipeline-seeds", "0", "1"]
+    )
+    out = scaling.pipeline_study(args, rng())
+    for method in ("naive", "teamtr"):
+        fits = out[method]["fits"]
+        assert fits["d_occ_excess"]["value"] == pytest.approx(2.0, abs=1e-9)
+        assert fits["delta_stale_excess"]["value"] == pytest.approx(2.0, abs=1e-9)
+        row = out[method]["per_n"]["4"]
+        assert row["avg_after"]["mean"] == pytest.approx(0.505) and row["avg_after"]["n"] == 2
+    assert scaling.pipeline_study(scaling.parse_args(["--quick"]), rng()) is None  # off in quick
+
+
+def test_one_pipeline_run_reads_the_trainers_diagnostics(
+    scaling: ModuleType, tmp_path: Path
+) -> None:
+    args = scaling.parse_args(
+        [
+            "--quick",
+            "--pipeline-ns",
+            "2",
+            "3",
+            "--pipeline-stages",
+            "1",
+            "--pipeline-problems",
+            "2",
+            "--pipeline-sft-steps",
+            "2",
+            "--pipeline-out",
+            str(tmp_path),
+        ]
+    )
+    row = scaling.pipeline_run(args, 2, "teamtr", 0)
+    assert row["d_occ"] is not None and row["d_occ_floor"] is not None
+    assert row["delta_stale"] is not None and 0 <= row["avg_before"] <= 1
+    assert (tmp_path / "n2-teamtr-seed0" / "summary.json").exists()
+    with pytest.raises(SystemExit):
+        scaling.parse_args(["--pipeline-ns", "2", "9"])  # a chain has at most 8 steps
