@@ -116,7 +116,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     text.add_argument("--pipeline-seeds", type=int, nargs="+", default=[0, 1])
     text.add_argument("--pipeline-stages", type=int, default=2)
     text.add_argument("--pipeline-problems", type=int, default=32, help="B")
-    text.add_argument("--pipeline-sft-steps", type=int, default=400, help="behaviour cloning")
+    text.add_argument("--pipeline-sft-steps", type=int, default=600, help="behaviour cloning")
+    text.add_argument(
+        "--pipeline-start",
+        type=float,
+        default=None,
+        help="aim every n's cloned start at this team accuracy: the expert errs at a per-step "
+        "rate 1 - P^(1/n), so all n steps are right with probability P (default: the demo's "
+        "rate 0.4 at every n, whose start falls like 0.6^n)",
+    )
     text.add_argument("--pipeline-out", type=Path, default=Path("runs/scaling-pipeline"))
     text.add_argument("--reuse", action="store_true", help="reuse finished pipeline runs")
     args = parser.parse_args(argv)
@@ -148,6 +156,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.sampled_ns is None:
         args.sampled_ns = list(args.ns)
     problems = []
+    if args.pipeline_start is not None and not 0 < args.pipeline_start < 1:
+        problems.append(f"--pipeline-start must be in (0, 1), got {args.pipeline_start}")
     if args.pipeline_ns and not all(1 <= n <= 8 for n in args.pipeline_ns):
         problems.append(f"--pipeline-ns: a chain has 1..8 steps, got {args.pipeline_ns}")
     for flag, ns in (
@@ -325,6 +335,11 @@ def summarise_sampled(
 
 
 # -- the coordination task (tiny language models) -------------------------------------------------
+def expert_error_rate(start: float, n: int) -> float:
+    """The per-step error rate whose n-step chains are all right with probability ``start``."""
+    return 1.0 - start ** (1.0 / n)
+
+
 def pipeline_run(args: argparse.Namespace, n: int, method: str, seed: int) -> dict[str, Any]:
     """One training run of the demo's configuration on an ``n``-step pipeline (agents
     step1..stepN, each sees only the previous message) with ``diagnostics: full``: the per-stage
@@ -346,6 +361,11 @@ def pipeline_run(args: argparse.Namespace, n: int, method: str, seed: int) -> di
             f"schedule.stages={args.pipeline_stages}",
             f"schedule.problems_per_batch={args.pipeline_problems}",
             f"sft.steps={args.pipeline_sft_steps}",
+            *(
+                []
+                if args.pipeline_start is None
+                else [f"sft.expert_error_rate={expert_error_rate(args.pipeline_start, n)}"]
+            ),
             f"sft.cache_dir={out / 'bc-cache'}",
             "eval.problems=100",
             "eval.k=2",
@@ -526,7 +546,13 @@ def report_tables(result: dict[str, Any]) -> list[str]:
         tables.append(
             markdown_table(
                 f"Coordination task: tiny LMs on teamtr/Pipeline-v0 (B = {s['pipeline_problems']}"
-                f" x G = 4, {s['pipeline_stages']} stages, seeds {s['pipeline_seeds']}; "
+                f" x G = 4, {s['pipeline_stages']} stages, seeds {s['pipeline_seeds']}, "
+                + (
+                    "expert error 0.4 per step"
+                    if s.get("pipeline_start") is None
+                    else f"expert error 1 - {s['pipeline_start']}^(1/n) per step"
+                )
+                + "; "
                 "per-stage means; held-out avg@2 on 100 distinct chains; mean [95% CI] over seeds)",
                 [
                     "n",

@@ -199,3 +199,8 @@ def test_one_pipeline_run_reads_the_trainers_diagnostics(
     assert (tmp_path / "n2-teamtr-seed0" / "summary.json").exists()
     with pytest.raises(SystemExit):
         scaling.parse_args(["--pipeline-ns", "2", "9"])  # a chain has at most 8 steps
+    with pytest.raises(SystemExit):
+        scaling.parse_args(["--pipeline-start", "1.5"])
+    # a per-step error rate that leaves every n's chains right with the same probability
+    for n in (2, 5, 8):
+        assert (1 - scaling.expert_error_rate(0.3, n)) ** n == pytest.approx(0.3)
