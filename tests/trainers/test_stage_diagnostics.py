@@ -322,3 +322,38 @@ def test_a_full_run_logs_diagnostics_to_jsonl_tensorboard_and_summary(tmp_path: 
     assert [r["stage"] for r in rows] == [1, 2]
     assert rows[1]["diag/improvement"] == stage2["diag/improvement"]
     assert main(["diagnostics", str(tmp_path)]) == 2  # not a run: a clear error
+
+
+def test_flip_rate_matches_the_exact_probability_over_every_token_subset() -> None:
+    """The flip-rate estimator against its exact value: with few tokens, every Bernoulli(q)
+    subsample can be enumerated."""
+    import itertools
+
+    from trainers.kl import monitor_flip_rate
+
+    log_ratio = torch.tensor([[0.02, 0.05], [0.01, 0.0], [0.03, 0.02]], dtype=torch.float64)
+    mask = torch.tensor([[True, True], [True, False], [True, True]])
+    cur, new = log_ratio, torch.zeros_like(log_ratio)
+    delta, q = 0.04, 0.5
+    full = float(log_ratio[mask].sum()) / 3  # Eq. 18: mean over messages of token sums
+    cells = [tuple(ix) for ix in mask.nonzero().tolist()]
+    exact = 0.0
+    for keep in itertools.product((0, 1), repeat=len(cells)):
+        p = math.prod(q if k else 1 - q for k in keep)
+        est = sum(float(log_ratio[c]) for c, k in zip(cells, keep) if k) / q / 3
+        exact += p * ((est <= delta) != (full <= delta))
+    gen = torch.Generator().manual_seed(0)
+    rate = monitor_flip_rate(cur, new, mask, delta=delta, fraction=q, n_trials=4000, generator=gen)
+    assert 0.1 < exact < 0.9
+    assert rate == pytest.approx(exact, abs=0.03)
+
+
+def test_stale_gap_surrogates_estimate_the_exact_ones() -> None:
+    """L_stale and L_inter (J units: x R / (1 - 1/G)) against the exact surrogate of the same
+    update under the stage-start team and under the intermediate team."""
+    _, report, snaps = run_relay("naive_sequential", {"level": "full", "occupancy": "task"})
+    scale = 1 / (1 - 1 / 4)
+    for i, u in list(enumerate(report.updates))[1:]:
+        new = snaps[i + 1][i]
+        assert abs(u["l_stale"] * scale - surrogate(GAME, snaps[0], i, new)) < 0.02
+        assert abs(u["l_inter"] * scale - surrogate(GAME, snaps[i], i, new)) < 0.02
