@@ -185,7 +185,7 @@ class HFPolicy:
         return out
 
     def _generate_chunk(self, chunk: list[list[int]], sampling: SamplingParams) -> list[Generation]:
-        input_ids, attention = _padded(chunk, self.pad_id, left=True)
+        input_ids, attention = pad_token_ids(chunk, self.pad_id, left=True)
         width = input_ids.shape[1]
         max_new = min(sampling.max_new_tokens, self.context_window - width)
         greedy = sampling.temperature == 0
@@ -255,7 +255,7 @@ class HFPolicy:
             logprobs = logprobs.index_copy(0, index, part)
         if logprobs is None:
             logprobs = torch.zeros((0, longest), device=self.device)
-        ids, mask = _padded(comp_ids, 0, width=longest)
+        ids, mask = pad_token_ids(comp_ids, 0, width=longest)
         return TokenLogprobs(logprobs, mask.bool().to(logprobs.device), ids.to(logprobs.device))
 
     def _score_rows(
@@ -308,12 +308,12 @@ class HFPolicy:
         # an update's behaviour, gradient and KL-check passes compute alike.
         plain = not self.shared_prefix or self.gradient_checkpointing
         if plain or not prompt_lens or few or min(prompt_lens) < 1:
-            input_ids, attention = _padded(seqs, self.pad_id)
+            input_ids, attention = pad_token_ids(seqs, self.pad_id)
             logits = self._forward(input_ids, attention, use_cache=False).logits
             return lambda seq, pos: logits[seq.to(logits.device), pos.to(logits.device)]
         # Each distinct prompt once (left-padded, so that every sequence continues from the same
         # last column), then every sequence's rest on top of its prompt's keys and values.
-        head_ids, head_mask = _padded(distinct, self.pad_id, left=True)
+        head_ids, head_mask = pad_token_ids(distinct, self.pad_id, left=True)
         width = head_ids.shape[1]
         head_pos = (head_mask.cumsum(-1) - 1).clamp(min=0)
         head = self._forward(
@@ -325,7 +325,7 @@ class HFPolicy:
         cache.reorder_cache(prompt_of.to(self.device))
         rests = [s[n:] for s, n in zip(seqs, prompt_lens)]
         rest_width = max(max(len(r) for r in rests), 1)  # an empty rest: one masked pad
-        rest_ids, rest_mask = _padded(rests, self.pad_id, width=rest_width)
+        rest_ids, rest_mask = pad_token_ids(rests, self.pad_id, width=rest_width)
         lens = torch.tensor(prompt_lens)
         rest_pos = lens.unsqueeze(1) + torch.arange(rest_width).unsqueeze(0)
         mask = torch.cat([head_mask[prompt_of], rest_mask], dim=1)
@@ -368,10 +368,11 @@ def _cache_keyword() -> str:
     return "cache" if "cache" in params else "past_key_values"
 
 
-def _padded(
+def pad_token_ids(
     seqs: Sequence[Sequence[int]], pad_id: int, *, left: bool = False, width: int | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``[B, W]`` token ids and attention mask (1 = a real token) of sequences padded with
+    """The one padding helper of token-id batches (generation, scoring, alignment):
+    ``[B, W]`` token ids and attention mask (1 = a real token) of sequences padded with
     ``pad_id`` on the right (positions 0..len-1 real) or, with ``left``, on the left (every row
     ends in the last column); ``W`` is ``width`` or the longest sequence."""
     width = max((len(s) for s in seqs), default=0) if width is None else width

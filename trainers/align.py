@@ -34,6 +34,7 @@ from typing import Any, Literal
 import torch
 import torch.nn.functional as F
 
+from adapters.hf import pad_token_ids
 from teamtr_core.choices import choice_problems
 from teamtr_core.policy import SamplingParams
 from trainers.kl import token_kl_monitor, vocab_kl
@@ -208,18 +209,12 @@ def _heldout_kl(
     with torch.no_grad():
         p, mask = full_logprobs(p_policy, heldout, ids)
         q, _ = full_logprobs(q_policy, heldout, ids)
-        token_p = p.gather(-1, _ids_tensor(ids, mask).unsqueeze(-1)).squeeze(-1)
-        token_q = q.gather(-1, _ids_tensor(ids, mask).unsqueeze(-1)).squeeze(-1)
+        sampled = pad_token_ids(ids, 0, width=mask.shape[1])[0].to(mask.device).unsqueeze(-1)
+        token_p = p.gather(-1, sampled).squeeze(-1)
+        token_q = q.gather(-1, sampled).squeeze(-1)
         monitor = token_kl_monitor(token_p, token_q, mask)
         exact = vocab_kl(p, q, mask)
     return {"kl": float(exact.mean().item()), "kl_tok": monitor.value}
-
-
-def _ids_tensor(ids: list[list[int]], mask: torch.Tensor) -> torch.Tensor:
-    out = torch.zeros(mask.shape, dtype=torch.long)
-    for i, row in enumerate(ids):
-        out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-    return out
 
 
 def full_logprobs(
@@ -230,13 +225,9 @@ def full_logprobs(
     prompt (rendered by the policy's own codec) and its first ``u`` completion tokens."""
     prompt_ids = [policy.prompt_ids(p) for p in prompts]
     seqs = [p + list(c) for p, c in zip(prompt_ids, completions)]
-    width = max(len(s) for s in seqs)
+    input_ids, attention = pad_token_ids(seqs, int(policy.pad_id))
+    width = input_ids.shape[1]
     longest = max((len(c) for c in completions), default=0)
-    input_ids = torch.full((len(seqs), width), int(policy.pad_id), dtype=torch.long)
-    attention = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        input_ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
-        attention[i, : len(s)] = 1
     device = policy.device
     logits = policy.model(
         input_ids=input_ids.to(device), attention_mask=attention.to(device), use_cache=False

@@ -50,7 +50,6 @@ from teamtr_env.evaluation import evaluate
 from teamtr_env.runner import Runner, derive_seed
 from trainers import rundir
 from trainers.callbacks import Callback, CallbackList, EarlyStopping, load_callbacks
-from trainers.certificate import rank_correlation, violation_rate
 from trainers.config import TrainConfig
 from trainers.logger import (
     JsonlLogger,
@@ -650,12 +649,8 @@ def _diagnostics_summary(trainer: TeamTrainer, stages: list[dict[str, Any]]) -> 
         }
     )
     if run.lower_bounds:
-        out["violation_rate"] = violation_rate(run.lower_bounds, run.improvements)
-        out["rank_corr"] = (
-            rank_correlation(run.lower_bounds, run.improvements)
-            if len(run.lower_bounds) >= 2
-            else None
-        )
+        # NaN (undefined) becomes null in summary.json
+        out["violation_rate"], out["rank_corr"] = run.tracking()
     return out
 
 

@@ -171,12 +171,23 @@ class RunDiagnostics:
             return {}
         self.lower_bounds.append(lower_bound)
         self.improvements.append(improvement)
-        out = {"diag/violation_rate": violation_rate(self.lower_bounds, self.improvements)}
-        if len(self.lower_bounds) >= 2:
-            rho = rank_correlation(self.lower_bounds, self.improvements)
-            if math.isfinite(rho):  # undefined while either series is constant
-                out["diag/rank_corr"] = rho
+        violations, rho = self.tracking()
+        out = {"diag/violation_rate": violations}
+        if math.isfinite(rho):  # undefined while either series is constant
+            out["diag/rank_corr"] = rho
         return out
+
+    def tracking(self) -> tuple[float, float]:
+        """``(violation rate, rank correlation)`` of the bound against the measured improvement
+        over the stages tracked so far (NaN for either when undefined: no stage, fewer than 2)."""
+        if not self.lower_bounds:
+            return math.nan, math.nan
+        rho = (
+            rank_correlation(self.lower_bounds, self.improvements)
+            if len(self.lower_bounds) >= 2
+            else math.nan
+        )
+        return violation_rate(self.lower_bounds, self.improvements), rho
 
     def state_dict(self) -> dict[str, Any]:
         return {"lower_bounds": list(self.lower_bounds), "improvements": list(self.improvements)}

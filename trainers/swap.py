@@ -136,24 +136,19 @@ def tokenizer_problems(old: Any, new: Any) -> list[str]:
         x, y = getattr(a, name, None), getattr(b, name, None)
         if x != y:
             problems.append(f"tokenizer: {name} is {x!r} in the old agent's, {y!r} in the new's")
-    extra_a = set(getattr(a, "all_special_tokens", ())) - {
-        a.bos_token,
-        a.eos_token,
-        a.pad_token,
-        a.unk_token,
-    }
-    extra_b = set(getattr(b, "all_special_tokens", ())) - {
-        b.bos_token,
-        b.eos_token,
-        b.pad_token,
-        b.unk_token,
-    }
+    extra_a, extra_b = _other_special_tokens(a), _other_special_tokens(b)
     if extra_a != extra_b:
         problems.append(
             f"tokenizer: other special tokens differ (old {sorted(map(str, extra_a))}, new "
             f"{sorted(map(str, extra_b))})"
         )
     return problems
+
+
+def _other_special_tokens(tokenizer: Any) -> set[str]:
+    """A tokenizer's special tokens besides BOS, EOS, padding and unknown."""
+    named = {tokenizer.bos_token, tokenizer.eos_token, tokenizer.pad_token, tokenizer.unk_token}
+    return set(getattr(tokenizer, "all_special_tokens", ())) - named
 
 
 def protocol_problems(

@@ -205,7 +205,7 @@ class TeamTrainer:
             group_size=self.config.schedule.group_size,
             seed=seed,
         )
-        versions = {a: s.version for a, s in self.slots.items()}
+        versions = self.versions()
         tokens = batch.stats.tokens_generated or batch.stats.chars_generated
         played = getattr(self.runner, "last_versions", None)
         self.samples.append(
@@ -215,6 +215,10 @@ class TeamTrainer:
         self.totals[key] += batch.stats.envs
         self.totals["tokens" if purpose == "train" else "diagnostic_tokens"] += tokens
         return batch
+
+    def versions(self) -> dict[str, int]:
+        """Each trainable agent's accepted updates so far: which parameters play now."""
+        return {a: s.version for a, s in self.slots.items()}
 
     def update_order(self, stage: int) -> list[str]:
         """sigma for this stage, over the trainable agents."""
@@ -452,14 +456,16 @@ class Stage:
         if full:
             assert self.diag is not None
             with self.diag.timed("improvement"):
-                j_problems = (
-                    self.config.diagnostics.eval_problems or self.schedule.problems_per_batch
-                )
+                j_problems = self._j_problems()
                 if self._stale is not None and j_problems == self.schedule.problems_per_batch:
                     before = self._stale[0]  # independent of the update data: J(before) too
                 else:
                     before = self._sample(_J_INDEX, j_problems, "diagnostic")
                 self.diag.j_before = float(before.rewards().mean())
+
+    def _j_problems(self) -> int:
+        """Prompts of each batch that measures J before and after the stage (``full``)."""
+        return self.config.diagnostics.eval_problems or self.schedule.problems_per_batch
 
     def _sample(self, index: int, problems: int, purpose: str) -> RolloutBatch:
         t0 = time.perf_counter()
@@ -545,8 +551,7 @@ class Stage:
                 )
         d_occ_term = math.nan
         if self.diag is not None:
-            versions = {a: s.version for a, s in trainer.slots.items()}
-            d_occ_term = self.diag.drift_term(index, versions, inter)
+            d_occ_term = self.diag.drift_term(index, trainer.versions(), inter)
         off = not trust_region or cfg.trust_region.delta_mode == "none"
         delta = None if off else slot.delta
         reference = None
@@ -631,10 +636,7 @@ class Stage:
         if self.diag is not None:
             if self.config.diagnostics.full:
                 with self.diag.timed("improvement"):
-                    j_problems = (
-                        self.config.diagnostics.eval_problems or self.schedule.problems_per_batch
-                    )
-                    after = self._sample(_J_INDEX + 1, j_problems, "diagnostic")
+                    after = self._sample(_J_INDEX + 1, self._j_problems(), "diagnostic")
                     self.diag.j_after = float(after.rewards().mean())
             self.report.metrics.update(self.diag.metrics(self.report.updates))
             self.timing["diagnostic_s"] = sum(self.diag.timing.values())
