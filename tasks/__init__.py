@@ -4,6 +4,8 @@ from tasks.base import (
     BaseTask,
     Episode,
     InteractiveTask,
+    JsonRow,
+    JsonRows,
     Message,
     Problem,
     Score,
@@ -13,6 +15,7 @@ from tasks.base import (
     Task,
     TaskConfigError,
     load_problems,
+    read_json_rows,
     save_problems,
     split_of,
 )
@@ -21,6 +24,8 @@ __all__ = [
     "BaseTask",
     "Episode",
     "InteractiveTask",
+    "JsonRow",
+    "JsonRows",
     "Message",
     "Problem",
     "Score",
@@ -30,6 +35,7 @@ __all__ = [
     "Task",
     "TaskConfigError",
     "load_problems",
+    "read_json_rows",
     "save_problems",
     "split_of",
 ]

@@ -18,67 +18,66 @@ their ``data_split``, default ``"test"``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from tasks.arbench import dc_rules, gn_rules
-from tasks.base import Problem, Split
+from tasks.base import Problem, Split, read_json_rows, repeated_id
+from teamtr_core.errors import ConfigError
 
 Converter = Callable[[Any, int, Split], Problem]
 
 
-class ArbenchDataError(ValueError):
-    """A data file that is not in an accepted format; the message names the file and the row."""
+class ArbenchDataError(ConfigError):
+    """A data file that is not in an accepted format; ``problems`` lists every bad row, each
+    named by its file and line (and item, in a JSON list). A ``ConfigError``, so a
+    ``ValueError``."""
+
+
+EXPECTED = "AR-Bench's JSON list of rows (or one row), or one JSON row per line"
 
 
 def load_file(path: str | Path, convert: Converter, split: Split = "test") -> list[Problem]:
     """Reads ``path`` as a JSON list / object of official rows, or as JSONL (official rows or the
-    project's ``Problem`` dicts), converting official rows with ``convert(row, position, split)``.
+    project's ``Problem`` dicts), converting official rows with ``convert(row, position, split)``
+    (``position``: the 1-based item of a JSON list, or the line of a JSONL row).
 
     Raises:
-        ArbenchDataError: naming the file and the item or line of the first bad row.
+        ArbenchDataError: listing every bad row at once, each as ``file:line: ...`` (``file:line:
+            item N`` in a JSON list): not JSON, not a row ``convert`` accepts, a duplicate id
+            (with the line that had it first); the first 50 and a count of the rest. Or a file
+            with no problems.
         FileNotFoundError: if ``path`` does not exist.
     """
-    text = Path(path).read_text(encoding="utf-8")
-    try:
-        whole = json.loads(text)
-    except json.JSONDecodeError:
-        whole = None
-        rows = _jsonl_rows(path, text)
-        where = "line"
-    else:
-        rows = list(enumerate(whole if isinstance(whole, list) else [whole], 1))
-        where = "item"
+    read = read_json_rows(path, layout="document", objects=False, expected=EXPECTED)
     problems = []
-    for position, row in rows:
+    first: dict[str, int] = {}
+    for row in read.rows:
+        value = row.value
         try:
-            if isinstance(row, Mapping) and "id" in row and "data" in row:
-                problems.append(Problem.from_dict(row))
+            if isinstance(value, Mapping) and "id" in value and "data" in value:
+                problem = Problem.from_dict(value)
             else:
-                problems.append(convert(row, position, split))
+                position = row.item if row.item is not None else row.line
+                problem = convert(value, position, split)
         except (KeyError, TypeError, ValueError) as exc:
-            raise ArbenchDataError(f"{path}: {where} {position}: {exc}") from exc
-    if not problems:
-        raise ArbenchDataError(f"{path}: no problems found (expected a JSON list or JSONL rows)")
-    return problems
-
-
-def _jsonl_rows(path: str | Path, text: str) -> list[tuple[int, Any]]:
-    rows = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
+            read.add(row, str(exc))
             continue
-        try:
-            rows.append((lineno, json.loads(line)))
-        except json.JSONDecodeError as exc:
-            raise ArbenchDataError(
-                f"{path}: line {lineno}: not JSON ({exc.msg}); expected AR-Bench's JSON list or "
-                f"one JSON object per line, got {line[:80]!r}"
-            ) from exc
-    return rows
+        repeat = repeated_id(first, problem.id, row.line)
+        if repeat is not None:
+            read.add(row, repeat)
+            continue
+        problems.append(problem)
+    if read.bad:
+        raise ArbenchDataError(f"data file {path}", read.problems())
+    if not problems:
+        raise ArbenchDataError(
+            f"data file {path}",
+            [f"{path}: no problems found (expected a JSON list or JSONL rows)"],
+        )
+    return problems
 
 
 def gn_problem(row: Any, position: int, split: Split) -> Problem:

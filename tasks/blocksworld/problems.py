@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tasks.base import Problem, Split, load_problems
+from tasks.base import Problem, Split, listed, load_problems
 from tasks.blocksworld import text
 from tasks.blocksworld.domain import (
     DEFAULT_MAX_EXPANSIONS,
@@ -40,6 +40,7 @@ from tasks.blocksworld.pddl import (
     parse_problem,
     read_text,
 )
+from teamtr_core.errors import ConfigError
 
 MAX_JSON_BYTES = 200_000_000
 LOAD_MAX_EXPANSIONS = 500_000
@@ -238,45 +239,79 @@ def _load_directory(directory: Path, split: Split) -> list[Problem]:
 
 
 def _load_prompts_json(path: Path, split: Split, optimality: bool) -> list[Problem]:
+    """The queries of a PlanBench prompts file, every bad one reported at once (a
+    :class:`ConfigError` listing each instance, the first 50 and a count of the rest)."""
     try:
         rows = json.loads(read_text(path, MAX_JSON_BYTES))["instances"]
+        if not isinstance(rows, list):
+            raise TypeError(f"'instances' is a {type(rows).__name__}, not a list")
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise ValueError(
             f"{path}: expected PlanBench's prompts JSON {{'task': ..., 'instances': [{{'query': "
             f"...}}]}} ({exc})"
         ) from exc
     problems = []
-    for row in rows:
+    bad: list[str] = []
+    other_task: list[str] = []
+    first: dict[str, int] = {}
+    for i, row in enumerate(rows):
+        if not isinstance(row, Mapping):
+            bad.append(f"{path}: instances[{i}]: expected an object, got {type(row).__name__}")
+            continue
         where = f"{path}: instance_id {row.get('instance_id')!r}"
         query = str(row.get("query", ""))
         task_two = query.startswith(text.DOMAIN_INTRO_COST)
         if task_two != optimality:
             want = "true" if task_two else "false"
-            raise ValueError(
-                f"{where}: this is a PlanBench {'task 2 (optimality)' if task_two else 'task 1'} "
-                f"prompt; load it with require_optimal={want}"
+            other_task.append(
+                f"{where}: this is a PlanBench "
+                f"{'task 2 (optimality)' if task_two else 'task 1'} prompt; load it with "
+                f"require_optimal={want}"
             )
-        parts = query.split("[STATEMENT]")
-        example = text.parse_statement(parts[1]) if len(parts) == 3 else None
-        instance = text.parse_statement(parts[-1]) if len(parts) == 3 else None
-        if example is None or instance is None:
-            raise ValueError(f"{where}: expected one example and one query [STATEMENT]")
-        plan_text = parts[1].split("[PLAN]", 1)[-1]
-        example_plan = text.extract_plan(plan_text).actions
-        if text.render_prompt(instance, example, example_plan, optimality) != query:
-            raise ValueError(f"{where}: the query does not follow PlanBench's one-shot template")
+            continue
         try:
-            below_from_facts(instance.blocks, instance.init)
-            problems.append(
-                make_problem(
-                    instance,
-                    f"planbench:{path.stem}:{row.get('instance_id')}",
-                    split,
-                    (example, example_plan),
-                    source="planbench",
-                    max_expansions=LOAD_MAX_EXPANSIONS,
-                )
-            )
+            problem = _prompt_problem(path, row, query, split, optimality)
         except ValueError as exc:
-            raise ValueError(f"{where}: {exc}") from exc
+            bad.append(f"{where}: {exc}")
+            continue
+        if problem.id in first:
+            bad.append(
+                f"{where}: duplicate instance_id (first at instances[{first[problem.id]}]); a "
+                "repeated problem is not an independent one: remove it"
+            )
+            continue
+        first[problem.id] = i
+        problems.append(problem)
+    if other_task and len(other_task) == len(rows):  # the whole file is of the other task
+        raise ConfigError(f"data file {path}", [other_task[0]])
+    if bad or other_task:
+        raise ConfigError(f"data file {path}", listed(other_task + bad))
     return problems
+
+
+def _prompt_problem(
+    path: Path, row: Mapping[str, Any], query: str, split: Split, optimality: bool
+) -> Problem:
+    """The problem of one PlanBench query, checked to re-render to the query exactly.
+
+    Raises:
+        ValueError: saying what is wrong with it.
+    """
+    parts = query.split("[STATEMENT]")
+    example = text.parse_statement(parts[1]) if len(parts) == 3 else None
+    instance = text.parse_statement(parts[-1]) if len(parts) == 3 else None
+    if example is None or instance is None:
+        raise ValueError("expected one example and one query [STATEMENT]")
+    plan_text = parts[1].split("[PLAN]", 1)[-1]
+    example_plan = text.extract_plan(plan_text).actions
+    if text.render_prompt(instance, example, example_plan, optimality) != query:
+        raise ValueError("the query does not follow PlanBench's one-shot template")
+    below_from_facts(instance.blocks, instance.init)
+    return make_problem(
+        instance,
+        f"planbench:{path.stem}:{row.get('instance_id')}",
+        split,
+        (example, example_plan),
+        source="planbench",
+        max_expansions=LOAD_MAX_EXPANSIONS,
+    )

@@ -2,25 +2,24 @@
 ``datasets`` ``save_to_disk`` directories with ``pyarrow`` / ``datasets``, imported only when such a
 file is read (the ``datasets`` extra: ``pip install 'teamtr[datasets]'``).
 
-Nothing here downloads anything: only local paths are read. Every problem found in a file is
-collected (up to :data:`MAX_REPORTED` malformed rows, then a count) and raised at once as a
+Nothing here downloads anything: only local paths are read. Lines of a JSON file that cannot be
+read (not UTF-8, not JSON, not an object) are kept in :attr:`Table.bad` with their ``file:line``,
+so that the task reports them together with the rows' own problems (a missing prompt, a repeated
+id), every bad line at once (:func:`tasks.base.listed`: the first 50 and a count of the rest), as a
 :class:`~tasks.base.TaskConfigError`.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tasks.base import Split, TaskConfigError
+from tasks.base import Split, TaskConfigError, read_json_rows
 
 JSON_SUFFIXES = (".jsonl", ".ndjson", ".json")
 PARQUET_SUFFIXES = (".parquet", ".pq")
 EXTRA = "pip install 'teamtr[datasets]'"
-MAX_REPORTED = 5
-"""How many malformed rows a message lists before it only counts the rest."""
 
 SPLIT_NAMES: dict[str, Split] = {
     "train": "train",
@@ -42,16 +41,27 @@ class Table:
     Attributes:
         rows: one dict per row; every row has every column (a missing value is ``None``).
         columns: the column names, in order of first appearance.
-        where: for each row, where it is in the source (``"line 3"``, ``"row 3"``,
-            ``"test row 3"``), for error messages.
+        where: for each row, where it is, to start its error messages: ``"file:3"`` (line 3 of a
+            JSON file), ``"file:5: item 2"`` (a JSON list's second item, on line 5),
+            ``"file: row 3"`` (parquet, ``save_to_disk``), ``"file: test row 3"`` (a split of a
+            saved ``DatasetDict``).
+        places: for each row, the same place in short (``"line 3"``, ``"row 3"``,
+            ``"test row 3"``), to say where a repeated id was first.
+        order: for each row, its position in the file (a JSON file's line, else the row's index),
+            to list the problems of the file in file order.
         splits: for a saved ``DatasetDict``, each row's split (from the dict's split names);
             ``None`` for a single table.
+        bad: ``(order, message)`` of every line that could not be read as a row (not UTF-8, not
+            JSON, not an object), each message ``file:line: ...``.
     """
 
     rows: list[dict[str, Any]]
     columns: tuple[str, ...]
     where: list[str]
+    places: list[str]
+    order: list[int]
     splits: list[Split] | None = None
+    bad: list[tuple[int, str]] = field(default_factory=list)
 
 
 def read_table(path: Path) -> Table:
@@ -60,9 +70,12 @@ def read_table(path: Path) -> Table:
     ``datasets``' ``save_to_disk`` (a ``Dataset`` or a ``DatasetDict`` whose split names are
     ``train``, ``validation`` / ``valid`` / ``val`` / ``dev`` and ``test``).
 
+    Lines of a JSON file that cannot be read as rows are not raised here: they are in
+    :attr:`Table.bad`, for the task to report with the rows' own problems.
+
     Raises:
-        TaskConfigError: a missing path, an unknown format, malformed rows, or a missing optional
-            library (naming the extra to install), every problem at once.
+        TaskConfigError: a missing path, an unknown format, an unreadable parquet file or
+            directory, or a missing optional library (naming the extra to install).
     """
     if not path.exists():
         raise TaskConfigError(
@@ -89,61 +102,45 @@ def read_table(path: Path) -> Table:
     )
 
 
-def _table(rows: list[dict[str, Any]], where: list[str], splits: list[Split] | None) -> Table:
+def _table(
+    rows: list[dict[str, Any]],
+    where: list[str],
+    places: list[str],
+    order: list[int],
+    splits: list[Split] | None = None,
+    bad: list[tuple[int, str]] | None = None,
+) -> Table:
     columns: dict[str, None] = {}
     for row in rows:
         columns.update(dict.fromkeys(row))
     full = [{c: row.get(c) for c in columns} for row in rows]
-    return Table(full, tuple(columns), where, splits)
+    return Table(full, tuple(columns), where, places, order, splits, list(bad or []))
 
 
-def capped(problems: list[str], total: int, what: str) -> list[str]:
-    """``problems`` (already at most :data:`MAX_REPORTED`) and a line counting the rest."""
-    if total > len(problems):
-        problems = [*problems, f"... and {total - len(problems)} more {what}"]
-    return problems
+def _numbered(path: Path, rows: list[dict[str, Any]], prefix: str = "") -> Table:
+    """A table of rows without lines (parquet, ``save_to_disk``), numbered from 1."""
+    places = [f"{prefix}row {i}" for i in range(1, len(rows) + 1)]
+    return _table(rows, [f"{path}: {p}" for p in places], places, list(range(1, len(rows) + 1)))
 
 
 def _read_json(path: Path) -> Table:
-    text = path.read_text(encoding="utf-8")
-    if text.lstrip().startswith("["):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise TaskConfigError(_WHAT, [f"{path}: not valid JSON ({exc})"]) from exc
-        items = [(f"item {i}", row) for i, row in enumerate(data, 1)]
-    else:
-        items = []
-        bad: list[str] = []
-        total = 0
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                items.append((f"line {lineno}", json.loads(line)))
-            except json.JSONDecodeError as exc:
-                total += 1
-                if len(bad) < MAX_REPORTED:
-                    bad.append(f"{path}:{lineno}: not a JSON object ({exc}): {line[:60]!r}")
-        if bad:
-            raise TaskConfigError(_WHAT, capped(bad, total, "malformed lines"))
-    rows: list[dict[str, Any]] = []
-    where: list[str] = []
-    wrong: list[str] = []
-    total = 0
-    for at, row in items:
-        if isinstance(row, dict):
-            rows.append(row)
-            where.append(at)
-            continue
-        total += 1
-        if len(wrong) < MAX_REPORTED:
-            wrong.append(
-                f"{path}, {at}: expected a JSON object (one row), got {type(row).__name__}"
-            )
-    if wrong:
-        raise TaskConfigError(_WHAT, capped(wrong, total, "rows that are not objects"))
-    return _table(rows, where, None)
+    read = read_json_rows(
+        path,
+        layout="array",
+        expected="one JSON object (one row) per line, or one JSON list of them",
+    )
+    places = [
+        f"line {row.line}" if row.item is None else f"item {row.item} (line {row.line})"
+        for row in read.rows
+    ]
+    return _table(
+        [row.value for row in read.rows],
+        [row.where for row in read.rows],
+        places,
+        [row.line for row in read.rows],
+        None,
+        read.bad,
+    )
 
 
 def _read_parquet(path: Path) -> Table:
@@ -160,7 +157,7 @@ def _read_parquet(path: Path) -> Table:
         raise TaskConfigError(
             _WHAT, [f"path: cannot read {str(path)!r} as parquet ({type(exc).__name__}: {exc})"]
         ) from exc
-    return _table(rows, [f"row {i}" for i in range(1, len(rows) + 1)], None)
+    return _numbered(path, rows)
 
 
 def _read_saved(path: Path) -> Table:
@@ -191,8 +188,7 @@ def _read_saved(path: Path) -> Table:
             [f"path: datasets cannot load {str(path)!r} ({type(exc).__name__}: {exc})"],
         ) from exc
     if not isinstance(loaded, datasets.DatasetDict):
-        rows = loaded.to_list()
-        return _table(rows, [f"row {i}" for i in range(1, len(rows) + 1)], None)
+        return _numbered(path, loaded.to_list())
     unknown = [name for name in loaded if name.lower() not in SPLIT_NAMES]
     if unknown:
         raise TaskConfigError(
@@ -202,10 +198,14 @@ def _read_saved(path: Path) -> Table:
                 f"one of {sorted(SPLIT_NAMES)}; save only those splits (or rename them)"
             ],
         )
-    rows, where, splits = [], [], []
+    rows: list[dict[str, Any]] = []
+    where: list[str] = []
+    places: list[str] = []
+    splits: list[Split] = []
     for name, part in loaded.items():
-        part_rows = part.to_list()
-        rows += part_rows
-        where += [f"{name} row {i}" for i in range(1, len(part_rows) + 1)]
-        splits += [SPLIT_NAMES[name.lower()]] * len(part_rows)
-    return _table(rows, where, splits)
+        table = _numbered(path, part.to_list(), f"{name} ")
+        rows += table.rows
+        where += table.where
+        places += table.places
+        splits += [SPLIT_NAMES[name.lower()]] * len(table.rows)
+    return _table(rows, where, places, list(range(len(rows))), splits)

@@ -19,9 +19,18 @@ from typing import Any
 
 import numpy as np
 
-from tasks.base import SPLITS, Problem, Score, SingleAnswerTask, Split, TaskConfigError, split_of
+from tasks.base import (
+    SPLITS,
+    Problem,
+    Score,
+    SingleAnswerTask,
+    Split,
+    TaskConfigError,
+    listed,
+    split_of,
+)
 from tasks.dataset import rewards
-from tasks.dataset.reading import MAX_REPORTED, Table, capped, read_table
+from tasks.dataset.reading import Table, read_table
 from teamtr_core.choices import choice_problems
 
 log = logging.getLogger(__name__)
@@ -390,11 +399,21 @@ def _build(
     split_column: str | None,
     meta_columns: tuple[str, ...],
 ) -> _Loaded:
+    """The problems of ``table``.
+
+    Raises:
+        TaskConfigError: listing the column options that do not fit the data, and every bad line
+            of the file at once, in file order (lines that are not JSON objects, a missing or
+            empty prompt, a bad id, split label or meta value, an id repeated with different
+            content, naming where it was first), each as ``file:line: ...``, the first 50 and a
+            count of the rest.
+    """
     columns = table.columns
     shown = f"{str(path)!r} has the columns {list(columns)}"
     problems = []
     if not table.rows:
-        problems.append(f"path: {str(path)!r} has no rows (an empty dataset)")
+        if not table.bad:
+            problems.append(f"path: {str(path)!r} has no rows (an empty dataset)")
     else:
         for option, column in (("prompt_column", prompt_column), ("id_column", id_column)):
             if column is not None and column not in columns:
@@ -404,70 +423,74 @@ def _build(
         missing = [c for c in meta_columns if c not in columns]
         if missing:
             problems.append(f"meta_columns: no column(s) {missing}; {shown}")
-    if problems:
-        raise TaskConfigError(_WHAT, problems)
+    bad = list(table.bad)  # (order, "where: what") of every bad line
+    if problems:  # the rows cannot be checked against columns that are not there
+        raise TaskConfigError(_WHAT, problems + _listed(bad))
     labelled = split_column is not None and split_column in columns and table.splits is None
-    bad: dict[str, list[str]] = {}  # kind of problem -> rows
     built: dict[str, Problem] = {}
+    first: dict[str, tuple[str, dict[str, Any]]] = {}  # problem id -> where first, its row
     for i, row in enumerate(table.rows):
-        at = table.where[i]
+        issues: list[str] = []  # what is wrong with this row
         prompt = row.get(prompt_column)
         if not (isinstance(prompt, str) and prompt.strip()) and not _is_conversation(prompt):
-            bad.setdefault(
+            issues.append(
                 f"prompt_column {prompt_column!r} must hold a non-empty string or a list of "
-                "{'role', 'content'} messages",
-                [],
-            ).append(at)
-            continue
+                f"{{'role', 'content'}} messages, got {_shown(prompt)}"
+            )
+        content: str | None = None
         try:
             content = json.dumps(row, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         except (TypeError, ValueError):
             kinds = sorted({_unjsonable(row, c) for c in columns} - {""})
-            bad.setdefault(
-                f"rows must be JSON-serialisable (problems are saved and sent as JSON); "
-                f"column(s) {kinds}: drop or convert them",
-                [],
-            ).append(at)
-            continue
+            issues.append(
+                "rows must be JSON-serialisable (problems are saved and sent as JSON); "
+                f"column(s) {kinds}: drop or convert them"
+            )
+        problem_id: str | None = None
         if id_column is not None:
             value = row.get(id_column)
             if value is None or isinstance(value, (dict, list)) or not str(value).strip():
-                bad.setdefault(
-                    f"id_column {id_column!r} must hold a non-empty string or number", []
-                ).append(at)
-                continue
-            problem_id = str(value).strip()
-        else:
+                issues.append(
+                    f"id_column {id_column!r} must hold a non-empty string or number, got "
+                    f"{_shown(value)}"
+                )
+            else:
+                problem_id = str(value).strip()
+        elif content is not None:
             problem_id = (
                 "row-" + hashlib.blake2b(content.encode("utf-8"), digest_size=8).hexdigest()
             )
-        split: Split
+        split: Split | None = None
         if table.splits is not None:
             split = table.splits[i]
         elif labelled:
             label = row.get(split_column)  # type: ignore[arg-type]
-            if label not in SPLITS:
-                bad.setdefault(
-                    f"split_column {split_column!r} must hold one of {list(SPLITS)}", []
-                ).append(f"{at} ({label!r})")
-                continue
-            split = label
-        else:
+            if label in SPLITS:
+                split = label
+            else:
+                issues.append(
+                    f"split_column {split_column!r} must hold one of {list(SPLITS)}, got "
+                    f"{_shown(label)}"
+                )
+        elif problem_id is not None:
             split = split_of(problem_id)
         meta = {c: row[c] for c in meta_columns}
         if any(isinstance(v, (dict, list)) for v in meta.values()):
-            bad.setdefault("meta_columns must hold strings, numbers, booleans or nulls", []).append(
-                at
-            )
+            issues.append("meta_columns must hold strings, numbers, booleans or nulls")
+        if problem_id is not None:  # a repeat with the same content is the same problem
+            seen = first.setdefault(problem_id, (table.places[i], row))
+            if seen[1] != row:
+                issues.append(
+                    f"duplicate id {problem_id!r} (first on {seen[0]}) with different content; "
+                    f"id_column {id_column!r} must be unique"
+                )
+        bad += [(table.order[i], f"{table.where[i]}: {issue}") for issue in issues]
+        if issues or problem_id is None or split is None:
             continue
         problem = Problem(problem_id, row, None, split, meta)
         earlier = built.get(problem_id)
         if earlier is None:
             built[problem_id] = problem
-        elif dict(earlier.data) != row:
-            bad.setdefault(f"id_column {id_column!r} must be unique", []).append(
-                f"{at} (id {problem_id!r})"
-            )
         elif earlier.split != split:
             log.warning(
                 "%s: the row with id %s is in both %s and %s; kept in %s",
@@ -478,18 +501,23 @@ def _build(
                 earlier.split,
             )
     if bad:
-        raise TaskConfigError(
-            _WHAT,
-            [
-                f"{path}: {kind}; {', '.join(capped(rows[:MAX_REPORTED], len(rows), 'rows'))}"
-                for kind, rows in bad.items()
-            ],
-        )
+        raise TaskConfigError(_WHAT, _listed(bad))
     ordered = tuple(built.values())
     by_split: dict[str, tuple[Problem, ...]] = {
         s: tuple(p for p in ordered if p.split == s) for s in SPLITS
     }
     return _Loaded(ordered, columns, by_split)
+
+
+def _listed(bad: list[tuple[int, str]]) -> list[str]:
+    """The bad lines in file order (one line's problems in the order found), capped."""
+    return listed([message for _, message in sorted(bad, key=lambda b: b[0])])
+
+
+def _shown(value: object) -> str:
+    """A value for a message: its repr, cut at 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _unjsonable(row: Mapping[str, Any], column: str) -> str:

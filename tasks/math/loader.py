@@ -11,23 +11,24 @@ Each line is one JSON object; the format is detected per line:
   line number. ``meta`` carries ``source`` (``"math500"``, ``"aime<year>"`` or the file's stem),
   ``subject`` and ``level`` when given, and ``year``.
 
-Any malformed line raises ``ValueError`` naming the file, the line and the fix.
+Every bad line is reported at once: one ``ConfigError`` (a ``ValueError``) lists each as
+``file:line: ...`` with the fix (the first 50, then a count of the rest).
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from tasks.base import SPLITS, Problem
+from tasks.base import SPLITS, Problem, read_json_rows, repeated_id
 from tasks.math.extract import last_boxed
+from teamtr_core.errors import ConfigError
 
 _ID_FIELDS = ("unique_id", "id", "problem_idx")
-
-
-def _fail(path: Path, lineno: int, message: str) -> ValueError:
-    return ValueError(f"{path}:{lineno}: {message}")
+EXPECTED = (
+    "one JSON object per line: a MATH-500 / AIME row ('problem' and 'answer') or a project row "
+    "(tasks.save_problems)"
+)
 
 
 def _gold_text(value: Any) -> str | None:
@@ -64,14 +65,15 @@ def _raw_id(row: dict[str, Any], lineno: int) -> str:
     return f"line{lineno}"
 
 
-def _official(row: dict[str, Any], path: Path, lineno: int, split: str) -> Problem:
+def _official(row: dict[str, Any], path: Path, lineno: int, split: str) -> Problem | list[str]:
+    """The problem of an official row, or what is wrong with it."""
+    issues = []
     text = row.get("problem", row.get("question"))
     if not isinstance(text, str) or not text.strip():
-        raise _fail(
-            path,
-            lineno,
-            "expected a non-empty string in 'problem' (or 'question'); got "
-            f"{type(text).__name__}. Keys seen: {sorted(row)[:12]}.",
+        got = repr(text) if isinstance(text, str) else type(text).__name__
+        issues.append(
+            f"expected a non-empty string in 'problem' (or 'question'); got {got}. Keys seen: "
+            f"{sorted(row)[:12]}."
         )
     answer = _gold_text(row.get("answer"))
     solution = row.get("solution")
@@ -80,12 +82,13 @@ def _official(row: dict[str, Any], path: Path, lineno: int, split: str) -> Probl
         answer = last_boxed(solution).answer
         how = "solution_boxed"
     if answer is None:
-        raise _fail(
-            path,
-            lineno,
-            "no gold answer: 'answer' is missing or empty and 'solution' has no closed \\boxed{}. "
-            "Fix: add an 'answer' string.",
+        issues.append(
+            "no gold answer: 'answer' is missing or empty and 'solution' has no closed "
+            "\\boxed{}. Fix: add an 'answer' string."
         )
+    if issues:
+        return issues
+    assert isinstance(text, str) and answer is not None
     source = _source(row, path)
     meta: dict[str, Any] = {"source": source, "gold_from": how}
     for name in ("subject", "level", "year"):
@@ -103,13 +106,20 @@ def _official(row: dict[str, Any], path: Path, lineno: int, split: str) -> Probl
     )
 
 
-def _project(row: dict[str, Any], path: Path, lineno: int) -> Problem:
+def _project(row: dict[str, Any]) -> Problem | list[str]:
+    """The problem of a project row, or what is wrong with it."""
     problem = Problem.from_dict(row)
-    if not isinstance(problem.data.get("problem"), str):
-        raise _fail(path, lineno, "project row without a string data['problem'].")
+    issues = []
+    text = problem.data.get("problem")
+    if not isinstance(text, str) or not text.strip():
+        got = repr(text) if isinstance(text, str) else type(text).__name__
+        issues.append(f"project row without a non-empty string data['problem'] (got {got}).")
     answer = _gold_text(problem.answer)
     if answer is None:
-        raise _fail(path, lineno, f"project row with no usable 'answer': {problem.answer!r}.")
+        issues.append(f"project row with no usable 'answer': {problem.answer!r}.")
+    if issues:
+        return issues
+    assert answer is not None
     return Problem(problem.id, problem.data, answer, problem.split, problem.meta)
 
 
@@ -121,43 +131,38 @@ def load_math_file(path: str | Path, *, split: str = "test") -> list[Problem]:
         split: the split official rows are labelled with (project rows keep their own).
 
     Raises:
-        ValueError: naming the file and line of the first malformed row, a duplicate id, or a file
-            with no problems.
+        ConfigError: (a ``ValueError``) listing every bad line at once, each as ``file:line: ...``
+            (not UTF-8, not JSON, not an object, no statement, no gold, a malformed field, a
+            duplicate id: which line had it first), the first 50 and a count of the rest; or a
+            file with no problems.
+        OSError: the file cannot be read.
     """
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     path = Path(path)
+    read = read_json_rows(path, expected=EXPECTED)
     problems: list[Problem] = []
     seen: dict[str, int] = {}
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise _fail(path, lineno, f"not valid JSON ({exc.msg}): {line[:80]!r}") from exc
-            if not isinstance(row, dict):
-                raise _fail(path, lineno, f"expected a JSON object, got {type(row).__name__}.")
-            try:
-                is_project = isinstance(row.get("data"), dict) and "id" in row
-                problem = (
-                    _project(row, path, lineno)
-                    if is_project
-                    else _official(row, path, lineno, split)
-                )
-            except (KeyError, TypeError) as exc:
-                raise _fail(path, lineno, f"malformed row ({exc}).") from exc
-            except ValueError as exc:
-                if str(exc).startswith(f"{path}:"):
-                    raise
-                raise _fail(path, lineno, str(exc)) from exc
-            if problem.id in seen:
-                raise _fail(
-                    path, lineno, f"duplicate id {problem.id!r} (first on line {seen[problem.id]})."
-                )
-            seen[problem.id] = lineno
-            problems.append(problem)
+    for row in read.rows:
+        try:
+            is_project = isinstance(row.value.get("data"), dict) and "id" in row.value
+            made = (
+                _project(row.value) if is_project else _official(row.value, path, row.line, split)
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            read.add(row, f"malformed row ({exc!s:.200}).")
+            continue
+        if isinstance(made, list):
+            for issue in made:
+                read.add(row, issue)
+            continue
+        repeat = repeated_id(seen, made.id, row.line)
+        if repeat is not None:
+            read.add(row, repeat)
+            continue
+        problems.append(made)
+    if read.bad:
+        raise ConfigError(f"data file {path}", read.problems())
     if not problems:
-        raise ValueError(f"{path}: no problems found (the file is empty).")
+        raise ConfigError(f"data file {path}", [f"{path}: no problems found (the file is empty)."])
     return problems

@@ -31,8 +31,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from tasks.base import Problem, Split, load_problems
+from tasks.base import JsonRow, JsonRows, Problem, Split, load_problems, read_json_rows
 from tasks.tooluse.tools import RESPOND, TERMINAL_TOOL_NAMES, TOOL_NAMES, WRITE_TOOL_NAMES
+from teamtr_core.errors import ConfigError
 
 MAX_TASK_FILE_BYTES = 32 * 1024 * 1024
 Unsupported = Literal["skip", "error"]
@@ -150,27 +151,32 @@ def unsupported_tools(task: ToolTask) -> list[str]:
 
 def builtin_tasks() -> list[ToolTask]:
     """The 12 tasks shipped with the package (``tasks/tooluse/data/tasks.json``)."""
-    text = (
-        resources.files("tasks.tooluse")
-        .joinpath("data")
-        .joinpath("tasks.json")
-        .read_text(encoding="utf-8")
-    )
-    return _records_to_tasks(json.loads(text), "builtin", "tasks/tooluse/data/tasks.json")
+    resource = resources.files("tasks.tooluse").joinpath("data").joinpath("tasks.json")
+    with resources.as_file(resource) as path:
+        read = read_json_rows(path, layout="array", objects=False, expected=EXPECTED)
+    return _records_to_tasks(read, "builtin")
 
 
-def _records_to_tasks(records: object, prefix: str, where: str) -> list[ToolTask]:
-    if not isinstance(records, list):
-        raise ValueError(f"{where}: expected a list of task records, got {type(records).__name__}")
-    tasks, problems = [], []
-    for i, record in enumerate(records):
-        parsed = parse_record(record, f"tooluse:{prefix}-{i:03d}")
+EXPECTED = "tau-bench task records: one JSON list of them, or one JSON object per line"
+
+
+def _records_to_tasks(read: JsonRows, prefix: str) -> list[ToolTask]:
+    """The tasks of tau-bench records (task ``i`` is ``tooluse:<prefix>-<i>``).
+
+    Raises:
+        ConfigError: (a ``ValueError``) listing every bad line of ``read`` and everything wrong
+            with each record, each as ``file:line: ...``, the first 50 and a count of the rest.
+    """
+    tasks = []
+    for i, row in enumerate(read.rows):
+        parsed = parse_record(row.value, f"tooluse:{prefix}-{i:03d}")
         if isinstance(parsed, list):
-            problems += [f"{where}: task {i}: {p}" for p in parsed]
+            for problem in parsed:
+                read.add(row, problem)
         else:
             tasks.append(parsed)
-    if problems:
-        raise ValueError("\n".join(problems[:20]))
+    if read.bad:
+        raise ConfigError(f"data file {read.path}", read.problems())
     return tasks
 
 
@@ -186,28 +192,41 @@ def load_task_file(
             :class:`UnsupportedToolsWarning` naming them) or ``"error"`` (raise).
 
     Raises:
-        ValueError: naming the file (and line or task index) of malformed content, or listing
-            the unsupported tasks when ``unsupported="error"``.
+        ConfigError: (a ``ValueError``) listing every bad line or record at once, each as
+            ``file:line: ...`` (not JSON, not a record, a record's every malformed field; in the
+            project's JSONL also a duplicate id), the first 50 and a count of the rest.
+        ValueError: a file that is neither JSON nor a Python task module, or (listing them) the
+            tasks that use unsupported tools when ``unsupported="error"``.
     """
     path = Path(path)
     if path.stat().st_size > MAX_TASK_FILE_BYTES:
         raise ValueError(f"{path}: larger than {MAX_TASK_FILE_BYTES} bytes; refused.")
-    text = path.read_text(encoding="utf-8")
+    data = path.read_bytes()
+    text = data.decode("utf-8", errors="replace")  # strictly decoded below, line by line for JSON
     stripped = text.lstrip()
     prefix = path.stem
     if path.suffix == ".py" or not stripped.startswith(("[", "{")):
-        tasks = _records_to_tasks(_python_records(text, path), prefix, str(path))
-    elif stripped.startswith("["):
         try:
-            records = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not valid JSON ({exc}).") from exc
-        tasks = _records_to_tasks(records, prefix, str(path))
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = data.count(b"\n", 0, exc.start) + 1
+            raise ValueError(
+                f"{path}:{line}: not UTF-8 text (byte {data[exc.start]:#04x}); expected a "
+                "tau-bench task file (JSON, JSONL or a Python task module)."
+            ) from exc
+        tasks = _records_to_tasks(_python_records(text, path), prefix)
     else:
-        first = json.loads(stripped.split("\n", 1)[0]) if stripped else {}
-        if isinstance(first, dict) and "data" in first and "id" in first:
+        read = read_json_rows(path, layout="array", objects=False, expected=EXPECTED)
+        first = read.rows[0] if read.rows else None
+        if (
+            first is not None
+            and first.item is None
+            and isinstance(first.value, dict)
+            and "data" in first.value
+            and "id" in first.value
+        ):
             return _checked(_project_jsonl(path), path, unsupported)
-        tasks = _records_to_tasks(_json_lines(text, path), prefix, str(path))
+        tasks = _records_to_tasks(read, prefix)
     problems = [t.to_problem(split, f"file:{path.name}") for t in tasks]
     return _checked(problems, path, unsupported)
 
@@ -223,17 +242,6 @@ def _row_problems(problem: Problem) -> list[str]:
     except ValueError as exc:
         return [str(exc).removeprefix(f"problem {problem.id!r}: ")]
     return []
-
-
-def _json_lines(text: str, path: Path) -> list[Any]:
-    records = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({exc}).") from exc
-    return records
 
 
 def _checked(problems: list[Problem], path: Path, unsupported: Unsupported) -> list[Problem]:
@@ -265,8 +273,9 @@ def _checked(problems: list[Problem], path: Path, unsupported: Unsupported) -> l
 _CALLS = {"Task", "Action"}
 
 
-def _python_records(text: str, path: Path) -> list[dict[str, Any]]:
-    """Every ``Task(...)`` of the module's list literals, as records."""
+def _python_records(text: str, path: Path) -> JsonRows:
+    """Every ``Task(...)`` of the module's list literals, as records (each located by its line);
+    a ``Task(...)`` with anything but literal keyword arguments is a bad line."""
     try:
         tree = ast.parse(text, filename=str(path))
     except SyntaxError as exc:
@@ -276,18 +285,26 @@ def _python_records(text: str, path: Path) -> list[dict[str, Any]]:
         raise ValueError(
             f"{path}: cannot be parsed as a Python task module ({exc!r:.80})."
         ) from exc
-    records = []
+    read = JsonRows(str(path))
+    found = 0
     try:
         for node in ast.walk(tree):
             if isinstance(node, ast.List):
                 for element in node.elts:
                     if _call_name(element) == "Task":
-                        records.append(_literal(element, path))
+                        found += 1
+                        line = element.lineno
+                        try:
+                            record = _literal(element, path)
+                        except ValueError as exc:
+                            read.bad.append((line, str(exc)))
+                            continue
+                        read.rows.append(JsonRow(f"{path}:{line}: Task {found}", line, record))
     except RecursionError as exc:
         raise ValueError(f"{path}: task literals nested too deeply.") from exc
-    if not records:
+    if not found:
         raise ValueError(f"{path}: no Task(...) entries found (expected tau-bench's format).")
-    return records
+    return read
 
 
 def _call_name(node: ast.AST) -> str | None:

@@ -9,14 +9,14 @@ with ``meta["gold_available"] = False`` and score 0 with reason ``no_gold_soluti
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tasks.base import Problem, Split
+from tasks.base import Problem, Split, read_json_rows, repeated_id
 from tasks.zebra.grading import gold_table, size_bucket, zeroeval_group
+from teamtr_core.errors import ConfigError
 
 REDACTED = frozenset({"", "___"})
 _SIZE = re.compile(r"([0-9])\*([0-9])")
@@ -79,10 +79,17 @@ def problem_from_row(row: Mapping[str, Any], split: Split = "test") -> Problem:
 
 def _project_problem(row: Mapping[str, Any]) -> Problem:
     problem = Problem.from_dict(row)
-    if not isinstance(problem.data.get("puzzle"), str):
-        raise ValueError("project rows need data['puzzle'] (the puzzle text)")
+    puzzle = problem.data.get("puzzle")
+    if not isinstance(puzzle, str) or not puzzle.strip():
+        raise ValueError("project rows need a non-empty string data['puzzle'] (the puzzle text)")
     check_solution(problem.answer)
     return problem
+
+
+EXPECTED = (
+    "one JSON object per line: an official ZebraLogic grid_mode row (id, size, puzzle, solution) "
+    "or a project row (id, data, answer)"
+)
 
 
 def load_file(path: str | Path, split: Split = "test") -> list[Problem]:
@@ -90,37 +97,35 @@ def load_file(path: str | Path, split: Split = "test") -> list[Problem]:
     project rows (with ``data``); official rows get ``split``.
 
     Raises:
-        ValueError: naming the file and line (or list item) of the first bad row.
+        ConfigError: (a ``ValueError``) listing every bad line at once, each as ``file:line: ...``
+            (``file:line: item N`` in a JSON list): not JSON, not an object, a missing or malformed
+            field, a duplicate id (with the line that had it first); the first 50 and a count of
+            the rest. Or a file with no rows.
+        OSError: the file cannot be read.
     """
-    text = Path(path).read_text(encoding="utf-8")
-    if text.lstrip().startswith("["):
-        try:
-            items = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not a valid JSON list of rows ({exc})") from exc
-        rows = [(f"item {i}", item) for i, item in enumerate(items)]
-    else:
-        rows = []
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    rows.append((f"line {lineno}", json.loads(line)))
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{lineno}: not a JSON object ({exc})") from exc
+    read = read_json_rows(path, layout="array", expected=EXPECTED)
     problems = []
-    for where, row in rows:
+    first: dict[str, int] = {}
+    for row in read.rows:
         try:
-            if not isinstance(row, Mapping):
-                raise ValueError(f"expected a JSON object, got {type(row).__name__}")
-            if "data" in row and "puzzle" not in row:
-                problems.append(_project_problem(row))
+            if "data" in row.value and "puzzle" not in row.value:
+                problem = _project_problem(row.value)
             else:
-                problems.append(problem_from_row(row, split))
+                problem = problem_from_row(row.value, split)
         except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(
-                f"{path} ({where}): expected an official ZebraLogic grid_mode row (id, size, "
-                f"puzzle, solution) or a project row (id, data, answer): {exc}"
-            ) from exc
+            read.add(
+                row,
+                "expected an official ZebraLogic grid_mode row (id, size, puzzle, solution) or a "
+                f"project row (id, data, answer): {exc}",
+            )
+            continue
+        repeat = repeated_id(first, problem.id, row.line)
+        if repeat is not None:
+            read.add(row, repeat)
+            continue
+        problems.append(problem)
+    if read.bad:
+        raise ConfigError(f"data file {path}", read.problems())
     if not problems:
-        raise ValueError(f"{path}: no rows found")
+        raise ConfigError(f"data file {path}", [f"{path}: no rows found"])
     return problems

@@ -356,7 +356,8 @@ def test_malformed_data_is_reported_with_rows(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "ok"}\nnot json\n[1, 2]\n\n{"prompt": "x"\n', encoding="utf-8")
     found = problems_of(path=bad, reward_funcs=exact_match)
-    assert len(found) == 2 and "bad.jsonl:2" in found[0] and "bad.jsonl:5" in found[1]
+    assert [p.split(": ", 1)[0] for p in found] == [f"{bad}:2", f"{bad}:3", f"{bad}:5"]
+    assert "not valid JSON" in found[0] and "expected a JSON object, got list" in found[1]
     rows = [
         {"prompt": "a", "id": 1, "split": "train"},
         {"prompt": "", "id": 2, "split": "train"},
@@ -365,14 +366,17 @@ def test_malformed_data_is_reported_with_rows(tmp_path: Path) -> None:
         {"prompt": "e", "id": None, "split": "test"},
     ]
     path = write_jsonl(tmp_path / "rows.jsonl", rows)
-    text = "\n".join(problems_of(path=path, reward_funcs=exact_match, id_column="id"))
-    assert "must hold a non-empty string or a list" in text and "line 2" in text
-    assert "must be unique; line 3 (id '1')" in text
-    assert "must hold one of ['train', 'validation', 'test']; line 4 ('dev')" in text
-    assert "id_column 'id' must hold a non-empty string or number; line 5" in text
-    many = write_jsonl(tmp_path / "many.jsonl", [{"prompt": ""}] * 3 + [{"prompt": 1}] * 5)
-    (line,) = problems_of(path=many, reward_funcs=exact_match)
-    assert "line 5, ... and 3 more rows" in line
+    found = problems_of(path=path, reward_funcs=exact_match, id_column="id")
+    assert [p.split(": ", 1)[0] for p in found] == [f"{path}:{n}" for n in (2, 3, 4, 5)]
+    text = "\n".join(found)
+    assert f"{path}:2: prompt_column 'prompt' must hold a non-empty string or a list" in text
+    assert f"{path}:3: duplicate id '1' (first on line 1) with different content" in text
+    assert "must hold one of ['train', 'validation', 'test'], got 'dev'" in text
+    assert f"{path}:5: id_column 'id' must hold a non-empty string or number, got None" in text
+    many = write_jsonl(tmp_path / "many.jsonl", [{"prompt": ""}] * 3 + [{"prompt": 1}] * 60)
+    found = problems_of(path=many, reward_funcs=exact_match)
+    assert len(found) == 51 and found[49].startswith(f"{many}:50: prompt_column")
+    assert found[-1] == "... and 13 more (the first 50 shown)"
     arr = tmp_path / "rows.json"
     arr.write_text(json.dumps([{"prompt": "p"}, 3]), encoding="utf-8")
     assert any(
@@ -440,8 +444,8 @@ def test_columns_that_are_not_json_are_named(tmp_path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pq.write_table(pa.table({"prompt": ["a", "b"], "blob": [b"x", b"y"]}), tmp_path / "b.parquet")
-    (problem,) = problems_of(path=tmp_path / "b.parquet", reward_funcs=exact)
-    assert (
-        "JSON-serialisable" in problem and "blob (bytes)" in problem and "row 1, row 2" in problem
-    )
+    path = tmp_path / "b.parquet"
+    pq.write_table(pa.table({"prompt": ["a", "b"], "blob": [b"x", b"y"]}), path)
+    found = problems_of(path=path, reward_funcs=exact)
+    assert [p.split(": rows must", 1)[0] for p in found] == [f"{path}: row 1", f"{path}: row 2"]
+    assert all("JSON-serialisable" in p and "blob (bytes)" in p for p in found)

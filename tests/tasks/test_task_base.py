@@ -231,7 +231,7 @@ def test_load_malformed_line_names_file_and_line(tmp_path: Path, bad_line: str) 
         load_problems(path)
     message = str(info.value)
     assert f"{path}:4:" in message  # blank line 2 still counts towards the line number
-    assert repr(bad_line + "\n") in message  # the offending line is quoted
+    assert repr(bad_line) in message  # the offending line is quoted
 
 
 def test_arith_task_load(tmp_path: Path) -> None:

@@ -83,7 +83,7 @@ def test_official_rows_one_per_line(tmp_path: Path) -> None:
         (GuessingNumbersTask(), "[]", "no problems found"),
         (SituationPuzzleTask(), '[{"surface": "s"}]', r"item 1: SP item is missing \['bottom'\]"),
         (SituationPuzzleTask(), '{"surface": "s", "bottom": 3}', "must be strings"),
-        (SituationPuzzleTask(), '{"a": 1}\nnot json\n', "line 2: not JSON"),
+        (SituationPuzzleTask(), '{"a": 1}\nnot json\n', r"bad\.json:2: not valid JSON"),
         (DetectiveCaseTask(), '[{"time": "x"}]', r"item 1: DC case is missing"),
     ],
 )

@@ -84,7 +84,7 @@ def test_project_jsonl_with_a_bad_row_names_it(tmp_path: Path) -> None:
     ("content", "message"),
     [
         ("[1, 2", r"not valid JSON"),
-        ('[{"user_id": 3, "actions": {}}]', r"task 0: user_id: expected a string"),
+        ('[{"user_id": 3, "actions": {}}]', r"tasks\.txt:1: item 1: user_id: expected a string"),
         ("def f(:\n", r":1: neither JSON nor a Python task module"),
         ("x = 1\n", r"no Task\(\.\.\.\) entries"),
         ('{"user_id": "u"}\n{oops\n', r":2: not valid JSON"),

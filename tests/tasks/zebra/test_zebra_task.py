@@ -203,10 +203,10 @@ def test_redacted_public_rows_load_but_cannot_be_graded(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ('{"id": "a", "size": "2*2"\n', "jsonl:1: not a JSON object"),
-        ('\n{"id": "a", "puzzle": "p"}\n', r"\(line 2\).*missing \['solution'\]"),
-        ("[1]", r"\(item 0\).*expected a JSON object"),
-        ("[1", "not a valid JSON list"),
+        ('{"id": "a", "size": "2*2"\n', "jsonl:1: not valid JSON"),
+        ('\n{"id": "a", "puzzle": "p"}\n', r"jsonl:2: .*missing \['solution'\]"),
+        ("[1]", r"jsonl:1: item 1: expected a JSON object"),
+        ("[1", "jsonl:1: not valid JSON .* JSON list of rows"),
         ("", "no rows found"),
     ],
 )
