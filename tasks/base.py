@@ -483,7 +483,7 @@ def read_json_rows(
                     (
                         at,
                         f"{path}:{at}: not UTF-8 text (byte {data[exc.start]:#04x} at column "
-                        f"{column}); expected {expected}, or one JSON list of them",
+                        f"{column}); expected {expected}",
                     )
                 )
                 return read
@@ -550,7 +550,7 @@ _NOT_ONE_DOCUMENT = object()
 def _not_json(path: str | Path, exc: json.JSONDecodeError, expected: str) -> str:
     return (
         f"{path}:{exc.lineno}: not valid JSON ({exc.msg} at column {exc.colno}); expected "
-        f"{expected}, or one JSON document of them"
+        f"{expected}"
     )
 
 
@@ -600,7 +600,7 @@ def _read_array(read: JsonRows, text: str, start: int, expected: str) -> None:
             (
                 exc.lineno,
                 f"{read.path}:{exc.lineno}: not valid JSON ({exc.msg} at column {exc.colno}) in "
-                f"the file's JSON list of rows; expected {expected}, or one JSON list of them",
+                f"the file's JSON list of rows; expected {expected}",
             )
         )
         return

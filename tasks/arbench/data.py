@@ -109,8 +109,11 @@ def sp_problem(row: Any, position: int, split: Split) -> Problem:
     keys = row.get("key_question", [])
     if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
         raise ValueError(f"'key_question' must be a list of strings, got {keys!r}")
-    if not isinstance(row["surface"], str) or not isinstance(row["bottom"], str):
+    surface, bottom = row["surface"], row["bottom"]
+    if not isinstance(surface, str) or not isinstance(bottom, str):
         raise ValueError("'surface' and 'bottom' must be strings")
+    if not surface.strip() or not bottom.strip():
+        raise ValueError("'surface' and 'bottom' must be non-empty (the puzzle and its story)")
     index = row.get("index", position)
     meta = {k: row[k] for k in ("supernatural", "someone_dies") if k in row}
     return Problem(

@@ -87,8 +87,8 @@ def _project_problem(row: Mapping[str, Any]) -> Problem:
 
 
 EXPECTED = (
-    "one JSON object per line: an official ZebraLogic grid_mode row (id, size, puzzle, solution) "
-    "or a project row (id, data, answer)"
+    "official ZebraLogic grid_mode rows (id, size, puzzle, solution) or project rows (id, data, "
+    "answer): one JSON object per line, or one JSON list of them"
 )
 
 

@@ -398,6 +398,38 @@ def test_a_json_array_file_loads(tmp_path: Path) -> None:
     assert [p.data["prompt"] for p in DatasetTask(arr, reward_funcs=ANY).problems] == ["p1", "p2"]
 
 
+def test_parse_errors_repeated_ids_and_empty_prompts_are_reported_together(
+    tmp_path: Path,
+) -> None:
+    """A line that is not JSON no longer hides the rows' own problems: one error lists them all,
+    each with its file:line, in file order."""
+    path = tmp_path / "mixed.jsonl"
+    lines = [
+        json.dumps({"id": "a", "prompt": "What is 2 + 2?", "answer": "4"}),
+        "{not json",
+        json.dumps({"id": "a", "prompt": "Another question", "answer": "5"}),
+        json.dumps({"id": "b", "prompt": "   ", "answer": "6"}),
+        json.dumps({"id": "c", "answer": "7"}),
+        "[1]",
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    found = problems_of(path=path, reward_funcs=exact, id_column="id")
+    assert [p.split(": ", 1)[0] for p in found] == [f"{path}:{n}" for n in (2, 3, 4, 5, 6)]
+    assert "not valid JSON" in found[0]
+    assert "duplicate id 'a' (first on line 1)" in found[1]
+    assert "prompt_column 'prompt' must hold a non-empty string" in found[2]
+    assert "got '   '" in found[2] and "got None" in found[3]
+    assert "expected a JSON object, got list" in found[4]
+
+
+def test_the_list_of_bad_lines_is_capped(tmp_path: Path) -> None:
+    path = tmp_path / "many.jsonl"
+    path.write_text('{"prompt": "ok"}\n' + "nope\n" * 60, encoding="utf-8")
+    found = problems_of(path=path, reward_funcs=exact)
+    assert len(found) == 51 and found[0].startswith(f"{path}:2: not valid JSON")
+    assert found[-1] == "... and 10 more (the first 50 shown)"
+
+
 def test_missing_optional_libraries_name_the_extra(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

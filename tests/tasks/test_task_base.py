@@ -19,6 +19,7 @@ from tasks import (
     SingleAnswerTask,
     TaskConfigError,
     load_problems,
+    read_json_rows,
     save_problems,
 )
 from tasks.arith.task import ArithTask
@@ -336,3 +337,49 @@ def test_a_single_answer_task_needs_an_answer_and_a_check_that_trips_is_reported
     with pytest.raises(ConfigError) as info:
         Strict().load(path)
     assert f"{path}:2: problem 'b': unusable row (KeyError: 'word')" in info.value.problems
+
+
+def test_read_json_rows_collects_every_bad_line(tmp_path: Path) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(b'{"a": 1}\r\nnot json\n\n[1]\n\xff\n{"b": 2}\n')
+    read = read_json_rows(path)
+    assert [(r.where, r.line, r.value, r.item) for r in read.rows] == [
+        (f"{path}:1", 1, {"a": 1}, None),
+        (f"{path}:6", 6, {"b": 2}, None),
+    ]
+    problems = read.problems()
+    assert [p.split(": ", 1)[0] for p in problems] == [f"{path}:{n}" for n in (2, 4, 5)]
+    assert "not valid JSON" in problems[0] and "'not json'" in problems[0]
+    assert "expected a JSON object, got list" in problems[1]
+    assert "not UTF-8 text (byte 0xff" in problems[2]
+    read.add(read.rows[0], "checked by the loader")  # the loader's own findings, in line order
+    assert read.problems()[0] == f"{path}:1: checked by the loader"
+    assert len(read_json_rows(path, objects=False).rows) == 3  # [1] is a row
+
+
+def test_read_json_rows_locates_the_items_of_a_json_list(tmp_path: Path) -> None:
+    path = tmp_path / "rows.json"
+    path.write_text('[\n  {"a": 1},\n\n  {"b": [\n 2]},\n  3\n]\n')
+    read = read_json_rows(path, layout="array")
+    assert [(r.where, r.item, r.value) for r in read.rows] == [
+        (f"{path}:2: item 1", 1, {"a": 1}),
+        (f"{path}:4: item 2", 2, {"b": [2]}),
+    ]
+    assert read.problems() == [f"{path}:6: item 3: expected a JSON object, got int: '3'"]
+    path.write_text('[\n  {"a": 1}\n  {"b": 2}\n]')  # a missing comma: one error, where it is
+    (problem,) = read_json_rows(path, layout="array").problems()
+    assert problem.startswith(f"{path}:3: not valid JSON (Expecting ',' delimiter")
+    assert not read_json_rows(path, layout="array").rows
+
+
+def test_read_json_rows_document_layout(tmp_path: Path) -> None:
+    path = tmp_path / "doc.json"
+    path.write_text('\n{\n  "a": 1\n}\n')  # one object over several lines: one row
+    (row,) = read_json_rows(path, layout="document").rows
+    assert (row.where, row.item, row.value) == (f"{path}:2", 1, {"a": 1})
+    path.write_text('"0123"\n"4567"\nnope\n')  # not one document: JSON lines
+    read = read_json_rows(path, layout="document", objects=False)
+    assert [r.value for r in read.rows] == ["0123", "4567"] and len(read.problems()) == 1
+    path.write_text('[\n  {"a": 1},\n  {"b": 2}}\n]\n')  # a broken document: one error
+    (problem,) = read_json_rows(path, layout="document").problems()
+    assert problem.startswith(f"{path}:3: not valid JSON")

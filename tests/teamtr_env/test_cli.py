@@ -182,6 +182,29 @@ def test_a_malformed_row_is_a_config_error_naming_the_file(tmp_path: Path, capsy
     assert code == 2 and f"data file {bad}" in err and f"{bad}:2:" in err, err
 
 
+def test_eval_lists_every_bad_line_of_a_math_data_file(tmp_path: Path, capsys) -> None:
+    """`teamtr eval teamtr/Math-v0 --data-path BAD.jsonl`: exit 2 and one message naming every
+    bad line (not JSON, an empty question, a duplicate id, no gold), not only the first."""
+    data = tmp_path / "bad.jsonl"
+    rows = [
+        '{"id": 1, "problem": "What is 1 + 1?", "answer": "2"}',
+        "{not json",
+        '{"id": 2, "problem": " ", "answer": "3"}',
+        '{"id": 1, "problem": "Again?", "answer": "4"}',
+        '{"id": 4, "problem": "No gold?"}',
+    ]
+    data.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    argv = ["eval", "teamtr/Math-v0", "--data-path", str(data), "--policy", "scripted"]
+    assert main([*argv, "--no-progress"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"Invalid data file {data} (4 problem(s))" in err, err
+    assert f"{data}:2: not valid JSON" in err
+    assert f"{data}:3: expected a non-empty string in 'problem'" in err
+    assert f"{data}:4: duplicate id 'bad:1' (first on line 1)" in err
+    assert f"{data}:5: no gold answer" in err
+    assert "Traceback" not in err
+
+
 @pytest.mark.parametrize(
     ("content", "expected"),
     [

@@ -120,3 +120,48 @@ def test_bundled_demo_cases_are_the_fixtures_and_the_default_pool() -> None:
     assert task.sample(np.random.default_rng(0)).split == "test"
     dc = DetectiveCaseTask(data_file=str(FIXTURES / "dc.json"))
     assert dc.sample(np.random.default_rng(0)).split == "train"
+
+
+def test_every_bad_row_is_reported_at_once(tmp_path: Path) -> None:
+    """Not JSON, a duplicate id, an empty surface, a missing field: each named with its file:line
+    in one error."""
+    rows = json.loads((FIXTURES / "sp.json").read_text())
+    lines = [
+        json.dumps({**rows[0], "index": 7}),
+        "not json",
+        json.dumps({**rows[1], "index": 8, "surface": " "}),
+        json.dumps({**rows[1], "index": 7}),
+        json.dumps({"surface": "s", "index": 9}),
+        json.dumps({**rows[1], "index": 10}),
+    ]
+    path = tmp_path / "sp.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ArbenchDataError) as err:
+        SituationPuzzleTask().load(path)
+    problems = err.value.problems
+    assert [p.split(": ", 1)[0] for p in problems] == [f"{path}:{n}" for n in (2, 3, 4, 5)]
+    assert "not valid JSON" in problems[0]
+    assert "'surface' and 'bottom' must be non-empty" in problems[1]
+    assert "duplicate id 'arbench-sp:7' (first on line 1)" in problems[2]
+    assert "SP item is missing ['bottom']" in problems[3]
+    assert isinstance(err.value, ValueError)
+
+
+def test_a_broken_json_list_is_one_error_where_it_breaks(tmp_path: Path) -> None:
+    path = tmp_path / "dc.json"
+    text = (FIXTURES / "dc.json").read_text()
+    path.write_text(text.replace("}", "}}", 1))  # one stray brace in a pretty-printed file
+    with pytest.raises(ArbenchDataError) as err:
+        DetectiveCaseTask().load(path)
+    (problem,) = err.value.problems
+    assert problem.startswith(f"{path}:") and "not valid JSON" in problem
+
+
+def test_the_list_of_bad_rows_is_capped(tmp_path: Path) -> None:
+    path = tmp_path / "gn.json"
+    path.write_text(json.dumps(["0123", *(["1123"] * 60)], indent=0))
+    with pytest.raises(ArbenchDataError) as err:
+        GuessingNumbersTask().load(path)
+    problems = err.value.problems
+    assert len(problems) == 51 and problems[0].startswith(f"{path}:3: item 2: expected a secret")
+    assert problems[-1] == "... and 10 more (the first 50 shown)"

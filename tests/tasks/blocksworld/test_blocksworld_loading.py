@@ -12,6 +12,7 @@ from tasks import load_problems, save_problems
 from tasks.blocksworld import BlocksworldTask, pddl, text
 from tasks.blocksworld.domain import Instance, optimal_plan, parse_action
 from tasks.blocksworld.pddl import PddlError, parse_problem
+from teamtr_core.errors import ConfigError
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "blocksworld"
 
@@ -207,3 +208,42 @@ def test_loads_are_cached_until_the_file_changes(tmp_path: Path) -> None:
     path.write_text((FIXTURES / "instance-2.pddl").read_text() + "\n; edited\n")
     edited = teamtr_env.make("teamtr/Blocksworld-v0", data_path=str(path)).problems
     assert edited[0].answer["optimal_length"] == 8
+
+
+def test_every_bad_instance_of_a_prompts_json_is_reported_at_once(tmp_path: Path) -> None:
+    """A query off the template, one without its statements, a repeated instance, an item that is
+    not an object: each named in one error."""
+    path = planbench_json(tmp_path, False)
+    data = json.loads(path.read_text())
+    good = data["instances"][0]
+    off_template = {
+        **good,
+        "instance_id": 3,
+        "query": good["query"].replace("[PLAN]\n", "[PLAN]\n\n"),
+    }
+    data["instances"] += [off_template, {"instance_id": 4, "query": "no statement"}, good, 7]
+    path.write_text(json.dumps(data))
+    with pytest.raises(ConfigError) as info:
+        BlocksworldTask().load(path)
+    problems = info.value.problems
+    assert len(problems) == 4
+    assert (
+        problems[0]
+        == f"{path}: instance_id 3: the query does not follow PlanBench's one-shot template"
+    )
+    assert problems[1].startswith(f"{path}: instance_id 4: expected one example")
+    assert problems[2].startswith(
+        f"{path}: instance_id 2: duplicate instance_id (first at instances[0])"
+    )
+    assert problems[3] == f"{path}: instances[4]: expected an object, got int"
+
+
+def test_the_list_of_bad_instances_is_capped(tmp_path: Path) -> None:
+    path = planbench_json(tmp_path, False)
+    data = json.loads(path.read_text())
+    data["instances"] += [{"instance_id": i, "query": "x"} for i in range(10, 70)]
+    path.write_text(json.dumps(data))
+    with pytest.raises(ConfigError) as info:
+        BlocksworldTask().load(path)
+    assert len(info.value.problems) == 51
+    assert info.value.problems[-1] == "... and 10 more (the first 50 shown)"

@@ -10,6 +10,7 @@ import pytest
 
 from tasks.base import save_problems
 from tasks.math import MathTask, load_math_file
+from teamtr_core.errors import ConfigError
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "math"
 
@@ -120,3 +121,43 @@ def test_empty_file(tmp_path: Path) -> None:
     path.write_text("\n\n", encoding="utf-8")
     with pytest.raises(ValueError, match="no problems found"):
         load_math_file(path)
+
+
+def test_every_bad_line_is_reported_at_once(tmp_path: Path) -> None:
+    """Not JSON, an empty question, a duplicate id, no gold, not an object: each named with its
+    file:line in one error, the duplicate with the line that had the id first."""
+    path = tmp_path / "bad.jsonl"
+    lines = [
+        '{"id": 1, "problem": "What is 1 + 1?", "answer": "2"}',
+        "{not json",
+        '{"id": 2, "problem": "   ", "answer": "3"}',
+        '{"id": 1, "problem": "Again?", "answer": "4"}',
+        "",
+        '{"id": 5, "question": "No gold?"}',
+        "[1, 2]",
+        '{"id": "p", "data": {"problem": ""}, "answer": "1"}',
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_math_file(path)
+    problems = info.value.problems
+    assert [p.split(": ", 1)[0] for p in problems] == [f"{path}:{n}" for n in (2, 3, 4, 6, 7, 8)]
+    assert "not valid JSON" in problems[0]
+    assert "non-empty string in 'problem' (or 'question'); got '   '" in problems[1]
+    assert "duplicate id 'bad:1' (first on line 1)" in problems[2]
+    assert "no gold answer" in problems[3]
+    assert "expected a JSON object, got list" in problems[4]
+    assert "non-empty string data['problem']" in problems[5]
+    assert isinstance(info.value, ValueError)  # callers that caught ValueError still do
+
+
+def test_the_list_of_bad_lines_is_capped(tmp_path: Path) -> None:
+    path = tmp_path / "many.jsonl"
+    rows = [{"id": i, "problem": "", "answer": "1"} for i in range(60)]
+    _write(path, [{"id": "ok", "problem": "p", "answer": "1"}, *rows])
+    with pytest.raises(ConfigError) as info:
+        load_math_file(path)
+    assert len(info.value.problems) == 51
+    assert info.value.problems[0].startswith(f"{path}:2: ")
+    assert info.value.problems[49].startswith(f"{path}:51: ")
+    assert info.value.problems[-1] == "... and 10 more (the first 50 shown)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from tasks.base import Problem, save_problems
 from tasks.tooluse import ToolUseTask, UnsupportedToolsWarning, load_task_file
 from tasks.tooluse.tasks_data import ToolTask, builtin_tasks, parse_record
+from teamtr_core.errors import ConfigError
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "tooluse"
 
@@ -128,3 +130,56 @@ def test_db_dir_and_task_file_options() -> None:
     )
     assert set(task.db["users"]) == {"zoe_li_9001"}
     assert [p.id for p in task.problem_pool()] == ["tooluse:mini_tasks-000"]
+
+
+def test_every_bad_line_of_tau_jsonl_is_reported_at_once(tmp_path: Path) -> None:
+    """Not JSON, not an object, an empty instruction, malformed actions: each named with its
+    file:line in one error (a record's every problem)."""
+    good = (FIXTURES / "tau_tasks.jsonl").read_text().splitlines()[0]
+    record = json.loads(good)
+    lines = [
+        good,
+        "{oops",
+        "[1]",
+        json.dumps({**record, "instruction": "  "}),
+        json.dumps({**record, "actions": [{"name": 3}], "outputs": [1]}),
+    ]
+    path = tmp_path / "tau.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ConfigError) as info:
+        load_task_file(path)
+    problems = info.value.problems
+    assert [p.split(": ", 1)[0] for p in problems] == [f"{path}:{n}" for n in (2, 3, 4, 5, 5)]
+    assert "not valid JSON" in problems[0] and "expected a JSON object, got list" in problems[1]
+    assert "instruction: expected a non-empty string" in problems[2]
+    assert "actions[0]: expected" in problems[3] and "outputs: expected" in problems[4]
+
+
+def test_every_bad_line_of_project_jsonl_is_reported_at_once(tmp_path: Path) -> None:
+    """The project's JSONL: not JSON, a duplicate id, an empty instruction, in one error."""
+    first, second = (t.to_problem("test", "builtin").to_dict() for t in builtin_tasks()[:2])
+    lines = [
+        json.dumps(first),
+        "not json",
+        json.dumps(first),
+        json.dumps({**second, "data": {**second["data"], "instruction": ""}}),
+    ]
+    path = tmp_path / "project.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ConfigError) as info:
+        load_task_file(path)
+    problems = info.value.problems
+    assert [p.split(": ", 1)[0] for p in problems] == [f"{path}:{n}" for n in (2, 3, 4)]
+    assert "not valid JSON" in problems[0]
+    assert f"duplicate id {first['id']!r} (first on line 1)" in problems[1]
+    assert "instruction: expected a non-empty string" in problems[2]
+
+
+def test_the_list_of_bad_records_is_capped(tmp_path: Path) -> None:
+    path = tmp_path / "many.json"
+    path.write_text(json.dumps([{"user_id": "u", "instruction": "", "actions": []}] * 60))
+    with pytest.raises(ConfigError) as info:
+        load_task_file(path)
+    problems = info.value.problems
+    assert len(problems) == 51 and problems[0].startswith(f"{path}:1: item 1: instruction")
+    assert problems[-1] == "... and 10 more (the first 50 shown)"

@@ -17,6 +17,7 @@ from tasks.zebra import ZebraTask
 from tasks.zebra.attributes import NAME, POOL
 from tasks.zebra.expert import SOLVED_REASONING, answer_json
 from tasks.zebra.task import answer_template
+from teamtr_core.errors import ConfigError
 from teamtr_env.evaluation import evaluate
 from teamtr_env.runner import Runner
 
@@ -254,3 +255,53 @@ def test_registered_env_scripted_expert_random_policy_and_data_path() -> None:
     assert run_eval(RandomPolicy(seed=0)) == 0.0
     expert = ScriptedExpert(task, error_rate=0.0, seed=0)
     assert run_eval(expert, data_path=str(FIXTURE)) == 1.0
+
+
+def test_every_bad_line_is_reported_at_once(tmp_path: Path) -> None:
+    """Not JSON, a duplicate id, an empty puzzle, a missing solution, not an object: each named
+    with its file:line in one error."""
+    good = json.loads(FIXTURE.read_text().splitlines()[1])
+    other = json.loads(FIXTURE.read_text().splitlines()[2])
+    lines = [
+        json.dumps(good),
+        '{"id": "a", "size": "2*2"',
+        json.dumps(other),
+        json.dumps({**other, "id": "blank", "puzzle": "  "}),
+        json.dumps(good),
+        json.dumps({"id": "b", "puzzle": "p"}),
+        "3",
+    ]
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ConfigError) as err:
+        ZebraTask().load(path)
+    problems = err.value.problems
+    assert [p.split(": ", 1)[0] for p in problems] == [f"{path}:{n}" for n in (2, 4, 5, 6, 7)]
+    assert "not valid JSON" in problems[0]
+    assert "'puzzle' must be a non-empty string" in problems[1]
+    assert f"duplicate id {good['id']!r} (first on line 1)" in problems[2]
+    assert "missing ['solution']" in problems[3]
+    assert "expected a JSON object, got int" in problems[4]
+
+
+def test_every_bad_item_of_a_json_list_is_named_with_its_line(tmp_path: Path) -> None:
+    good = json.loads(FIXTURE.read_text().splitlines()[1])
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps([good, {"id": "x"}, good], indent=1))
+    with pytest.raises(ConfigError) as err:
+        ZebraTask().load(path)
+    first, second = err.value.problems
+    text = path.read_text().splitlines()
+    line = next(i for i, t in enumerate(text, 1) if '"id": "x"' in t)
+    assert first.startswith(f"{path}:{line - 1}: item 2: ") and "missing" in first
+    assert second.startswith(f"{path}:") and ": item 3: duplicate id" in second
+
+
+def test_the_list_of_bad_lines_is_capped(tmp_path: Path) -> None:
+    path = tmp_path / "many.jsonl"
+    path.write_text("".join(json.dumps({"id": f"r{i}", "puzzle": "p"}) + "\n" for i in range(60)))
+    with pytest.raises(ConfigError) as err:
+        ZebraTask().load(path)
+    assert len(err.value.problems) == 51
+    assert err.value.problems[49].startswith(f"{path}:50: ")
+    assert err.value.problems[-1] == "... and 10 more (the first 50 shown)"
