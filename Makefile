@@ -1,6 +1,8 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   - create .venv, install teamtr, run the main job: TeamTR on a team of tiny models (CPU)
-#   make test   - create .venv, install teamtr with test tools, run the test suite
+#   make test   - create .venv, install teamtr with test tools, run the test suite (minutes; the
+#                 slow end-to-end tests, marked `slow`, are left out)
+#   make test-all - everything, the slow tests too (what CI's .ci/run runs)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -9,7 +11,7 @@ PIP    := $(BIN)/pip --disable-pip-version-check
 # own keeps any other package from resolving a multi-GB CUDA build.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: demo test lint install install-dev clean
+.PHONY: demo test test-all golden lint install install-dev clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,8 +34,17 @@ install-dev: $(VENV)/.installed-dev
 demo: $(VENV)/.installed
 	$(BIN)/teamtr train --run-dir runs/teamtr-demo --overwrite
 
+# --durations keeps the budget visible: `make test` stays under 5 minutes on 2 cores.
 test: $(VENV)/.installed-dev
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "not slow" --durations=15
+
+test-all: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest --durations=25
+
+# Re-records tests/trainers/golden_learners.json after a change meant to change the numbers; it
+# prints every difference from the old file first (floats compared within rtol 1e-6).
+golden: $(VENV)/.installed-dev
+	$(BIN)/python tests/trainers/golden_learners.py
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .

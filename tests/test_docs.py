@@ -30,11 +30,25 @@ PAGES = [
 ]
 
 
+# Pages whose examples train teams (seconds to tens of seconds each): `make test-all` runs them.
+TRAINING_PAGES = {
+    "docs/adding-a-trainer.md",
+    "docs/policies.md",
+    "docs/callbacks.md",
+    "docs/coming-from-trl.md",
+    "docs/diagnostics.md",
+    "docs/swap.md",
+}
+
+
 def python_blocks(path: Path) -> list[str]:
     return re.findall(r"```python\n(.*?)```", path.read_text(encoding="utf-8"), flags=re.DOTALL)
 
 
-@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize(
+    "page",
+    [pytest.param(p, marks=pytest.mark.slow) if p in TRAINING_PAGES else p for p in PAGES],
+)
 def test_page_examples_run(page: str, tmp_path: Path) -> None:
     blocks = python_blocks(ROOT / page)
     assert blocks, f"{page} has no python example"
@@ -52,6 +66,7 @@ def test_adding_a_trainer_shows_the_plugin_file_verbatim() -> None:
     assert python_blocks(ROOT / "docs/adding-a-trainer.md")[0] == plugin.read_text("utf-8")
 
 
+@pytest.mark.slow
 def test_adding_a_trainer_cli_lines_run(tmp_path: Path) -> None:
     """Every line of the page's ```bash block runs (in a scratch directory) and exits 0."""
     page = (ROOT / "docs/adding-a-trainer.md").read_text(encoding="utf-8")

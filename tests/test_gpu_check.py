@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
 
 
+@pytest.mark.slow
 def test_cpu_mode_runs_every_check_and_writes_json(tmp_path: Path) -> None:
     out = tmp_path / "gpu.json"
     proc = subprocess.run(

@@ -174,6 +174,7 @@ def test_pipeline_study_aggregates_runs_over_seeds_and_fits_the_excess(
     assert scaling.pipeline_study(scaling.parse_args(["--quick"]), rng()) is None  # off in quick
 
 
+@pytest.mark.slow
 def test_one_pipeline_run_reads_the_trainers_diagnostics(
     scaling: ModuleType, tmp_path: Path
 ) -> None:

@@ -468,6 +468,11 @@ class TrainConfig:
             "two need their packages installed)"
         },
     )
+    plot: bool = _help(
+        "draw the learning curves into run_dir/curves.png at the end of the run (about 1 s; "
+        "metrics.jsonl holds the same numbers)",
+        True,
+    )
     logger_options: dict[str, dict[str, Any]] = field(
         default_factory=dict,
         metadata={

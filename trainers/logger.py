@@ -308,7 +308,18 @@ def plot_learning_curves(
         check_key(key)
     ncols = max(1, min(3, len(keys)))
     nrows = max(1, math.ceil(len(keys) / ncols))
-    fig = Figure(figsize=(4.5 * ncols, 3.2 * nrows), layout="constrained")
+    height = 3.2 * nrows
+    # A fixed grid, not layout="constrained": measuring every label's extent to lay out a
+    # 27-panel figure took 2.7 s of a 4 s test run, the fixed margins 0.1 s.
+    fig = Figure(figsize=(4.5 * ncols, height))
+    fig.subplots_adjust(
+        left=0.1 if ncols == 1 else 0.06,
+        right=0.98,
+        bottom=0.5 / height,
+        top=1 - 0.75 / height,
+        hspace=0.55,
+        wspace=0.35,
+    )
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax in axes[len(keys) :]:
         ax.set_axis_off()

@@ -268,11 +268,12 @@ def run_training(
     finally:
         logger.close()
     summary = _summary(config, trainer, extra, after, time.perf_counter() - t0, run_dir)
-    plot_learning_curves(
-        run_dir / "metrics.jsonl",
-        run_dir / "curves.png",
-        title=f"{trainer_spec(config.schedule.method).id} on {config.task}",
-    )
+    if config.plot:
+        plot_learning_curves(
+            run_dir / "metrics.jsonl",
+            run_dir / "curves.png",
+            title=f"{trainer_spec(config.schedule.method).id} on {config.task}",
+        )
     (run_dir / "summary.json").write_text(json.dumps(_finite(summary), indent=2, default=str))
     _print_summary(console, config, summary, run_dir)
     return summary
@@ -624,9 +625,9 @@ def _summary(
         "paths": {
             "run_dir": str(run_dir),
             "metrics": str(run_dir / "metrics.jsonl"),
-            "tensorboard": str(run_dir / "tb"),
+            "tensorboard": str(run_dir / "tb") if "tensorboard" in config.loggers else None,
             "checkpoints": str(run_dir / "checkpoints"),
-            "plot": str(run_dir / "curves.png"),
+            "plot": str(run_dir / "curves.png") if config.plot else None,
             "summary": str(run_dir / "summary.json"),
         },
     }
@@ -702,7 +703,8 @@ def _print_summary(
         f"rollouts {summary['totals'].get('rollouts', 0):.0f}, tokens {summary['totals'].get('tokens', 0):.0f}"
     )
     for name, path in summary["paths"].items():
-        console.print(f"  {name:12s} {path}")
+        if path is not None:
+            console.print(f"  {name:12s} {path}")
 
 
 def _finite(value: Any) -> Any:

@@ -36,9 +36,10 @@ SAFE_TO_CHANGE: tuple[str, ...] = (
     "torch_threads",
     "loggers",
     "logger_options",
+    "plot",
 )
 """Config keys a resume may change: they do not change what the run computes (progress bars, where
-the directory is, the CPU threads torch uses, and where metrics are sent)."""
+the directory is, the CPU threads torch uses, where metrics are sent, and the plot)."""
 
 ARTEFACTS: tuple[str, ...] = (
     "config.yaml",

@@ -59,6 +59,7 @@ class FailsOn:
         return [Generation("Answer: 1") for _ in prompts]
 
 
+@pytest.mark.slow
 def test_records_equal_the_local_runners_for_the_same_seeds(tiny_model_dir: Path) -> None:
     from adapters.hf import HFPolicy
 

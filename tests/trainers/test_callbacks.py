@@ -5,13 +5,12 @@ from __future__ import annotations
 import io
 import sys
 import types
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers_trainers import Recorder, TrainedRun, small
 from rich.console import Console
-from test_run import small
 
 from teamtr_core.errors import ConfigError
 from trainers.callbacks import Callback, EarlyStopping, load_callbacks
@@ -20,55 +19,17 @@ from trainers.run import run_training
 QUIET = Console(file=io.StringIO())
 
 
-class Recorder(Callback):
-    def __init__(self, stop_at: int | None = None) -> None:
-        self.updates: list[str] = []
-        self.stages: list[int] = []
-        self.evals: list[tuple[str, int]] = []
-        self.stop_at = stop_at
-
-    def on_update(self, record: Mapping[str, Any]) -> None:
-        self.updates.append(record["agent"])
-
-    def on_stage_end(self, stage: int, metrics: Mapping[str, float]) -> bool | None:
-        self.stages.append(stage)
-        assert "stage/reward_mean" in metrics
-        return stage == self.stop_at
-
-    def on_eval(self, prefix: str, stage: int, metrics: Mapping[str, float]) -> bool | None:
-        self.evals.append((prefix, stage))
-        return None
-
-
-class ListLogger:
-    def __init__(self) -> None:
-        self.steps: list[int] = []
-        self.closed = False
-
-    def log(self, metrics: Mapping[str, Any], step: int) -> None:
-        self.steps.append(step)
-
-    def close(self) -> None:
-        self.closed = True
-
-
-def test_callbacks_see_every_update_stage_and_evaluation(
-    tmp_path: Path, tiny_model_dir: Path
-) -> None:
-    recorder, extra = Recorder(), ListLogger()
-    cfg = small(tmp_path / "run", tiny_model_dir, eval__every=1)
-    summary = run_training(cfg, console=QUIET, callbacks=[recorder], loggers=[extra])
+def test_callbacks_see_every_update_stage_and_evaluation(trained: TrainedRun) -> None:
+    recorder, extra = trained.recorder, trained.logger  # passed to run_training by the fixture
     assert recorder.updates == ["solver", "critic", "aggregator"] * 2
     assert recorder.stages == [1, 2]
     assert recorder.evals == [("eval", 0), ("val", 1), ("val", 2), ("eval", 2)]
-    assert summary["stopped_early"] is None
+    assert trained.summary["stopped_early"] is None
     assert extra.steps == [0, 1, 2, 2] and extra.closed
 
 
-def test_a_callback_can_stop_the_run_and_the_summary_says_so(
-    tmp_path: Path, tiny_model_dir: Path
-) -> None:
-    cfg = small(tmp_path / "run", tiny_model_dir, schedule__stages=3)
+def test_a_callback_can_stop_the_run_and_the_summary_says_so(tmp_path: Path) -> None:
+    cfg = small(tmp_path / "run", schedule__stages=3)
     out = io.StringIO()
     summary = run_training(cfg, console=Console(file=out, width=200), callbacks=[Recorder(1)])
     assert summary["stages"] == 1 and summary["stopped_early"] == {"stage": 1, "by": "Recorder"}
@@ -84,16 +45,13 @@ def test_early_stopping_rule_and_config() -> None:
     with pytest.raises(ValueError, match="patience"):
         EarlyStopping("val/avg@4", patience=0)
     with pytest.raises(Exception, match="early_stop_patience needs eval.every"):
-        small(Path("unused"), Path("unused"), eval__early_stop_patience=2)
+        small(Path("unused"), eval__early_stop_patience=2)
 
 
-def test_early_stopping_from_the_config_stops_a_flat_run(
-    tmp_path: Path, tiny_model_dir: Path
-) -> None:
+def test_early_stopping_from_the_config_stops_a_flat_run(tmp_path: Path) -> None:
     # A fresh tiny model scores the same on validation stage after stage: patience 1 stops it.
     cfg = small(
         tmp_path / "run",
-        tiny_model_dir,
         schedule__stages=4,
         eval__every=1,
         eval__early_stop_patience=1,
@@ -114,7 +72,7 @@ def test_callbacks_by_import_path_report_every_problem() -> None:
 
 
 def test_wandb_and_mlflow_loggers_when_installed_and_a_clear_error_when_not(
-    tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[tuple[str, Any]] = []
 
@@ -137,7 +95,6 @@ def test_wandb_and_mlflow_loggers_when_installed_and_a_clear_error_when_not(
     monkeypatch.setitem(sys.modules, "mlflow", mlflow)
     cfg = small(
         tmp_path / "run",
-        tiny_model_dir,
         loggers=["wandb", "mlflow"],
         logger_options={
             "wandb": {"project": "p", "mode": "offline"},
@@ -153,4 +110,4 @@ def test_wandb_and_mlflow_loggers_when_installed_and_a_clear_error_when_not(
     assert not (tmp_path / "run" / "tb").exists()  # tensorboard was not asked for
     monkeypatch.setitem(sys.modules, "wandb", None)  # not installed
     with pytest.raises(ConfigError, match="pip install wandb"):
-        run_training(small(tmp_path / "other", tiny_model_dir, loggers=["wandb"]), console=QUIET)
+        run_training(small(tmp_path / "other", loggers=["wandb"]), console=QUIET)

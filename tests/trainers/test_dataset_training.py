@@ -27,6 +27,9 @@ TINY = {
     "schedule": {"stages": 1, "problems_per_batch": 2, "group_size": 2},
     "eval": {"problems": 4, "k": 2},
     "progress": False,
+    # No TensorBoard files or plot where a test does not read them (the plot alone took 2.7 s).
+    "loggers": [],
+    "plot": False,
 }
 
 

@@ -40,6 +40,7 @@ def test_teamtr_on_ray_samples_every_update_from_the_team_after_the_previous_one
     trainer.runner.shutdown()  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_teamtr_train_on_ray_from_the_cli(tmp_path: Path) -> None:
     from teamtr_env.cli import main
 

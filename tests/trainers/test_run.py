@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers_trainers import with_overrides
+from helpers_trainers import SMALL, TrainedRun, small
 from rich.console import Console
 
 from adapters.team import team_config_from_dict
@@ -21,29 +21,9 @@ from trainers.config import TrainConfig
 from trainers.logger import read_jsonl
 from trainers.run import StopTraining, load_checkpoint, run_training
 
-SMALL = {
-    # The old demo's one-digit sums: tiny contexts, and a test split of exactly 8 distinct sums.
-    "task": "teamtr/Arith-v0",
-    "task_options": {"digits": 1, "system_prompts": {"solver": "", "critic": "", "aggregator": ""}},
-    "sampling": {"max_new_tokens": 6},
-    "sft": {"problems": 8, "steps": 2, "batch_size": 8},
-    "schedule": {"stages": 2, "problems_per_batch": 2, "group_size": 2},
-    "eval": {"problems": 4, "k": 2},
-    "progress": False,
-}
 
-
-def small(run_dir: Path, tiny_model_dir: Path, **extra) -> TrainConfig:
-    # Each run builds its tiny model in its own (new, empty) run directory.
-    data = with_overrides(json.loads(json.dumps(SMALL)), extra)
-    return from_dict(TrainConfig, {**data, "run_dir": str(run_dir)})
-
-
-@pytest.mark.parametrize("method", ["teamtr", "naive_sequential", "joint"])
-def test_every_schedule_runs_end_to_end(method: str, tmp_path: Path, tiny_model_dir: Path) -> None:
-    cfg = small(tmp_path / method, tiny_model_dir, schedule__method=method)
-    summary = run_training(cfg, console=Console(file=io.StringIO()))
-    run_dir = Path(cfg.run_dir)
+def _check_finished_run(run_dir: Path, summary: dict) -> None:
+    """What every finished two-stage SMALL run with TensorBoard and the plot on leaves behind."""
     for name in (
         "metrics.jsonl",
         "curves.png",
@@ -62,22 +42,48 @@ def test_every_schedule_runs_end_to_end(method: str, tmp_path: Path, tiny_model_
     assert "stage/kl_tok_mean" in records[1] and "agent/solver/beta" in records[1]
     saved = json.loads((run_dir / "summary.json").read_text())
     assert saved["paths"]["plot"].endswith("curves.png")
+    assert saved["paths"]["tensorboard"].endswith("tb")
+
+
+def test_a_teamtr_run_writes_every_file(trained: TrainedRun) -> None:
+    _check_finished_run(trained.run_dir, trained.summary)
+    assert trained.summary["method"] == "teamtr/TeamTR-v0"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["naive_sequential", "joint"])
+def test_every_schedule_runs_end_to_end(method: str, tmp_path: Path) -> None:
+    cfg = small(tmp_path / method, schedule__method=method, loggers=["tensorboard"], plot=True)
+    summary = run_training(cfg, console=Console(file=io.StringIO()))
+    _check_finished_run(Path(cfg.run_dir), summary)
+
+
+def test_without_loggers_and_plot_a_run_writes_neither(tmp_path: Path) -> None:
+    cfg = small(tmp_path / "bare", schedule__stages=1, sft=None, eval__train_distribution=False)
+    out = io.StringIO()
+    summary = run_training(cfg, console=Console(file=out, width=200))
+    assert not (tmp_path / "bare" / "tb").exists()
+    assert not (tmp_path / "bare" / "curves.png").exists()
+    assert summary["paths"]["plot"] is None and summary["paths"]["tensorboard"] is None
+    assert "curves.png" not in out.getvalue() and "metrics.jsonl" in out.getvalue()
 
 
 def test_resume_after_a_crash_equals_the_uninterrupted_run(
-    tmp_path: Path, tiny_model_dir: Path
+    trained: TrainedRun, tmp_path: Path
 ) -> None:
     quiet = Console(file=io.StringIO())
-    full = run_training(small(tmp_path / "full", tiny_model_dir), console=quiet)
-    crashed_cfg = small(tmp_path / "crashed", tiny_model_dir)
+    full = trained.summary
+    crashed_cfg = trained.same_config(tmp_path / "crashed")
     with pytest.raises(StopTraining):
         run_training(crashed_cfg, console=quiet, stop_after=1)
     assert load_checkpoint(Path(crashed_cfg.run_dir))["trainer"]["stage"] == 1
     resumed = run_training(crashed_cfg, resume=True, console=quiet)
+    # Bit for bit on purpose: both runs are in this process on this CPU, with the same kernels in
+    # the same order, and resuming promises the uninterrupted run's exact numbers.
     assert resumed["after"] == full["after"] and resumed["before"] == full["before"]
     for key in ("kl_raw", "beta", "l_seq"):
         assert [u[key] for u in resumed["updates"]] == [u[key] for u in full["updates"]]
-    a = load_checkpoint(tmp_path / "full")["trainer"]["slots"]
+    a = load_checkpoint(trained.run_dir)["trainer"]["slots"]
     b = load_checkpoint(Path(crashed_cfg.run_dir))["trainer"]["slots"]
     for agent in a:
         for name, tensor in a[agent]["policy"].items():
@@ -116,12 +122,9 @@ def test_cli_config_file_and_schema(tmp_path: Path, capsys) -> None:
     assert '"trust_region"' in capsys.readouterr().out
 
 
-def test_model_selection_uses_validation_and_final_eval_uses_test(
-    tmp_path: Path, tiny_model_dir: Path
-) -> None:
+def test_model_selection_uses_validation_and_final_eval_uses_test(tmp_path: Path) -> None:
     cfg = small(
         tmp_path / "select",
-        tiny_model_dir,
         eval__every=1,
         eval__select="best_validation",
     )
@@ -136,12 +139,12 @@ def test_model_selection_uses_validation_and_final_eval_uses_test(
     assert (run_dir / "checkpoints" / "best.pt").exists()
 
 
-def test_training_on_held_out_problems_is_refused(tmp_path: Path, tiny_model_dir: Path) -> None:
+def test_training_on_held_out_problems_is_refused(tmp_path: Path) -> None:
     from tasks import Problem, save_problems
 
     data = tmp_path / "test.jsonl"
     save_problems(data, [Problem(id="x", data={"expression": "1 + 1"}, answer=2, split="test")])
-    cfg = small(tmp_path / "refuse", tiny_model_dir, task_options={"data_path": str(data)})
+    cfg = small(tmp_path / "refuse", task_options={"data_path": str(data)})
     with pytest.raises(Exception, match="training on held-out data is refused"):
         run_training(cfg, console=Console(file=io.StringIO()))
 
@@ -160,7 +163,7 @@ def test_generated_splits_keep_evaluation_disjoint_from_training(tmp_path: Path)
     assert not train_ids & test_ids
 
 
-def test_the_default_run_is_the_pipeline_relay(tmp_path: Path, tiny_model_dir: Path) -> None:
+def test_the_default_run_is_the_pipeline_relay(tmp_path: Path) -> None:
     defaults = TrainConfig()
     assert defaults.task == "teamtr/Pipeline-v0" and defaults.schedule.budget == "disjoint"
     data = {k: v for k, v in SMALL.items() if k not in ("task", "task_options")}
@@ -181,23 +184,18 @@ def test_select_best_needs_periodic_validation() -> None:
         from_dict(TrainConfig, {"eval": {"select": "best_validation"}})
 
 
-def test_behaviour_cloning_cache_is_reused_with_the_same_result(
-    tmp_path: Path, tiny_model_dir: Path
-) -> None:
+def test_behaviour_cloning_cache_is_reused_with_the_same_result(tmp_path: Path) -> None:
     quiet = Console(file=io.StringIO())
     cache = tmp_path / "bc-cache"
-    first = run_training(
-        small(tmp_path / "a", tiny_model_dir, sft__cache_dir=str(cache)), console=quiet
-    )
+    # One stage and no training-split evaluation: behaviour cloning is what is tested here.
+    short = {"schedule__stages": 1, "eval__train_distribution": False}
+    first = run_training(small(tmp_path / "a", sft__cache_dir=str(cache), **short), console=quiet)
     assert len(list(cache.glob("bc-*.pt"))) == 1 and "cached" not in first["sft"]
-    second = run_training(
-        small(tmp_path / "b", tiny_model_dir, sft__cache_dir=str(cache)), console=quiet
-    )
+    second = run_training(small(tmp_path / "b", sft__cache_dir=str(cache), **short), console=quiet)
     assert second["sft"]["cached"].startswith(str(cache))
-    assert second["before"] == first["before"]
+    assert second["before"] == first["before"]  # the same weights, in this process: exactly
     other = run_training(
-        small(tmp_path / "c", tiny_model_dir, sft__cache_dir=str(cache), sft__steps=3),
-        console=quiet,
+        small(tmp_path / "c", sft__cache_dir=str(cache), sft__steps=3, **short), console=quiet
     )
     assert "cached" not in other["sft"] and len(list(cache.glob("bc-*.pt"))) == 2
 
@@ -250,10 +248,10 @@ def test_one_sampling_section_old_keys_still_load_and_a_team_inherits_the_runs()
 
 
 def test_piped_run_prints_a_line_per_stage_and_counts_distinct_eval_problems(
-    tmp_path: Path, tiny_model_dir: Path
+    tmp_path: Path,
 ) -> None:
     # One-digit sums: the test and validation splits hold 8 distinct problems, the train split 84.
-    cfg = small(tmp_path / "piped", tiny_model_dir, eval__problems=100, eval__every=1)
+    cfg = small(tmp_path / "piped", eval__problems=100, eval__every=1)
     out = io.StringIO()
     summary = run_training(cfg, console=Console(file=out, width=200))  # not a terminal
     assert summary["eval_problems_distinct"] == 8 and summary["train_eval_problems_distinct"] == 84
@@ -272,10 +270,8 @@ def test_piped_run_prints_a_line_per_stage_and_counts_distinct_eval_problems(
     assert "train split evaluation: 84 distinct problems" in text
 
 
-def test_a_terminal_keeps_the_progress_bars_instead_of_stage_lines(
-    tmp_path: Path, tiny_model_dir: Path
-) -> None:
-    cfg = small(tmp_path / "tty", tiny_model_dir, progress=True)
+def test_a_terminal_keeps_the_progress_bars_instead_of_stage_lines(tmp_path: Path) -> None:
+    cfg = small(tmp_path / "tty", progress=True, sft=None, eval__train_distribution=False)
     out = io.StringIO()
     run_training(cfg, console=Console(file=out, width=200, force_terminal=True))
     assert "teamtr/TeamTR-v0 stages" in out.getvalue() and "stage 1/2:" not in out.getvalue()
@@ -307,7 +303,7 @@ def test_training_honours_a_team_configs_per_agent_sampling(
         },
         "sampling": {"temperature": 1.0, "max_new_tokens": 6},
     }
-    cfg = small(tmp_path, tiny_model_dir, team=team, sft=None, schedule__stages=1)
+    cfg = small(tmp_path, team=team, sft=None, schedule__stages=1)
     expected = {
         "solver": SamplingParams(temperature=1.0, max_new_tokens=6),
         "critic": SamplingParams(temperature=0.5, max_new_tokens=6),
@@ -328,7 +324,7 @@ def test_training_honours_a_team_configs_per_agent_sampling(
     temps = {a: s.score_temperature for a, s in trainer.agent_settings.items()}
     assert temps == {"solver": 1.0, "critic": 0.5, "aggregator": 1.0}
     # Without a team config every agent gets the run's temperature and message length.
-    plain = small(tmp_path / "plain", tiny_model_dir)
+    plain = small(tmp_path / "plain")
     shared = SamplingParams(temperature=0.8, max_new_tokens=6)
     assert plain.sampling == shared
     assert agent_sampling(plain, ["solver", "critic"]) == {"solver": shared, "critic": shared}

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers_trainers import TrainedRun, small
 from rich.console import Console
-from test_run import small
 
 from teamtr_core.errors import ConfigError
 from teamtr_env.cli import main
@@ -20,8 +20,8 @@ from trainers.run import StopTraining, load_checkpoint, run_training
 QUIET = Console(file=io.StringIO())
 
 
-def _crashed(run_dir: Path, tiny_model_dir: Path, stop_after: int = 1, **extra):  # type: ignore[no-untyped-def]
-    cfg = small(run_dir, tiny_model_dir, **extra)
+def _crashed(run_dir: Path, stop_after: int = 1, **extra):  # type: ignore[no-untyped-def]
+    cfg = small(run_dir, **extra)
     with pytest.raises(StopTraining):
         run_training(cfg, console=QUIET, stop_after=stop_after)
     return cfg
@@ -31,14 +31,11 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
-def test_a_resume_that_changes_the_results_is_refused_with_every_difference(
-    tmp_path: Path, tiny_model_dir: Path
-) -> None:
-    cfg = _crashed(tmp_path / "run", tiny_model_dir)
+def test_a_resume_that_changes_the_results_is_refused_with_every_difference(tmp_path: Path) -> None:
+    cfg = _crashed(tmp_path / "run")
     before = _snapshot(tmp_path / "run")
     changed = small(
         tmp_path / "run",
-        tiny_model_dir,
         schedule__method="naive_sequential",
         optim__lr=1e-3,
         tiny_model__hidden_size=64,
@@ -51,18 +48,16 @@ def test_a_resume_that_changes_the_results_is_refused_with_every_difference(
     assert "config.yaml" in text and "stage_0001.pt" in text  # both records are checked
     assert _snapshot(tmp_path / "run") == before  # nothing written, config.yaml kept
     # Safe keys may change: the resume goes through.
-    safe = small(tmp_path / "run", tiny_model_dir, progress=True)
+    safe = small(tmp_path / "run", progress=True)
     assert run_training(safe, resume=True, console=QUIET)["stages"] == cfg.schedule.stages
 
 
-def test_a_used_run_directory_is_refused_and_overwrite_replaces_it(
-    tmp_path: Path, tiny_model_dir: Path
-) -> None:
+def test_a_used_run_directory_is_refused_and_overwrite_replaces_it(tmp_path: Path) -> None:
     # The old seed-0 run was killed after stage 1; a new seed-1 run must not pick it up.
     run = tmp_path / "run"
-    _crashed(run, tiny_model_dir)
+    _crashed(run, loggers=["tensorboard"])
     before = _snapshot(run)
-    seed1 = small(run, tiny_model_dir, seed=1)
+    seed1 = small(run, seed=1, loggers=["tensorboard"])
     with pytest.raises(ConfigError, match="already holds a run .*--resume.*--overwrite"):
         run_training(seed1, console=QUIET)
     assert _snapshot(run) == before
@@ -82,28 +77,30 @@ def test_a_used_run_directory_is_refused_and_overwrite_replaces_it(
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "notes.txt").write_text("x")
     with pytest.raises(ConfigError, match="already holds other files"):
-        run_training(small(tmp_path / "other", tiny_model_dir), console=QUIET)
+        run_training(small(tmp_path / "other"), console=QUIET)
 
 
-def test_a_rejected_config_writes_nothing(tmp_path: Path, tiny_model_dir: Path) -> None:
+def test_a_rejected_config_writes_nothing(tmp_path: Path) -> None:
     team = {"agents": {"solver": {"backend": "random"}}}  # critic and aggregator have no policy
-    cfg = small(tmp_path / "new", tiny_model_dir, team=team)
+    cfg = small(tmp_path / "new", team=team)
     with pytest.raises(ConfigError, match="agent 'critic' has no policy"):
         run_training(cfg, console=QUIET)
     assert not (tmp_path / "new").exists()
     # A rejected resume leaves the run as it was.
-    _crashed(tmp_path / "run", tiny_model_dir)
+    _crashed(tmp_path / "run")
     before = _snapshot(tmp_path / "run")
     with pytest.raises(ConfigError):
-        run_training(small(tmp_path / "run", tiny_model_dir, team=team), resume=True, console=QUIET)
+        run_training(small(tmp_path / "run", team=team), resume=True, console=QUIET)
     assert _snapshot(tmp_path / "run") == before
 
 
 def test_a_truncated_latest_checkpoint_falls_back_to_the_previous_one(
-    tmp_path: Path, tiny_model_dir: Path
+    trained: TrainedRun, tmp_path: Path
 ) -> None:
-    full = run_training(small(tmp_path / "full", tiny_model_dir), console=QUIET)
-    cfg = _crashed(tmp_path / "crashed", tiny_model_dir, stop_after=2)
+    full = trained.summary
+    cfg = trained.same_config(tmp_path / "crashed")
+    with pytest.raises(StopTraining):
+        run_training(cfg, console=QUIET, stop_after=2)
     folder = tmp_path / "crashed" / "checkpoints"
     newest = folder / "stage_0002.pt"
     newest.write_bytes(newest.read_bytes()[:1000])
@@ -190,11 +187,9 @@ def test_plain_turns_numpy_into_data_a_weights_only_load_accepts(tmp_path: Path)
     assert torch.equal(loaded["t"], torch.ones(2))
 
 
-def test_cli_resume_reads_the_runs_own_config_and_refuses_changes(
-    tmp_path: Path, tiny_model_dir: Path, capsys
-) -> None:
+def test_cli_resume_reads_the_runs_own_config_and_refuses_changes(tmp_path: Path, capsys) -> None:
     run = tmp_path / "run"
-    _crashed(run, tiny_model_dir, sft__steps=3)  # not the CLI's default config
+    _crashed(run, sft__steps=3)  # not the CLI's default config
     assert main(["train", "--run-dir", str(run)]) == 2
     assert "already holds a run" in capsys.readouterr().err
     assert main(["train", "--resume", "--run-dir", str(run), "--set", "optim.lr=0.5"]) == 2

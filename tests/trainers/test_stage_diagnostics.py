@@ -192,6 +192,7 @@ def test_helpers() -> None:
 
 
 # -- against the exact game --------------------------------------------------------------------
+@pytest.mark.slow
 def test_d_occ_estimates_the_exact_drift_within_its_noise_floor() -> None:
     """The run's D_occ over (turn, observed symbol) against the exact drift of the same teams;
     an estimated TV is biased upward by sampling noise, by about its measured noise floor."""
@@ -292,6 +293,7 @@ def test_a_full_run_logs_diagnostics_to_jsonl_tensorboard_and_summary(tmp_path: 
         "schedule": {"stages": 2, "problems_per_batch": 2, "group_size": 2},
         "eval": {"problems": 4, "k": 2},
         "progress": False,
+        "plot": False,
         "diagnostics": "full",
         "run_dir": str(tmp_path / "run"),
     }
