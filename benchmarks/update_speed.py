@@ -102,6 +102,8 @@ def teamtr_steps(model_dir: Path, steps: int, *, epochs: int, trust_region: bool
             {
                 "step_s": wall,
                 "rollout_s": m.get("stage/rollout_s", 0.0),
+                # The whole rollout (environments, prompts, sampling, grading), not generate alone.
+                "gen_tokens_per_s": m["stage/tokens"] / max(m.get("stage/rollout_s", 0.0), 1e-9),
                 "update_s": m.get("stage/update_s", 0.0),
                 "monitor_s": m.get("stage/monitor_s", 0.0),
                 "reward": m["stage/reward_mean"],
@@ -214,8 +216,77 @@ def multi_turn_scoring(problems: int) -> dict:
     return out
 
 
+TRL_SETTINGS: dict[str, Any] = {
+    # Every GRPOConfig option whose default differs from teamtr's update, set to teamtr's:
+    "bf16": False,  # TRL's default autocasts to bf16 (slow on CPUs without fast bf16)
+    "fp16": False,
+    "gradient_checkpointing": False,  # TRL's default recomputes activations
+    "optim": "adamw_torch",  # teamtr: torch.optim.AdamW (TRL's default is the fused kernel)
+    "lr_scheduler_type": "constant",  # TRL's default decays linearly
+    "disable_dropout": True,
+    "num_iterations": 1,  # one optimizer step per generation batch (optim.epochs=1)
+    "beta": 0.0,  # no reference model (teamtr's ref_kl_coef=0)
+    "epsilon": 0.2,  # the ratio clip (optim.ratio_clip)
+    "scale_rewards": "group",  # group-standardised advantages
+    "weight_decay": 0.0,
+    "max_grad_norm": 1.0,
+    "top_k": 0,
+    "top_p": 1.0,
+    "torch_compile": False,
+    "use_liger_kernel": False,
+}
+"""GRPOConfig options set for equal settings; the JSON records the trainer's effective values."""
+
+TRL_REPORTED = (
+    *TRL_SETTINGS,
+    "loss_type",
+    "learning_rate",
+    "per_device_train_batch_size",
+    "num_generations",
+    "steps_per_generation",
+    "gradient_accumulation_steps",
+    "max_completion_length",
+    "temperature",
+    "use_cpu",
+    "use_vllm",
+)
+
+
+def _effective(args: Any, keys: tuple[str, ...]) -> dict[str, Any]:
+    """``args``' values of ``keys`` as plain JSON data (enums by value)."""
+    out = {}
+    for key in keys:
+        value = getattr(args, key, None)
+        out[key] = getattr(value, "value", value)
+    return out
+
+
+def _timed_generate(model: Any, eos_id: int, record: dict[str, float]) -> None:
+    """Wraps ``model.generate`` to add its wall time and the completion tokens it sampled (up to
+    and including the first EOS, as teamtr counts them) to ``record``."""
+    inner = model.generate
+
+    def generate(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        out = inner(*args, **kwargs)
+        record["seconds"] += time.perf_counter() - t0
+        width = kwargs["input_ids"].shape[1] if "input_ids" in kwargs else args[0].shape[1]
+        new = out[:, width:]
+        is_eos = new == eos_id
+        first = torch.where(is_eos.any(1), is_eos.int().argmax(1) + 1, new.shape[1])
+        record["tokens"] += float(first.sum())
+        record["calls"] += 1
+        return out
+
+    model.generate = generate
+
+
 def trl_steps(model_dir: Path, steps: int) -> dict | None:
-    """TRL's GRPOTrainer on the same model, prompts, reward and settings (None: not installed)."""
+    """TRL's GRPOTrainer on the same model, prompts, reward and settings (None: not installed).
+
+    Every option whose default differs from teamtr's is set (:data:`TRL_SETTINGS`), and the
+    returned ``settings`` are the trainer's effective values. ``gen_tokens_per_s`` times the
+    model's ``generate`` calls alone (teamtr's figure includes its whole rollout)."""
     try:
         from datasets import Dataset
         from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
@@ -248,29 +319,26 @@ def trl_steps(model_dir: Path, steps: int) -> dict | None:
 
     out = tempfile.mkdtemp(prefix="trl-")
     config = GRPOConfig(
+        **TRL_SETTINGS,
         output_dir=out,
         per_device_train_batch_size=PROMPTS * GENERATIONS,
         num_generations=GENERATIONS,
         steps_per_generation=1,
         max_completion_length=NEW_TOKENS,
         temperature=TEMPERATURE,
-        top_k=0,
-        top_p=1.0,
         learning_rate=LR,
-        num_iterations=1,
-        beta=0.0,
         max_steps=steps + 1,
         use_cpu=True,
         report_to="none",
         logging_steps=10_000,
         save_strategy="no",
         shuffle_dataset=False,
-        lr_scheduler_type="constant",
-        disable_dropout=True,
         seed=0,
     )
     tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True)
+    generation = {"seconds": 0.0, "tokens": 0.0, "calls": 0}
+    _timed_generate(model, tokenizer.eos_token_id, generation)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=reward,
@@ -279,8 +347,23 @@ def trl_steps(model_dir: Path, steps: int) -> dict | None:
         processing_class=tokenizer,
         callbacks=[Clock()],
     )
+    warm: dict[str, float] = {}
+
+    class WarmUp(TrainerCallback):  # type: ignore[misc]
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if not warm:  # the first step warms up: its generation is not counted
+                warm.update(generation)
+
+    trainer.add_callback(WarmUp())
     trainer.train()
-    return {"step_s": statistics.median(times[1:])}
+    seconds = generation["seconds"] - warm.get("seconds", 0.0)
+    tokens = generation["tokens"] - warm.get("tokens", 0.0)
+    return {
+        "step_s": statistics.median(times[1:]),
+        "gen_tokens_per_s": tokens / seconds if seconds > 0 else None,
+        "generate_calls": generation["calls"],
+        "settings": _effective(trainer.args, TRL_REPORTED),
+    }
 
 
 def main() -> int:
@@ -300,7 +383,11 @@ def main() -> int:
         default=10,
         help="shipped updates over which the KL-check flip rates are measured (0 = skip)",
     )
+    parser.add_argument(
+        "--digits", type=int, default=1, help="operand digits of the sums (1: one-digit sums)"
+    )
     args = parser.parse_args()
+    OPTIONS["digits"] = args.digits
     torch.set_num_threads(1)
     console = Console()
     model_dir = args.model or build_tiny_model(Path(tempfile.mkdtemp()) / "tiny")
@@ -314,14 +401,18 @@ def main() -> int:
         "as shipped (4 epochs)": teamtr_steps(model_dir, args.steps, epochs=4, trust_region=True),
     }
     trl = trl_steps(model_dir, args.steps)
+    if trl is None:
+        console.print("TRL arm skipped: trl is not installed (.venv/bin/pip install trl)")
+    sums = "one-digit" if args.digits == 1 else f"{args.digits}-digit"
     table = Table(
         title=f"s/step: {PROMPTS} prompts x {GENERATIONS} generations, {NEW_TOKENS} new tokens, "
-        f"one-digit sums, median of {args.steps}"
+        f"{sums} sums, median of {args.steps}; TRL at equal settings (fp32, no checkpointing)"
     )
     for column in (
         "teamtr setting",
         "s/step",
         "sampling s",
+        "gen tok/s",
         "update s",
         "KL check s",
         "TRL s/step",
@@ -334,12 +425,19 @@ def main() -> int:
             name,
             f"{r['step_s']:.3f}",
             f"{r['rollout_s']:.3f}",
+            f"{r['gen_tokens_per_s']:.0f}",
             f"{r['update_s']:.3f}",
             f"{r['monitor_s']:.3f}",
             f"{trl['step_s']:.3f}" if trl else "not installed",
             ratio,
         )
     console.print(table)
+    if trl:
+        console.print(
+            f"generation: teamtr {rows['trust region on, 1 epoch']['gen_tokens_per_s']:.0f} "
+            f"tokens/s (its whole rollout), TRL {trl['gen_tokens_per_s'] or 0:.0f} tokens/s "
+            f"(generate alone)"
+        )
     multi = multi_turn_scoring(args.multi_turn_problems) if args.multi_turn_problems else None
     if multi:
         console.print(
@@ -369,12 +467,17 @@ def main() -> int:
             "temperature": TEMPERATURE,
             "lr": LR,
             "steps": args.steps,
+            "digits": args.digits,
         },
         "teamtr": rows,
         "trl": trl,
         "kl_check_flip_rates": flips,
         "multi_turn_scoring": multi,
         "ratio_vs_trl": rows["trust region on, 1 epoch"]["step_s"] / trl["step_s"] if trl else None,
+        "gen_tokens_per_s": {
+            "teamtr": rows["trust region on, 1 epoch"]["gen_tokens_per_s"],
+            "trl": trl["gen_tokens_per_s"] if trl else None,
+        },
         "ratio_vs_trl_no_tr": (
             rows["no trust region, 1 epoch"]["step_s"] / trl["step_s"] if trl else None
         ),

@@ -392,3 +392,32 @@ def test_a_groups_shared_prompt_runs_once_with_the_same_logprobs(tiny_model_dir:
     assert calls_a == [3, 12] and calls_b == [12]  # the 3 prompts once, then the 12 completions
     assert torch.isfinite(a).all() and torch.allclose(a, b, atol=1e-5)
     assert all(torch.allclose(x, y, atol=1e-5) for x, y in zip(grads_a, grads_b))
+
+
+def test_a_groups_shared_prompt_is_prefilled_once_with_the_same_samples(policy: HFPolicy) -> None:
+    """G samples each of three prompts of different lengths: each distinct prompt runs through
+    the model once (but its last token), its keys and values serve its copies, and the samples
+    are those of the plain path (seeded and greedy), with the same token ids."""
+    prompts = [
+        p for p in ("Compute: 1 + 2\n", "Say hi to the team please\n", "x\n") for _ in range(4)
+    ]
+    seeded = SamplingParams(temperature=1.0, max_new_tokens=6, seed=3)
+    seen: list[tuple[int, ...]] = []
+    hook = policy.model.model.register_forward_pre_hook(
+        lambda module, args, kwargs: seen.append(tuple(kwargs["input_ids"].shape)),
+        with_kwargs=True,
+    )
+    try:
+        policy.generate(prompts, seeded)
+    finally:
+        hook.remove()
+    width = max(len(policy.prompt_ids(p)) for p in prompts)
+    assert seen[0] == (3, width - 1) and set(seen[1:]) == {(12, 1)}  # prefill once, then 1 token
+    plain = HFPolicy(policy.model, policy.tokenizer)
+    plain._shared_prefill = lambda *args: None  # type: ignore[method-assign]
+    for sampling in (seeded, SamplingParams(temperature=0.0, max_new_tokens=6)):
+        a, b = policy.generate(prompts, sampling), plain.generate(prompts, sampling)
+        assert [g.token_ids for g in a] == [g.token_ids for g in b]
+    # Mostly distinct prompts take the plain path: there is nothing to share.
+    ids = [policy.prompt_ids(p) for p in ("a\n", "bb\n", "ccc\n", "dddd\n")]
+    assert policy._shared_prefill(ids, torch.empty(0), torch.empty(0)) is None
