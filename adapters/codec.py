@@ -76,10 +76,10 @@ class PromptCodec:
         The message is then ``clipped`` unless it holds an EOS or a stop string anyway (one that
         ended exactly at the limit was not cut off).
         """
-        eos = self.eos_id
-        ended = eos is not None and eos in new_ids
-        if eos is not None and ended:
-            new_ids = new_ids[: new_ids.index(eos) + 1]
+        ended = False
+        if self.eos_id is not None and self.eos_id in new_ids:
+            new_ids = new_ids[: new_ids.index(self.eos_id) + 1]
+            ended = True
         text = self.tokenizer.decode(new_ids, skip_special_tokens=True)
         hits = [text.find(s) for s in stop if s and s in text]
         if not hits:

@@ -151,8 +151,9 @@ def clipped_warnings(
                 f"{share:.0%} of {agent}'s messages in the evaluation before training hit the "
                 f"token limit (sampling.max_new_tokens = {params.max_new_tokens}) without an end "
                 "token: its messages are being cut off. Raise sampling.max_new_tokens (e.g. "
-                "--set sampling.max_new_tokens=N) to at least the longest answer in tokens plus "
-                "one for the end token."
+                "--set sampling.max_new_tokens=N; with a team config, the agent's own sampling "
+                "section if it sets one) to at least the longest answer in tokens plus one for "
+                "the end token."
             )
     return lines
 
