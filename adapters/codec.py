@@ -63,19 +63,27 @@ class PromptCodec:
             return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
         return [int(t) for t in completion]
 
-    def finish(self, new_ids: list[int], stop: tuple[str, ...] = ()) -> Generation:
+    def finish(
+        self, new_ids: list[int], stop: tuple[str, ...] = (), *, at_limit: bool = False
+    ) -> Generation:
         """The message from sampled token ids: cut after the first EOS (which belongs to the
         message), decode without special tokens, then cut at the first stop string.
 
         With a stop string, the token ids end at the token that completes it (the policy produced
         those tokens) and the text ends before it.
+
+        ``at_limit``: sampling stopped because it ran out of tokens (the backend's length limit).
+        The message is then ``clipped`` unless it holds an EOS or a stop string anyway (one that
+        ended exactly at the limit was not cut off).
         """
+        ended = False
         if self.eos_id is not None and self.eos_id in new_ids:
             new_ids = new_ids[: new_ids.index(self.eos_id) + 1]
+            ended = True
         text = self.tokenizer.decode(new_ids, skip_special_tokens=True)
         hits = [text.find(s) for s in stop if s and s in text]
         if not hits:
-            return Generation(text, tuple(new_ids))
+            return Generation(text, tuple(new_ids), clipped=at_limit and not ended)
         cut = min(hits)
         for n in range(1, len(new_ids) + 1):
             prefix = self.tokenizer.decode(new_ids[:n], skip_special_tokens=True)

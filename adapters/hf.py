@@ -177,7 +177,9 @@ class HFPolicy:
 
     @torch.no_grad()
     def generate(self, prompts: Sequence[str], sampling: SamplingParams) -> list[Generation]:
-        """Samples one message per prompt (see the module docstring for the rules)."""
+        """Samples one message per prompt (see the module docstring for the rules). A message
+        that ran out of tokens (``max_new_tokens``, or the room the context window leaves after
+        its prompt) without an EOS or a stop string is marked ``clipped``."""
         out: list[Generation] = []
         ids_of = {p: self.prompt_ids(p) for p in dict.fromkeys(prompts)}  # a group's prompt once
         with _eval_mode(self.model), _seeded(sampling.seed, self.device):
@@ -205,7 +207,14 @@ class HFPolicy:
             eos_token_id=self.eos_id,
             **cache,
         )
-        return [self.codec.finish(row[width:].tolist(), sampling.stop) for row in sequences]
+        # Every row is as long as the longest; a row without an EOS ran to the end, so the chunk
+        # reaching max_new (the message limit, or the room the window leaves) means those rows
+        # were clipped. max_new_tokens alone is not the limit: a long prompt leaves less room.
+        at_limit = sequences.shape[1] - width >= max_new
+        return [
+            self.codec.finish(row[width:].tolist(), sampling.stop, at_limit=at_limit)
+            for row in sequences
+        ]
 
     def _shared_prefill(
         self, chunk: list[list[int]], input_ids: torch.Tensor, attention: torch.Tensor

@@ -4,7 +4,8 @@ The trainer keeps training an ``HFPolicy``; a ``VLLMPolicy`` serves its rollouts
 trainer's weights after every update (:meth:`VLLMPolicy.sync_weights`). Prompts are rendered to
 token ids by the same :class:`~adapters.codec.PromptCodec` as ``HFPolicy`` and passed to vLLM as
 token prompts, so both backends condition on identical tokens, and messages are finished by the
-same rule (EOS kept in the token ids, stop strings cut).
+same rule (EOS kept in the token ids, stop strings cut, ``clipped`` when vLLM stopped at the
+length limit: ``finish_reason == "length"``).
 
 Install with ``pip install -e ".[models,vllm]"`` on a CUDA machine. ``benchmarks/vllm_check.py``
 checks this backend against ``HFPolicy`` on a GPU (distribution match, tokens/s).
@@ -107,7 +108,15 @@ class VLLMPolicy:
         token_prompts = [{"prompt_token_ids": self.codec.prompt_ids(p)} for p in prompts]
         params = to_vllm_sampling(sampling, len(prompts), self.vllm)
         outputs = self.llm.generate(token_prompts, params, use_tqdm=False)
-        return [self.codec.finish(list(o.outputs[0].token_ids), sampling.stop) for o in outputs]
+        # finish_reason "length": vLLM stopped at max_tokens (or the model's length limit).
+        return [
+            self.codec.finish(
+                list(o.outputs[0].token_ids),
+                sampling.stop,
+                at_limit=getattr(o.outputs[0], "finish_reason", None) == "length",
+            )
+            for o in outputs
+        ]
 
     def sync_weights(self, source: Any) -> int:
         """Loads new weights into the engine after a trainer update.

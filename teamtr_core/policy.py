@@ -121,10 +121,15 @@ class Generation:
     Attributes:
         text: the decoded message.
         token_ids: the sampled token ids (empty for policies without a tokenizer).
+        clipped: generation stopped at the token limit (``SamplingParams.max_new_tokens``, or
+            the room left in the model's context window) without an end token or a stop string:
+            the message was probably cut off. Always ``False`` for policies without a token
+            budget (scripted, tabular).
     """
 
     text: str
     token_ids: tuple[int, ...] = ()
+    clipped: bool = False
 
 
 @runtime_checkable

@@ -23,6 +23,7 @@ from teamtr_core.policy import Policy, SamplingParams
 from teamtr_env.baselines import PROTOCOL_PARAMS, PROTOCOLS, InferenceProtocol, build_protocol
 from teamtr_env.env import TeamEnv
 from teamtr_env.evaluation import (
+    CLIPPED_WARN_RATIO,
     MAX_EVAL_EPISODES,
     MAX_EVAL_MESSAGES,
     EvalReport,
@@ -697,6 +698,9 @@ def _eval_one(
             "max_context_chars=N (transcripts mark these episodes context_truncated: true)",
             highlight=False,
         )
+    clipped_line = _clipped_line(report.clipped_ratio, runner)
+    if clipped_line:
+        console.print(clipped_line, highlight=False)
     payload = {
         "task": args.task_id,
         "policy": None if args.team else args.policy,
@@ -712,6 +716,24 @@ def _eval_one(
         **report.to_dict(),
     }
     return payload, report
+
+
+def _clipped_line(ratios: dict[str, float], runner: Runner) -> str | None:
+    """Each agent's share of messages that hit the token limit, when any did; a warning when
+    one agent's share exceeds ``CLIPPED_WARN_RATIO``."""
+    if not any(ratios.values()):
+        return None
+    shares = ", ".join(
+        f"{agent} {ratio:.0%} (max_new_tokens {runner.sampling[agent].max_new_tokens})"
+        for agent, ratio in ratios.items()
+    )
+    head = "messages cut off at the token limit (no end token): " + shares
+    if max(ratios.values()) <= CLIPPED_WARN_RATIO:
+        return head
+    return (
+        f"[yellow]warning:[/] {head}. Answers are being cut off: raise --max-new-tokens (a team "
+        "config: its sampling.max_new_tokens) to the longest answer in tokens plus the end token"
+    )
 
 
 def breakdown_table(report: EvalReport, key: str, groups: dict[str, dict[str, Any]]) -> Table:

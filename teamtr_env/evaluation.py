@@ -35,6 +35,12 @@ starts (``--max-messages`` raises it). Every message is kept with the context it
 1 KB for short tasks, up to ``max_context_chars`` characters for long ones."""
 
 
+CLIPPED_WARN_RATIO = 0.2
+"""``teamtr eval`` and ``teamtr train`` warn when more than this share of an agent's messages hit
+the token limit (``MessageRecord.clipped``): its answers are being cut off, so raise
+``max_new_tokens``."""
+
+
 def report_schema() -> dict[str, Any]:
     """The published JSON Schema of the evaluation report (``EvalReport.to_dict`` plus the CLI's
     run fields)."""
@@ -81,6 +87,13 @@ class EvalReport:
         return sum(e.context_truncated for e in self.batch.episodes)
 
     @property
+    def clipped_ratio(self) -> dict[str, float]:
+        """Per agent, the share of its messages that stopped at the token limit without an end
+        token or stop string (:meth:`RolloutBatch.clipped_ratios`): a high share means
+        ``max_new_tokens`` is too small for the task's answers."""
+        return self.batch.clipped_ratios()
+
+    @property
     def n_problems_distinct(self) -> int:
         """The distinct problems evaluated: the units of every metric and interval."""
         return len(self.per_problem)
@@ -114,6 +127,7 @@ class EvalReport:
             },
             "wall_s": stats.wall_s,
             "context_truncated": self.context_truncated,
+            "clipped_ratio": self.clipped_ratio,
             "per_problem": self.per_problem,
             "stats": {
                 **dataclasses.asdict(stats),

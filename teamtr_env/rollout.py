@@ -25,6 +25,8 @@ class MessageRecord:
         context: the rendered context the agent saw (its prompt).
         text: the text as generated (before the protocol cleaned it for the shared context).
         token_ids: the generated token ids when the policy reports them.
+        clipped: generation stopped at the token limit without an end token or stop string
+            (``Generation.clipped``): the message was probably cut off.
     """
 
     episode: int
@@ -34,6 +36,7 @@ class MessageRecord:
     context: str
     text: str
     token_ids: tuple[int, ...] = ()
+    clipped: bool = False
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,17 @@ class RolloutBatch:
     def messages_of(self, agent: str) -> list[MessageRecord]:
         """The messages ``agent`` wrote, in order."""
         return [m for m in self.messages if m.agent == agent]
+
+    def clipped_ratios(self) -> dict[str, float]:
+        """Per agent (in order of its first message), the share of its messages that hit the
+        token limit (``MessageRecord.clipped``); agents without a message are left out. TRL
+        logs the same share as ``completions/clipped_ratio``."""
+        counts: dict[str, list[int]] = {}
+        for m in self.messages:
+            c = counts.setdefault(m.agent, [0, 0])
+            c[0] += m.clipped
+            c[1] += 1
+        return {agent: clipped / total for agent, (clipped, total) in counts.items()}
 
     def rewards(self) -> np.ndarray:
         """Team rewards, shape ``(num_episodes,)``."""

@@ -298,6 +298,7 @@ class Runner:
                                 prompt,
                                 gen.text,
                                 gen.token_ids,
+                                bool(gen.clipped),
                             )
                         )
                         tokens += len(gen.token_ids)

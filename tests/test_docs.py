@@ -138,3 +138,74 @@ def test_adding_a_task_cli_lines_run(tmp_path: Path) -> None:
     assert report["held_out"] is True and report["splits"] == {"validation": 50}
     assert abs(report["metrics"]["avg@4"]["mean"] - 0.8) < 0.1
     assert "[score]" in outputs[3]
+
+
+def _section(page: str, heading: str) -> str:
+    """The text of the ``## heading`` section of ``page`` (up to the next ``## ``)."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    start = text.index(f"\n## {heading}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end >= 0 else len(text)]
+
+
+TRAIN_YOUR_TASK = """
+import teamtr_env
+from adapters.scripted import ScriptedExpert
+from adapters.tiny import build_char_tokenizer
+from teamtr_env.runner import Runner
+from trainers.config import load_train_config
+from trainers.run import run_training
+
+config = load_train_config("sort_relay.yaml")  # validated: every problem is an error
+assert config.task == "mylab/SortRelay-v0" and config.sft is not None
+env_fn = lambda: teamtr_env.make(config.task, **config.task_options)
+runner = Runner(env_fn, ScriptedExpert(env_fn().task, seed=0), progress=False)
+batch = runner.rollout(runner.sample_problems(50, seed=0), group_size=1, seed=0)
+tokenizer = build_char_tokenizer(config.tiny_model.charset)
+longest = max(len(tokenizer(m.text, add_special_tokens=False)["input_ids"]) for m in batch.messages)
+assert longest + 1 <= config.sampling.max_new_tokens, (longest, config.sampling.max_new_tokens)
+small = [
+    "sft.problems=16", "sft.steps=2", "sft.batch_size=8", "schedule.stages=1",
+    "schedule.problems_per_batch=2", "schedule.group_size=2", "eval.problems=4", "eval.k=2",
+    "eval.train_distribution=false", "loggers=[]", "progress=false", "run_dir=run",
+]
+summary = run_training(load_train_config("sort_relay.yaml", small))
+assert summary["stages"] == 1 and "eval/clipped_ratio/third" in summary["before"]
+"""
+
+
+def test_train_your_own_task_config_loads_fits_the_task_and_runs(tmp_path: Path) -> None:
+    """docs/trainers.md's config for the relay of docs/adding-a-task.md: it loads with the config
+    loader, its ``sampling.max_new_tokens`` holds the relay expert's longest message plus the end
+    token, and it trains (budgets shrunk by ``--set``-style overrides) with the page's task."""
+    (config,) = re.findall(
+        r"```yaml\n(.*?)```", _section("docs/trainers.md", "Train your own task"), re.DOTALL
+    )
+    (tmp_path / "sort_relay.yaml").write_text(config, encoding="utf-8")
+    blocks = python_blocks(ROOT / "docs/adding-a-task.md")
+    (relay,) = [b for b in blocks if '"visibility": "previous"' in b]
+    script = tmp_path / "train.py"
+    script.write_text("\n\n".join([blocks[0], relay, TRAIN_YOUR_TASK]), encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
+
+
+def test_every_team_protocol_option_is_documented() -> None:
+    """Every TeamProtocol field has a row in docs/environment.md's table and is named among
+    docs/registry.md's ``make`` options, and both pages name every ``visibility`` value."""
+    import dataclasses
+    from typing import get_args
+
+    from teamtr_env.protocol import TeamProtocol, Visibility
+
+    fields = [f.name for f in dataclasses.fields(TeamProtocol)]
+    table = _section("docs/environment.md", "The team protocol")
+    rows = dict(re.findall(r"^\| `(\w+)` \|[^|]*\|(.*)\|$", table, flags=re.MULTILINE))
+    assert set(fields) <= set(rows), set(fields) - set(rows)
+    registry = (ROOT / "docs/registry.md").read_text(encoding="utf-8")
+    make = registry[registry.index("Environment options accepted by `make`") :]
+    assert all(f"`{name}`" in make[: make.index("\n\n")] for name in fields)
+    for value in get_args(Visibility):
+        assert f'`"{value}"`' in rows["visibility"] and f'`"{value}"`' in make, value

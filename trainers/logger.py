@@ -286,7 +286,9 @@ def plot_learning_curves(
     Args:
         jsonl_path: A file written by :class:`JsonlLogger`.
         png_path: Where to save; parent directories are created.
-        keys: Keys to plot; default every ``stage/``, ``eval/`` or ``val/`` key with a numeric value.
+        keys: Keys to plot; default every ``stage/``, ``eval/``, ``train_eval/`` or ``val/`` key
+            with a numeric value, but the per-agent evaluation shares ``.../clipped_ratio/<agent>``
+            (``stage/clipped_ratio`` is plotted).
         title: Figure title.
 
     Returns:
@@ -300,7 +302,12 @@ def plot_learning_curves(
             if "/" in key and isinstance(value, int | float):  # skips step, time, nulls
                 series.setdefault(key, []).append((int(record["step"]), float(value)))
     keys = (
-        [k for k in series if k.startswith(("stage/", "eval/", "val/", "train_eval/"))]
+        [
+            k
+            for k in series
+            if k.startswith(("stage/", "eval/", "val/", "train_eval/"))
+            and "/clipped_ratio/" not in k
+        ]
         if keys is None
         else keys
     )

@@ -25,7 +25,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,7 @@ from tasks.base import SupportsExpert
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import SamplingParams, TrainablePolicy
 from teamtr_env.config import dump_config, from_dict, to_dict
-from teamtr_env.evaluation import evaluate
+from teamtr_env.evaluation import CLIPPED_WARN_RATIO, evaluate
 from teamtr_env.runner import Runner, derive_seed
 from trainers import rundir
 from trainers.callbacks import Callback, CallbackList, EarlyStopping, load_callbacks
@@ -108,7 +108,8 @@ def evaluate_team(
 
     ``prefix`` namespaces the keys: ``eval/`` for the before/after (test) evaluation, ``val/`` for
     the validation evaluations used for model selection. ``problems/{prefix}_distinct`` is the
-    number of distinct problems evaluated (logged, not plotted)."""
+    number of distinct problems evaluated (logged, not plotted); ``{prefix}/clipped_ratio/<agent>``
+    the share of each agent's messages that hit the token limit (cut off)."""
     sampling = agent_sampling(config, list(policies))
     runner = Runner(env_fn, policies, sampling, progress=False)
     seed = derive_seed(config.seed, _EVAL_STREAM)
@@ -120,7 +121,41 @@ def evaluate_team(
     for name, m in report.metrics.items():  # bootstrap CIs over distinct problems (not plotted)
         out[f"ci/{prefix}/{name}_low"], out[f"ci/{prefix}/{name}_high"] = m.ci_low, m.ci_high
     out[_distinct_key(prefix)] = report.n_problems_distinct
+    for agent, ratio in report.clipped_ratio.items():
+        out[clipped_key(prefix, agent)] = ratio
     return out
+
+
+def clipped_key(prefix: str, agent: str) -> str:
+    """The metric key of ``agent``'s share of messages cut off at the token limit in an
+    evaluation (``eval/clipped_ratio/solver``)."""
+    return f"{prefix}/clipped_ratio/{agent}"
+
+
+def clipped_warnings(
+    metrics: Mapping[str, float], sampling: Mapping[str, SamplingParams]
+) -> list[str]:
+    """One line per agent whose share of messages that hit the token limit exceeds
+    ``CLIPPED_WARN_RATIO`` in the evaluations of ``metrics`` (its highest share over ``eval/``
+    and ``train_eval/``), naming the share and the agent's ``sampling.max_new_tokens``."""
+    lines = []
+    for agent, params in sampling.items():
+        shares = [
+            metrics[key]
+            for key in (clipped_key("eval", agent), clipped_key("train_eval", agent))
+            if key in metrics
+        ]
+        share = max(shares, default=0.0)
+        if share > CLIPPED_WARN_RATIO:
+            lines.append(
+                f"{share:.0%} of {agent}'s messages in the evaluation before training hit the "
+                f"token limit (sampling.max_new_tokens = {params.max_new_tokens}) without an end "
+                "token: its messages are being cut off. Raise sampling.max_new_tokens (e.g. "
+                "--set sampling.max_new_tokens=N; with a team config, the agent's own sampling "
+                "section if it sets one) to at least the longest answer in tokens plus one for "
+                "the end token."
+            )
+    return lines
 
 
 def _distinct_key(prefix: str) -> str:
@@ -252,6 +287,9 @@ def run_training(
             logger.log(extra["before"], step=0)
             hooks.on_eval("eval", 0, extra["before"])
             console.print(_metrics_line("before training", extra["before"], config.eval.k))
+            for line in clipped_warnings(extra["before"], trainer.runner.sampling):
+                log.warning("%s", line)
+                console.print(f"[yellow]warning:[/] {line}", highlight=False)
         _run_stages(
             config, trainer, logger, extra, run_dir, val_fn, policies, console, stop_after, hooks
         )
@@ -556,6 +594,8 @@ def _stage_line(config: TrainConfig, stage: int, metrics: dict[str, float], elap
         f"(elapsed {elapsed:.0f} s), reward mean {metrics.get('stage/reward_mean', math.nan):.3f}, "
         + (f"KL {kl:.4f}" if math.isfinite(kl) else "KL not monitored")
     )
+    if metrics.get("stage/clipped_ratio", 0.0) > 0:
+        line += f", {metrics['stage/clipped_ratio']:.0%} of messages cut off at the token limit"
     if "diag/d_occ" in metrics:
         line += f", D_occ {metrics['diag/d_occ']:.3f}"
         if "diag/d_occ_noise_floor" in metrics:

@@ -260,8 +260,11 @@ class TeamTrainer:
         rewards: list[float],
         timing: Mapping[str, float],
         t_stage: float,
+        messages: Mapping[str, tuple[int, int]] | None = None,
     ) -> None:
-        """Fills ``report.metrics``: the stage's means and sums, and each agent's namespaced keys."""
+        """Fills ``report.metrics``: the stage's means and sums, and each agent's namespaced keys.
+        ``messages``: per agent, ``(clipped, written)`` messages of the stage's training
+        rollouts (``agent/<name>/clipped_ratio`` and ``stage/clipped_ratio``)."""
         updates = report.updates
         gaps = [u["stale_gap"] for u in updates if not math.isnan(u["stale_gap"])]
         floors = [u["noise_floor"] for u in updates if not math.isnan(u["noise_floor"])]
@@ -285,6 +288,12 @@ class TeamTrainer:
                 **{f"stage/{k}": v for k, v in timing.items()},
             }
         )
+        if messages:  # the share of messages cut off at the token limit (TRL: clipped_ratio)
+            for agent, (clipped, written) in messages.items():
+                report.metrics[f"agent/{agent}/clipped_ratio"] = clipped / max(written, 1)
+            clipped_all = sum(c for c, _ in messages.values())
+            written_all = sum(w for _, w in messages.values())
+            report.metrics["stage/clipped_ratio"] = clipped_all / max(written_all, 1)
         if gaps:  # measured only with diagnostics on, for naive sequential and TeamTR
             report.metrics["stage/delta_stale"] = float(sum(gaps))
             report.metrics["stage/delta_stale_noise_floor"] = float(sum(floors))
@@ -436,6 +445,8 @@ class Stage:
         self.report = StageReport()
         self.rewards: list[float] = []
         self.timing: dict[str, float] = defaultdict(float)
+        # per agent: [messages that hit the token limit, messages] of the training rollouts
+        self.messages: dict[str, list[int]] = {}
         self._on_update = on_update
         self._t0 = time.perf_counter()
         self._stale: tuple[RolloutBatch, RolloutBatch] | None = None
@@ -472,6 +483,10 @@ class Stage:
         batch = self.trainer.sample(self.index, index, problems, purpose)
         if purpose == "train":  # diagnostic batches are timed by the diagnostic they serve
             self.timing["rollout_s"] += time.perf_counter() - t0
+            for m in batch.messages:
+                counts = self.messages.setdefault(m.agent, [0, 0])
+                counts[0] += m.clipped
+                counts[1] += 1
             if self.diag is not None:
                 self.diag.train_batch(batch, self.trainer.samples[-1].versions)
         return batch
@@ -640,7 +655,10 @@ class Stage:
                     self.diag.j_after = float(after.rewards().mean())
             self.report.metrics.update(self.diag.metrics(self.report.updates))
             self.timing["diagnostic_s"] = sum(self.diag.timing.values())
-        trainer._stage_metrics(self.report, self.index, self.rewards, self.timing, self._t0)
+        messages = {a: (c, n) for a, (c, n) in self.messages.items()}
+        trainer._stage_metrics(
+            self.report, self.index, self.rewards, self.timing, self._t0, messages
+        )
         for key, value in self.timing.items():
             trainer.totals[key] += value
         trainer.totals["stage_wall_s"] += self.report.metrics["stage/wall_s"]

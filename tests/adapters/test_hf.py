@@ -146,6 +146,44 @@ def test_stop_strings_cut_text_and_tokens(policy: HFPolicy) -> None:
             assert decoded.endswith(stop) and full.token_ids[: len(cut.token_ids)] == cut.token_ids
 
 
+def test_a_message_that_runs_out_of_tokens_is_marked_clipped(tiny_model_dir: Path) -> None:
+    """``clipped``: generation stopped at the token limit with neither an EOS nor a stop string.
+    The limit is ``max_new_tokens`` or, after a long prompt, the room the window leaves."""
+    policy = HFPolicy.from_pretrained(tiny_model_dir, max_prompt_tokens=1020)  # a 1024 window
+    eos = policy.eos_id
+    # An untrained model rarely writes EOS: 3 tokens cut almost every message off.
+    gens = policy.generate(PROMPTS * 4, SamplingParams(temperature=1.0, max_new_tokens=3, seed=0))
+    assert sum(g.clipped for g in gens) >= 12
+    for g in gens:
+        assert g.clipped == (eos not in g.token_ids)
+        assert not g.clipped or len(g.token_ids) == 3
+    # A prompt of 1020 tokens leaves room for 4, whatever max_new_tokens says.
+    roomy = SamplingParams(temperature=1.0, max_new_tokens=50, seed=0)
+    long = policy.generate(["x" * 5000] * 4, roomy)
+    assert all(len(g.token_ids) <= 4 and g.clipped == (eos not in g.token_ids) for g in long)
+    assert any(g.clipped for g in long)
+    # A stop string that ends a message at the limit does not clip it; the codec's rule.
+    ids = policy.codec.completion_ids("abc")
+    assert policy.codec.finish(ids, at_limit=True).clipped
+    assert not policy.codec.finish(ids, ("b",), at_limit=True).clipped
+    assert not policy.codec.finish([*ids, eos], at_limit=True).clipped  # EOS at the limit
+    assert not policy.codec.finish(ids).clipped  # stopped for another reason
+    # A model that ends its messages (EOS made likely) is never clipped when it has room,
+    # even by a limit of one token that the EOS fills.
+    head = policy.model.lm_head
+    biased = torch.nn.Linear(head.in_features, head.out_features, bias=True)
+    with torch.no_grad():
+        biased.weight.copy_(head.weight)
+        biased.bias.zero_()
+        biased.bias[eos] = 5.0
+    policy.model.lm_head = biased
+    ended = policy.generate(PROMPTS * 4, SamplingParams(temperature=1.0, max_new_tokens=40, seed=0))
+    assert not any(g.clipped for g in ended) and all(g.token_ids[-1] == eos for g in ended)
+    assert any(g.text for g in ended)
+    one = policy.generate(PROMPTS, SamplingParams(temperature=0.0, max_new_tokens=1))
+    assert all(g.token_ids == (eos,) and not g.clipped for g in one)
+
+
 def test_garbage_prompts_never_crash_and_long_ones_keep_their_end(policy: HFPolicy) -> None:
     huge = "Q" * 1_000_000 + "THE END"
     ids = policy.prompt_ids(huge)

@@ -200,7 +200,9 @@ def test_separate_parameters_per_agent(tiny_model_dir: Path) -> None:
     assert len({id(p) for p in params}) == 3
 
 
-def test_cli_eval_with_three_tiny_model_agents(tmp_path: Path, tiny_model_dir: Path) -> None:
+def test_cli_eval_with_three_tiny_model_agents(
+    tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     cfg = write(
         tmp_path / "team.yaml",
         {
@@ -232,6 +234,22 @@ def test_cli_eval_with_three_tiny_model_agents(tmp_path: Path, tiny_model_dir: P
     episodes = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
     assert len(episodes) == 6
     assert [m["speaker"] for m in episodes[0]["transcript"]] == AGENTS
+    # An untrained model rarely ends a message within 8 tokens: the report says each agent's
+    # share of cut-off messages (valid against the schema), and the console warns.
+    import jsonschema
+
+    from teamtr_env.evaluation import report_schema
+
+    jsonschema.validate(report, report_schema())
+    assert list(report["clipped_ratio"]) == AGENTS
+    assert all(share > 0.2 for share in report["clipped_ratio"].values())
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "warning: messages cut off at the token limit (no end token): solver" in printed
+    assert "(max_new_tokens 8)" in printed and "raise --max-new-tokens" in printed
+    scripted = ["eval", "teamtr/Arith-v0", "--k", "1", "--problems", "3", "--no-progress"]
+    assert main([*scripted, "--out", str(out)]) == 0  # a scripted team is never cut off
+    assert json.loads(out.read_text())["clipped_ratio"] == dict.fromkeys(AGENTS, 0.0)
+    assert "token limit" not in capsys.readouterr().out
 
 
 def test_cli_team_overrides_and_errors(tmp_path: Path, tiny_model_dir: Path, capsys) -> None:

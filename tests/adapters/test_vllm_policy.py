@@ -4,6 +4,7 @@ message finishing, weight sync), and the real engine when vLLM and a GPU are pre
 from __future__ import annotations
 
 import dataclasses
+import string
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -41,6 +42,7 @@ class FakeLLM:
             gen = torch.Generator().manual_seed(sp.seed)
             ids = list(prompt["prompt_token_ids"])
             new = []
+            reason = "length"  # vLLM's CompletionOutput.finish_reason
             with torch.no_grad():
                 for _ in range(sp.max_tokens):
                     logits = self.model(input_ids=torch.tensor([ids])).logits[0, -1]
@@ -52,8 +54,10 @@ class FakeLLM:
                     ids.append(token)
                     new.append(token)
                     if token == 2:
+                        reason = "stop"
                         break
-            outputs.append(SimpleNamespace(outputs=[SimpleNamespace(token_ids=new)]))
+            output = SimpleNamespace(token_ids=new, finish_reason=reason)
+            outputs.append(SimpleNamespace(outputs=[output]))
         return outputs
 
     def apply_model(self, fn):
@@ -104,6 +108,19 @@ def test_same_prompt_tokens_as_hf_and_scoreable_messages(engine_policy) -> None:
         assert g.text == trainer.tokenizer.decode(list(g.token_ids), skip_special_tokens=True)
     again = policy.generate(prompts, SamplingParams(temperature=1.0, max_new_tokens=10, seed=0))
     assert again == gens
+
+
+def test_a_message_stopped_by_the_length_limit_is_clipped(engine_policy) -> None:
+    """finish_reason "length" without an EOS or a stop string marks the message clipped."""
+    policy, _, _ = engine_policy
+    short = SamplingParams(temperature=1.0, max_new_tokens=3, seed=0)
+    gens = policy.generate(["Compute: 1 + 2\n### solver\n"] * 6, short)
+    assert any(g.clipped for g in gens)
+    for g in gens:
+        assert g.clipped == (2 not in g.token_ids)
+    every_char = dataclasses.replace(short, stop=tuple(string.printable))
+    stopped = policy.generate(["Compute: 1 + 2\n### solver\n"] * 6, every_char)
+    assert not any(g.clipped for g in stopped)  # a stop string ended every message
 
 
 def test_sync_weights_full_and_lora(engine_policy, tiny_model_dir: Path) -> None:
@@ -162,3 +179,7 @@ def test_real_vllm_matches_hf_distribution(tiny_model_dir: Path) -> None:
         ).logits[0, -1]
     expected = torch.softmax(logits.float(), -1).cpu()
     assert 0.5 * (freq - expected).abs().sum() < 0.15  # total variation of the first token
+    # finish_reason "length" marks a message clipped: exactly those that did not write EOS
+    eos = trainer.eos_id
+    assert all(g.clipped == (eos not in g.token_ids) for g in gens)
+    assert any(g.clipped for g in gens)

@@ -82,6 +82,7 @@ def test_records_equal_the_local_runners_for_the_same_seeds(tiny_model_dir: Path
     hf_ray.shutdown()
     b = hf_local.rollout(problems, 2, seed=4, shards=2)
     assert a.messages == b.messages and a.episodes == b.episodes
+    assert any(m.clipped for m in a.messages)  # cut-off messages stay marked across workers
     with pytest.raises(
         ConfigError, match="3 workers x 1 CPUs = 3 CPUs, but the Ray cluster has 2 free"
     ):

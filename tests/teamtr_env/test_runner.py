@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 from collections.abc import Sequence
 
+import jsonschema
 import numpy as np
 import pytest
 from toy_tasks import CountdownTask
@@ -15,7 +17,7 @@ from adapters.base import Generation, SamplingParams
 from adapters.scripted import ConstantPolicy, RandomPolicy, ScriptedExpert
 from tasks import Problem
 from teamtr_env import ConfigError, PolicyError, TeamEnv, TeamProtocol
-from teamtr_env.evaluation import evaluate
+from teamtr_env.evaluation import evaluate, report_schema
 from teamtr_env.rollout import RolloutBatch, format_episode
 from teamtr_env.runner import Runner
 
@@ -133,6 +135,54 @@ def test_rollout_batch_serialises() -> None:
     assert pickle.loads(pickle.dumps(batch)) == batch
     text = format_episode(batch.episodes[0])
     assert text.startswith("[problem] Compute:") and "[score] reward=1.0" in text
+
+
+class Clipping:
+    """The scripted expert, whose messages at every ``every``-th position of a call's batch are
+    marked clipped (as a model's that ran out of tokens would be)."""
+
+    def __init__(self, task, every: int) -> None:
+        self.expert = ScriptedExpert(task)
+        self.every = every
+
+    def generate(self, prompts: Sequence[str], sampling: SamplingParams) -> list[Generation]:
+        gens = self.expert.generate(prompts, sampling)
+        return [dataclasses.replace(g, clipped=i % self.every == 0) for i, g in enumerate(gens)]
+
+
+def test_clipped_messages_are_recorded_and_each_agents_share_reported() -> None:
+    env_fn = lambda: teamtr_env.make("teamtr/Arith-v0")  # noqa: E731
+    task = env_fn().task
+    policies = {
+        "solver": Clipping(task, every=1),
+        "critic": Clipping(task, every=2),
+        "aggregator": ScriptedExpert(task),
+    }
+    runner = Runner(env_fn, policies, progress=False)
+    problems = runner.sample_problems(4, seed=0)
+    batch = runner.rollout(problems, group_size=2, seed=0)
+    shares = {"solver": 1.0, "critic": 0.5, "aggregator": 0.0}
+    assert all(m.clipped for m in batch.messages_of("solver"))
+    assert batch.clipped_ratios() == shares
+    # Records keep it through JSON, pickling (Ray ships records), slicing and sharded merging.
+    assert RolloutBatch.from_dict(json.loads(json.dumps(batch.to_dict()))) == batch
+    assert pickle.loads(pickle.dumps(batch)) == batch
+    assert batch.groups(1, 3).clipped_ratios()["solver"] == 1.0
+    assert runner.rollout(problems, group_size=2, seed=0, shards=2).clipped_ratios() == shares
+    old = batch.to_dict()  # records written before the field existed load as not clipped
+    for m in old["messages"]:
+        del m["clipped"]
+    assert not any(m.clipped for m in RolloutBatch.from_dict(old).messages)
+    # The evaluation report says it per agent, in its JSON too (valid against the schema).
+    report = evaluate(runner, problems, k=2, seed=0)
+    assert report.clipped_ratio == shares
+    doc = json.loads(json.dumps({"task": "teamtr/Arith-v0", **report.to_dict()}))
+    assert doc["clipped_ratio"] == shares
+    jsonschema.validate(doc, report_schema())
+    unclipped = Runner(env_fn, ScriptedExpert(task), progress=False)
+    assert evaluate(unclipped, problems, k=2).to_dict()["clipped_ratio"] == dict.fromkeys(
+        shares, 0.0
+    )
 
 
 def test_policy_map_errors_report_everything() -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import math
+import string
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,7 @@ from teamtr_env.cli import main
 from teamtr_env.config import from_dict, to_dict
 from trainers.config import TrainConfig
 from trainers.logger import read_jsonl
-from trainers.run import StopTraining, load_checkpoint, run_training
+from trainers.run import StopTraining, clipped_warnings, load_checkpoint, run_training
 
 
 def _check_finished_run(run_dir: Path, summary: dict) -> None:
@@ -328,3 +330,50 @@ def test_training_honours_a_team_configs_per_agent_sampling(
     shared = SamplingParams(temperature=0.8, max_new_tokens=6)
     assert plain.sampling == shared
     assert agent_sampling(plain, ["solver", "critic"]) == {"solver": shared, "critic": shared}
+
+
+def test_a_token_limit_that_cuts_answers_off_is_warned_about_before_training(
+    tmp_path: Path, tiny_model_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The default 12 tokens cannot hold some tasks' answers, and nothing said so: now the before
+    evaluation logs each agent's share of messages cut off at the token limit, every stage logs
+    its training rollouts' share, and a share above 20% is warned about, naming the agent."""
+    team = {"default": {"backend": "hf", "path": str(tiny_model_dir)}}
+    quick = {"team": team, "sft": None, "schedule__stages": 1, "eval__train_distribution": False}
+    agents = ("solver", "critic", "aggregator")
+    # An untrained model rarely ends a message within 3 tokens.
+    cfg = small(tmp_path / "short", tiny_model_dir, sampling={"max_new_tokens": 3}, **quick)
+    out = io.StringIO()
+    with caplog.at_level(logging.WARNING, logger="trainers.run"):
+        summary = run_training(cfg, console=Console(file=out, width=200))
+    text = " ".join(out.getvalue().split())
+    for agent in agents:
+        share = summary["before"][f"eval/clipped_ratio/{agent}"]
+        assert share > 0.2
+        assert f"warning: {share:.0%} of {agent}'s messages in the evaluation before" in text
+    assert "(sampling.max_new_tokens = 3)" in text and "Raise sampling.max_new_tokens" in text
+    logged = [r.getMessage() for r in caplog.records if "hit the token limit" in r.getMessage()]
+    assert len(logged) == 3 and all(r.levelno == logging.WARNING for r in caplog.records)
+    stage = read_jsonl(Path(cfg.run_dir) / "metrics.jsonl")[1]
+    assert all(stage[f"agent/{a}/clipped_ratio"] > 0.2 for a in agents)
+    assert 0.2 < stage["stage/clipped_ratio"] <= 1 and "cut off at the token limit" in text
+    # A stop string at every character ends each message: nothing is cut off, nothing warned.
+    caplog.clear()
+    ends = {"max_new_tokens": 3, "stop": list(string.printable)}
+    cfg = small(tmp_path / "ends", tiny_model_dir, sampling=ends, **quick)
+    out = io.StringIO()
+    with caplog.at_level(logging.WARNING, logger="trainers.run"):
+        summary = run_training(cfg, console=Console(file=out, width=200))
+    assert all(summary["before"][f"eval/clipped_ratio/{a}"] <= 0.2 for a in agents)
+    assert "token limit" not in out.getvalue()
+    assert not [r for r in caplog.records if "token limit" in r.getMessage()]
+
+
+def test_the_clipped_warning_starts_above_a_fifth() -> None:
+    from adapters.base import SamplingParams
+
+    sampling = {"a": SamplingParams(max_new_tokens=12), "b": SamplingParams(max_new_tokens=40)}
+    at = {"eval/clipped_ratio/a": 0.2, "eval/clipped_ratio/b": 0.0}
+    assert clipped_warnings(at, sampling) == []
+    (line,) = clipped_warnings({**at, "train_eval/clipped_ratio/b": 0.25}, sampling)
+    assert line.startswith("25% of b's messages") and "(sampling.max_new_tokens = 40)" in line

@@ -3,12 +3,14 @@ diagnostics; the importance-weighting ablation."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 import torch
-from helpers_trainers import config, env_fn, tabular_team
+from helpers_trainers import MESSAGES, config, env_fn, tabular_team
 
+from adapters.tabular import TabularPolicy
 from trainers.team_trainer import TeamTrainer
 
 
@@ -186,6 +188,41 @@ def test_stage_report_metrics_and_trust_region() -> None:
     assert math.isnan(report.updates[0]["stale_gap"])  # no gap for the first update
     assert report.updates[1]["stale_gap"] >= 0
     assert "stage/delta_stale_noise_floor" in m and "agent/b/noise_floor" in m
+
+
+class ClippingTabular(TabularPolicy):
+    """A tabular policy whose "Answer: 2" messages are marked clipped (as a model's that ran out
+    of tokens would be)."""
+
+    def generate(self, prompts, sampling):  # type: ignore[no-untyped-def]
+        gens = super().generate(prompts, sampling)
+        return [dataclasses.replace(g, clipped=g.text == "Answer: 2") for g in gens]
+
+
+def test_stage_metrics_carry_each_agents_share_of_clipped_messages() -> None:
+    """``agent/<name>/clipped_ratio`` and ``stage/clipped_ratio``: over the stage's training
+    rollouts only (not the diagnostic batches that ``full`` diagnostics sample)."""
+    team = tabular_team()
+    clipping = ClippingTabular(["any"], MESSAGES, featurize=lambda c: "any", init="random", seed=0)
+    trainer = TeamTrainer(config(), env_fn, {"a": clipping, "b": team["b"]})
+    batches = []
+    sample = trainer.sample
+
+    def recording(stage, index, problems, purpose="train"):  # type: ignore[no-untyped-def]
+        batch = sample(stage, index, problems, purpose)
+        if purpose == "train":
+            batches.append(batch)
+        return batch
+
+    trainer.sample = recording  # type: ignore[method-assign]
+    m = trainer.run_stage().metrics
+    assert any(e.purpose == "diagnostic" for e in trainer.samples)
+    a = [msg for b in batches for msg in b.messages_of("a")]
+    expected = sum(msg.text == "Answer: 2" for msg in a) / len(a)
+    assert 0 < expected < 1
+    assert m["agent/a/clipped_ratio"] == expected and m["agent/b/clipped_ratio"] == 0.0
+    written = sum(len(b.messages) for b in batches)
+    assert m["stage/clipped_ratio"] == sum(msg.text == "Answer: 2" for msg in a) / written
 
 
 def test_naive_diagnostics_sample_intermediate_batches_outside_the_budget() -> None:
