@@ -34,12 +34,17 @@ install-dev: $(VENV)/.installed-dev
 demo: $(VENV)/.installed
 	$(BIN)/teamtr train --run-dir runs/teamtr-demo --overwrite
 
-# --durations keeps the budget visible: `make test` stays under 5 minutes on 2 cores.
+# Tests run in parallel, one worker per core (torch uses one thread in each; the Ray tests share
+# one worker and its local Ray). --durations keeps the budget visible: `make test` stays under
+# 5 minutes on 2 cores. PYTEST_WORKERS=0 runs them in this process.
+PYTEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
+
 test: $(VENV)/.installed-dev
-	$(BIN)/python -m pytest -m "not slow" --durations=15
+	$(PYTEST) -m "not slow" --durations=15
 
 test-all: $(VENV)/.installed-dev
-	$(BIN)/python -m pytest --durations=25
+	$(PYTEST) --durations=25
 
 # Re-records tests/trainers/golden_learners.json after a change meant to change the numbers; it
 # prints every difference from the old file first (floats compared within rtol 1e-6).

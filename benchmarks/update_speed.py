@@ -21,6 +21,10 @@ reference model, one optimizer step per generation batch) for the same number of
 ratios teamtr / TRL are reported (``ratio_vs_trl``: trust region on; ``ratio_vs_trl_no_tr``).
 Every figure is the median over ``--steps`` steps after one warm-up step, with one torch thread.
 
+With ``comlrl`` importable (``.venv/bin/pip install comlrl``), CoMLRL's MAGRPO and teamtr train the
+same two-agent team at the same settings (:func:`two_agent_peers`, ``benchmarks/peer_comlrl.py``),
+and ``ratio_vs_comlrl`` is teamtr's seconds per stage over MAGRPO's per step.
+
 Two more sections: multi-turn scoring on ARBench-GN (shared-prefix scoring against one pass per
 message, :func:`multi_turn_scoring`) and the KL check's decision flip rate under token and
 message subsampling (:func:`flip_rates`). Quote the figures only from an idle machine.
@@ -366,6 +370,37 @@ def trl_steps(model_dir: Path, steps: int) -> dict | None:
     }
 
 
+def two_agent_peers(model_dir: Path, args: argparse.Namespace, console: Console) -> dict | None:
+    """teamtr and CoMLRL's MAGRPO on the same two-agent team and settings
+    (``benchmarks/peer_comlrl.py``); ``None`` when skipped or comlrl is not installed. The
+    ratio is teamtr's seconds per stage over MAGRPO's per step (each updates both agents once;
+    teamtr samples a fresh batch before each update, so it also samples twice the episodes)."""
+    steps = args.steps if args.comlrl_steps is None else args.comlrl_steps
+    if steps <= 0:
+        return None
+    from peer_comlrl import comlrl_stages, teamtr_two_agent_stages  # imports this module
+
+    comlrl = comlrl_stages(model_dir, steps, args.digits)
+    if comlrl is None:
+        console.print("CoMLRL arm skipped: comlrl is not installed (.venv/bin/pip install comlrl)")
+        return None
+    teamtr = teamtr_two_agent_stages(model_dir, steps, args.digits)
+    ratio = teamtr["stage_s"] / comlrl["stage_s"]
+    console.print(
+        f"two agents: teamtr {teamtr['stage_s']:.3f} s/stage, CoMLRL MAGRPO "
+        f"{comlrl['stage_s']:.3f} s/step: teamtr / CoMLRL {ratio:.2f} (ratio_vs_comlrl); "
+        f"generation {teamtr.get('gen_tokens_per_s', 0):.0f} vs "
+        f"{comlrl.get('gen_tokens_per_s') or 0:.0f} tokens/s"
+    )
+    return {
+        "steps": steps,
+        "teamtr": teamtr,
+        "magrpo": comlrl,
+        "settings": comlrl.get("settings"),
+        "ratio_per_stage": ratio,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=10, help="timed steps (after one warm-up)")
@@ -385,6 +420,13 @@ def main() -> int:
     )
     parser.add_argument(
         "--digits", type=int, default=1, help="operand digits of the sums (1: one-digit sums)"
+    )
+    parser.add_argument(
+        "--comlrl-steps",
+        type=int,
+        default=None,
+        help="steps of the two-agent comparison with CoMLRL's MAGRPO (default --steps; 0 = skip; "
+        "skipped with a message when comlrl is not installed)",
     )
     args = parser.parse_args()
     OPTIONS["digits"] = args.digits
@@ -438,6 +480,7 @@ def main() -> int:
             f"tokens/s (its whole rollout), TRL {trl['gen_tokens_per_s'] or 0:.0f} tokens/s "
             f"(generate alone)"
         )
+    peers = two_agent_peers(model_dir, args, console)
     multi = multi_turn_scoring(args.multi_turn_problems) if args.multi_turn_problems else None
     if multi:
         console.print(
@@ -478,6 +521,8 @@ def main() -> int:
             "teamtr": rows["trust region on, 1 epoch"]["gen_tokens_per_s"],
             "trl": trl["gen_tokens_per_s"] if trl else None,
         },
+        "comlrl": peers,
+        "ratio_vs_comlrl": peers["ratio_per_stage"] if peers else None,
         "ratio_vs_trl_no_tr": (
             rows["no trust region, 1 epoch"]["step_s"] / trl["step_s"] if trl else None
         ),

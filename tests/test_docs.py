@@ -91,6 +91,7 @@ def test_adding_a_trainer_cli_lines_run(tmp_path: Path) -> None:
     assert (tmp_path / "runs/compare-quick/compare.json").exists()
 
 
+@pytest.mark.slow
 def test_adding_a_task_cli_lines_run(tmp_path: Path) -> None:
     """A task written from the page evaluates with the page's commands: its plugin module is built
     from the page's own code (section 1's task and section 6's ``register``), installed as
@@ -174,6 +175,7 @@ assert summary["stages"] == 1 and "eval/clipped_ratio/third" in summary["before"
 """
 
 
+@pytest.mark.slow
 def test_train_your_own_task_config_loads_fits_the_task_and_runs(tmp_path: Path) -> None:
     """docs/trainers.md's config for the relay of docs/adding-a-task.md: it loads with the config
     loader, its ``sampling.max_new_tokens`` holds the relay expert's longest message plus the end

@@ -23,6 +23,10 @@ from teamtr_env.runner import Runner  # noqa: E402
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests/
 
 
+# One worker of a parallel run (pytest -n, make test) holds the session's local Ray.
+pytestmark = pytest.mark.xdist_group("ray")
+
+
 @pytest.fixture(autouse=True)
 def _ray(local_ray: None) -> None:
     """Every test here runs on the session's local two-CPU Ray (tests/conftest.py)."""
@@ -115,6 +119,7 @@ def test_a_problem_that_keeps_failing_is_named_and_does_not_hang() -> None:
     runner.shutdown()
 
 
+@pytest.mark.slow
 def test_eval_and_train_on_ray_from_the_cli(tmp_path: Path, capsys) -> None:
     from teamtr_env.cli import main
 

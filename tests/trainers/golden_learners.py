@@ -81,11 +81,20 @@ def differences(now: Any, golden: Any, where: str = "") -> list[str]:
     return [f"{where}: {now!r} != {golden!r}"]
 
 
-ADDED_METRICS = ("stage/reward_start", "stage/lr")  # logged since the numbers were recorded
+# Logged since the numbers were recorded: the stage's start reward and lr, and the share of
+# messages cut off at the token limit.
+ADDED_METRICS = ("stage/reward_start", "stage/lr", "stage/clipped_ratio")
 ADDED_UPDATE_KEYS = ("ref_kl", "groups", "episodes", *UPDATE_KEYS)
 # The diagnostics levels (cheap/full) added metrics and, at full, the batch that measures J
 # after each stage (sample index 2001): none of them may change a training number.
-ADDED_AGENT_KEYS = ("zeta_proxy", "flip_rate_25", "flip_rate_50", "iw_ess_over_b", "d_occ_term")
+ADDED_AGENT_KEYS = (
+    "zeta_proxy",
+    "flip_rate_25",
+    "flip_rate_50",
+    "iw_ess_over_b",
+    "d_occ_term",
+    "clipped_ratio",
+)
 
 
 def _added_metric(key: str) -> bool:

@@ -14,6 +14,9 @@ from helpers_trainers import config, env_fn, tabular_team
 from teamtr_env.ray_runner import RayRunner
 from trainers.team_trainer import TeamTrainer
 
+# One worker of a parallel run (pytest -n, make test) holds the session's local Ray.
+pytestmark = pytest.mark.xdist_group("ray")
+
 
 @pytest.fixture(autouse=True)
 def _ray(local_ray: None) -> None:

@@ -342,7 +342,7 @@ def test_a_token_limit_that_cuts_answers_off_is_warned_about_before_training(
     quick = {"team": team, "sft": None, "schedule__stages": 1, "eval__train_distribution": False}
     agents = ("solver", "critic", "aggregator")
     # An untrained model rarely ends a message within 3 tokens.
-    cfg = small(tmp_path / "short", tiny_model_dir, sampling={"max_new_tokens": 3}, **quick)
+    cfg = small(tmp_path / "short", sampling={"max_new_tokens": 3}, **quick)
     out = io.StringIO()
     with caplog.at_level(logging.WARNING, logger="trainers.run"):
         summary = run_training(cfg, console=Console(file=out, width=200))
@@ -360,7 +360,7 @@ def test_a_token_limit_that_cuts_answers_off_is_warned_about_before_training(
     # A stop string at every character ends each message: nothing is cut off, nothing warned.
     caplog.clear()
     ends = {"max_new_tokens": 3, "stop": list(string.printable)}
-    cfg = small(tmp_path / "ends", tiny_model_dir, sampling=ends, **quick)
+    cfg = small(tmp_path / "ends", sampling=ends, **quick)
     out = io.StringIO()
     with caplog.at_level(logging.WARNING, logger="trainers.run"):
         summary = run_training(cfg, console=Console(file=out, width=200))

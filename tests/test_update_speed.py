@@ -1,0 +1,77 @@
+"""benchmarks/update_speed.py: TRL at teamtr's settings (every option whose default differs, the
+effective values in the JSON), the generation tokens/s of both, and the optional peers."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def bench(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    return importlib.import_module("update_speed")
+
+
+def test_trl_runs_at_teamtrs_settings(bench: ModuleType) -> None:
+    settings = bench.TRL_SETTINGS
+    assert settings["bf16"] is False and settings["gradient_checkpointing"] is False
+    assert settings["num_iterations"] == 1 and settings["beta"] == 0.0
+    assert settings["lr_scheduler_type"] == "constant" and settings["top_k"] == 0
+    assert set(settings) <= set(bench.TRL_REPORTED)  # every setting is read back into the JSON
+    args = SimpleNamespace(bf16=False, optim=SimpleNamespace(value="adamw_torch"))
+    assert bench._effective(args, ("bf16", "optim", "absent")) == {
+        "bf16": False,
+        "optim": "adamw_torch",
+        "absent": None,
+    }
+
+
+def test_the_settings_are_valid_grpo_config_options(bench: ModuleType) -> None:
+    trl = pytest.importorskip("trl", reason="trl is not installed (.venv/bin/pip install trl)")
+    settings = bench.TRL_SETTINGS
+    config = trl.GRPOConfig(output_dir="unused", use_cpu=True, report_to="none", **settings)
+    assert bench._effective(config, tuple(settings)) == settings
+
+
+def test_generation_is_timed_and_counted_to_the_first_end_token(bench: ModuleType) -> None:
+    class Model:
+        def generate(self, input_ids: torch.Tensor, **kwargs: object) -> torch.Tensor:
+            new = torch.tensor([[5, 9, 2, 0], [5, 5, 5, 5]])  # 9 ends the first: 2 tokens, 4
+            return torch.cat([input_ids, new], dim=1)
+
+    model, record = Model(), {"seconds": 0.0, "tokens": 0.0, "calls": 0}
+    bench._timed_generate(model, 9, record)
+    out = model.generate(input_ids=torch.zeros((2, 3), dtype=torch.long))
+    assert out.shape == (2, 7) and record["tokens"] == 6 and record["calls"] == 1
+    assert record["seconds"] > 0
+
+
+@pytest.mark.slow
+def test_a_short_run_writes_both_peers_sections_and_generation_rates(tmp_path: Path) -> None:
+    out = tmp_path / "speed.json"
+    cmd = [sys.executable, str(ROOT / "benchmarks/update_speed.py"), "--steps", "1"]
+    cmd += ["--multi-turn-problems", "0", "--flip-updates", "0", "--json", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(out.read_text())
+    assert result["gen_tokens_per_s"]["teamtr"] > 0
+    for peer, module in (("trl", "trl"), ("comlrl", "comlrl")):
+        installed = importlib.util.find_spec(module) is not None
+        assert (result[peer] is not None) == installed, peer
+        if not installed:
+            assert f"{'TRL' if peer == 'trl' else 'CoMLRL'} arm skipped" in proc.stdout
+    if result["trl"] is not None:
+        assert result["trl"]["settings"]["bf16"] is False
+        assert result["trl"]["settings"]["gradient_checkpointing"] is False
+        assert result["gen_tokens_per_s"]["trl"] > 0 and result["ratio_vs_trl"] > 0
