@@ -33,7 +33,7 @@ _HOLDOUT = 64  # held-out messages per agent (at most a fifth of its data)
 @dataclass(frozen=True)
 class SFTConfig:
     """Settings of the behaviour-cloning warm start (defaults: the demo's weak start on the
-    pipeline task: a noisy expert, wrong at 40% of its steps, cloned for 700 steps of 64
+    pipeline task: a noisy expert, wrong at 40% of its steps, cloned for 600 steps of 64
     messages; the tiny model learns the step and the expert's noise, and RL on the team reward
     has the noise to remove)."""
 
