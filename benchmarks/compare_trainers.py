@@ -43,8 +43,8 @@ from rich.console import Console
 from rich.table import Table
 
 from trainers.config import DEMO_TASK_OPTIONS, config_from_overrides
+from trainers.recipe import run_training
 from trainers.registry import RegistryError, trainer_spec
-from trainers.run import run_training
 
 METHODS = ("teamtr", "naive_sequential", "joint")
 # Two-sided 95% t quantiles by degrees of freedom (no scipy dependency for one table).

@@ -356,7 +356,7 @@ def pipeline_run(args: argparse.Namespace, n: int, method: str, seed: int) -> di
 
     from trainers.config import config_from_overrides
     from trainers.logger import read_jsonl
-    from trainers.run import run_training
+    from trainers.recipe import run_training
 
     out = args.pipeline_out
     run_dir = out / f"n{n}-{method}-seed{seed}"

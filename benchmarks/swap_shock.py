@@ -50,9 +50,10 @@ from adapters.tiny import TinyModelSpec, build_tiny_model
 from trainers.align import AlignConfig
 from trainers.config import TrainConfig, config_from_overrides
 from trainers.logger import read_jsonl
-from trainers.run import _bc_cache_path, _env_factory, run_training
+from trainers.recipe import env_factory, run_training
 from trainers.sft import SFTConfig, behaviour_clone, collect_expert_data
 from trainers.swap import SwapConfig, swap_agent
+from trainers.warm_start import behaviour_clone_cache
 
 QUICK = [
     "sft.steps=150",
@@ -212,7 +213,7 @@ def _align_settings(quick: bool) -> AlignConfig:
 def _stage0_team(original: TrainConfig, out: Path) -> dict[str, Path]:
     """The original run's start (its behaviour-cloned team, from the cloning cache) saved as one
     model directory per agent."""
-    cache = _bc_cache_path(original)
+    cache = behaviour_clone_cache(original)
     assert cache is not None and cache.exists()
     states = torch.load(cache, weights_only=True)["states"]
     paths = {}
@@ -229,7 +230,7 @@ def _new_model(base: TrainConfig, agent: str, out: Path, quick: bool) -> Path:
     agent's messages of another expert (seed 1, error rate 0.5)."""
     path = build_tiny_model(out / "new-model", NEW_MODEL)
     policy = HFPolicy.from_pretrained(path)
-    env_fn = _env_factory(base, "train")
+    env_fn = env_factory(base, "train")
     env = env_fn()
     data = collect_expert_data(
         env_fn, env.task, list(env.possible_agents), 300 if quick else 2000, error_rate=0.5, seed=1

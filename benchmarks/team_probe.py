@@ -39,18 +39,14 @@ from teamtr_core.policy import SamplingParams
 from teamtr_env.config import load_config
 from teamtr_env.runner import Runner
 from trainers.config import TrainConfig
-from trainers.run import (
-    _bc_cache_path,
-    _env_factory,
-    agent_sampling,
-    build_policies,
-    load_checkpoint,
-)
+from trainers.recipe import env_factory, load_checkpoint
+from trainers.team_eval import agent_sampling, build_policies
+from trainers.warm_start import behaviour_clone_cache
 
 
 def probe(config: TrainConfig, policies: dict[str, Any], problems: int, k: int) -> dict[str, Any]:
     """The probe's numbers for ``policies`` on up to ``problems`` distinct held-out problems."""
-    env_fn = _env_factory(config, config.eval.split)
+    env_fn = env_factory(config, config.eval.split)
     sampling = agent_sampling(config, list(policies))
     runner = Runner(env_fn, policies, sampling, progress=False)
     chosen, _ = runner.sample_distinct(problems, seed=1)
@@ -104,10 +100,10 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     config = load_config(TrainConfig, args.run_dir / "config.yaml", [])
-    env = _env_factory(config, "train")()
+    env = env_factory(config, "train")()
     policies = build_policies(config, env, args.run_dir)
     if args.checkpoint == "bc":
-        cache = _bc_cache_path(config)
+        cache = behaviour_clone_cache(config)
         if cache is None or not cache.exists():
             print(f"no behaviour-cloning cache for {args.run_dir} (set sft.cache_dir)")
             return 2

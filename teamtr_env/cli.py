@@ -796,7 +796,7 @@ def _coordination_line(c: dict[str, Any]) -> str:
 def cmd_train(args: argparse.Namespace, console: Console) -> int:
     from teamtr_env.config import json_schema
     from trainers.config import TrainConfig, load_train_config
-    from trainers.run import run_training
+    from trainers.recipe import run_training
 
     if args.schema:
         console.print_json(json.dumps(json_schema(TrainConfig)))

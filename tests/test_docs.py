@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = [
     "docs/adding-a-task.md",
     "docs/adding-a-trainer.md",
+    "docs/trainers.md",
     "README.md",
     "docs/environment.md",
     "docs/runner-and-metrics.md",
@@ -38,6 +39,7 @@ TRAINING_PAGES = {
     "docs/coming-from-trl.md",
     "docs/diagnostics.md",
     "docs/swap.md",
+    "docs/trainers.md",
 }
 
 
@@ -155,7 +157,7 @@ from adapters.scripted import ScriptedExpert
 from adapters.tiny import build_char_tokenizer
 from teamtr_env.runner import Runner
 from trainers.config import load_train_config
-from trainers.run import run_training
+from trainers.recipe import run_training
 
 config = load_train_config("sort_relay.yaml")  # validated: every problem is an error
 assert config.task == "mylab/SortRelay-v0" and config.sft is not None

@@ -47,14 +47,10 @@ from trainers import rundir
 from trainers.align import AlignConfig, AlignResult, align_policy, split_probes
 from trainers.config import TrainConfig, load_train_config
 from trainers.logger import JsonlLogger, read_jsonl
-from trainers.run import (
-    _env_factory,
-    _finite,
-    agent_sampling,
-    build_policies,
-    evaluate_team,
-    run_training,
-)
+from trainers.recipe import env_factory, run_training
+from trainers.run_report import json_finite
+from trainers.run_state import RunState
+from trainers.team_eval import agent_sampling, build_policies, evaluate_team
 
 PROTOCOL_FILE = "teamtr_protocol.json"
 """A file beside a model naming the protocol it was trained for (keys of :data:`PROTOCOL_KEYS`);
@@ -284,7 +280,7 @@ def _load_run(config: SwapConfig) -> _Loaded:
         raise ConfigError(
             "swap", [f"run_dir: {run_dir} has no checkpoint yet: train it first (teamtr train)"]
         )
-    env = _env_factory(train, "train")()
+    env = env_factory(train, "train")()
     problems = []
     slots = found.state["trainer"]["slots"]
     if config.agent not in slots:
@@ -362,7 +358,7 @@ def swap_agent(config: SwapConfig, *, console: Console | None = None) -> dict[st
     )
     # The old run's settings (its team config's paths exist) with the new run's evaluations.
     judge = dataclasses.replace(train, eval=new_train.eval)
-    eval_fn, val_fn = _env_factory(judge, train.eval.split), _env_factory(judge, "validation")
+    eval_fn, val_fn = env_factory(judge, train.eval.split), env_factory(judge, "validation")
     t0 = time.perf_counter()
     console.print(f"swap: {run_dir} after stage {stage}; evaluating the team before the swap")
     before = _evaluate(judge, eval_fn, val_fn, policies)
@@ -428,7 +424,7 @@ def _align(
     """Stage-0 alignment: probe contexts at ``agent``'s turns under the current team (training
     split), split into train/held-out, then :func:`trainers.align.align_policy`."""
     sampling = agent_sampling(train, list(policies))
-    runner = Runner(_env_factory(train, "train"), policies, sampling, progress=False)
+    runner = Runner(env_factory(train, "train"), policies, sampling, progress=False)
     seed = derive_seed(train.seed, _PROBE_STREAM, settings.seed)
     contexts: list[str] = []
     tries = 0
@@ -502,13 +498,13 @@ def _write_new_run(
             "version": 0,
         },
     }
-    extra: dict[str, Any] = {"updates": [], "sft": None, "before": after}
+    extra = RunState(before=after).to_checkpoint()
     config = rundir.result_config(to_dict(train))
     rundir.save(out / "checkpoints", stage, {"trainer": state, "extra": extra, "config": config})
 
 
 def _write_record(out: Path, record: dict[str, Any]) -> None:
-    (out / "swap.json").write_text(json.dumps(_finite(record), indent=2, default=str))
+    (out / "swap.json").write_text(json.dumps(json_finite(record), indent=2, default=str))
 
 
 def _line(label: str, metrics: Mapping[str, float], k: int) -> str:

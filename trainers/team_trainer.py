@@ -117,7 +117,7 @@ class TeamTrainer:
             in rollouts but are never updated (fixed teammates).
         learner: what each stage samples and updates; default: the learner registered as
             ``config.schedule.method`` (see :mod:`trainers.registry`).
-        sampling: each agent's rollout sampling (``trainers.run.agent_sampling``: a team
+        sampling: each agent's rollout sampling (``trainers.team_eval.agent_sampling``: a team
             config's per-agent values); default: ``config.sampling`` for every agent. Each agent's messages are scored at its
             own temperature.
 

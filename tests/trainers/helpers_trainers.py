@@ -152,7 +152,7 @@ def trained_run(run_dir: Path) -> TrainedRun:
     """Trains :class:`TrainedRun`'s run in ``run_dir`` (a piped console of width 200)."""
     from rich.console import Console
 
-    from trainers.run import run_training
+    from trainers.recipe import run_training
 
     out = io.StringIO()
     config = small(run_dir, **TRAINED_RUN_OVERRIDES)

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from teamtr_core.errors import ConfigError
 from trainers.callbacks import Callback, EarlyStopping, load_callbacks
-from trainers.run import run_training
+from trainers.recipe import run_training
 
 QUIET = Console(file=io.StringIO())
 

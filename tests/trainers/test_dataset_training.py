@@ -17,7 +17,7 @@ from tasks.dataset import DatasetTask
 from teamtr_env.cli import main
 from teamtr_env.config import from_dict
 from trainers.config import TrainConfig
-from trainers.run import run_training
+from trainers.recipe import run_training
 
 CAPITALS = Path(__file__).resolve().parents[1] / "fixtures" / "dataset" / "capitals.jsonl"
 TASK_ID = "test/CapitalsTraining-v0"

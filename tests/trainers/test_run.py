@@ -19,9 +19,12 @@ from adapters.team import team_config_from_dict
 from teamtr_core.errors import ConfigError
 from teamtr_env.cli import main
 from teamtr_env.config import from_dict, to_dict
+from trainers import rundir
 from trainers.config import TrainConfig
 from trainers.logger import read_jsonl
-from trainers.run import StopTraining, clipped_warnings, load_checkpoint, run_training
+from trainers.recipe import StopTraining, TrainingRecipe, load_checkpoint, run_training
+from trainers.run_state import BestStage, RunState
+from trainers.team_eval import clipped_warnings
 
 
 def _check_finished_run(run_dir: Path, summary: dict) -> None:
@@ -152,10 +155,10 @@ def test_training_on_held_out_problems_is_refused(tmp_path: Path) -> None:
 
 
 def test_generated_splits_keep_evaluation_disjoint_from_training(tmp_path: Path) -> None:
-    from trainers.run import _env_factory
+    from trainers.recipe import env_factory
 
     cfg = from_dict(TrainConfig, {"task": "teamtr/Arith-v0", "task_options": {"digits": 2}})
-    train, test = _env_factory(cfg, "train")(), _env_factory(cfg, "test")()
+    train, test = env_factory(cfg, "train")(), env_factory(cfg, "test")()
     import numpy as np
 
     rng = np.random.default_rng(0)
@@ -220,7 +223,7 @@ def test_set_overrides_merge_into_the_defaults() -> None:
 def test_one_sampling_section_old_keys_still_load_and_a_team_inherits_the_runs() -> None:
     from teamtr_core.policy import SamplingParams
     from trainers.config import config_from_overrides
-    from trainers.run import agent_sampling
+    from trainers.team_eval import agent_sampling
 
     assert TrainConfig().sampling == SamplingParams(temperature=0.8, max_new_tokens=12)
     with pytest.warns(FutureWarning, match="temperature is now sampling.temperature"):
@@ -284,9 +287,9 @@ def test_training_honours_a_team_configs_per_agent_sampling(
 ) -> None:
     """With a team config, each agent samples (and is scored) with its own temperature and
     message length, in training, in the before/after evaluation and in the trainer."""
-    import trainers.run as run_module
+    import trainers.recipe as run_module
     from adapters.base import SamplingParams
-    from trainers.run import agent_sampling
+    from trainers.team_eval import agent_sampling
     from trainers.team_trainer import TeamTrainer
 
     team = {
@@ -344,7 +347,7 @@ def test_a_token_limit_that_cuts_answers_off_is_warned_about_before_training(
     # An untrained model rarely ends a message within 3 tokens.
     cfg = small(tmp_path / "short", sampling={"max_new_tokens": 3}, **quick)
     out = io.StringIO()
-    with caplog.at_level(logging.WARNING, logger="trainers.run"):
+    with caplog.at_level(logging.WARNING, logger="trainers.recipe"):
         summary = run_training(cfg, console=Console(file=out, width=200))
     text = " ".join(out.getvalue().split())
     for agent in agents:
@@ -362,7 +365,7 @@ def test_a_token_limit_that_cuts_answers_off_is_warned_about_before_training(
     ends = {"max_new_tokens": 3, "stop": list(string.printable)}
     cfg = small(tmp_path / "ends", sampling=ends, **quick)
     out = io.StringIO()
-    with caplog.at_level(logging.WARNING, logger="trainers.run"):
+    with caplog.at_level(logging.WARNING, logger="trainers.recipe"):
         summary = run_training(cfg, console=Console(file=out, width=200))
     assert all(summary["before"][f"eval/clipped_ratio/{a}"] <= 0.2 for a in agents)
     assert "token limit" not in out.getvalue()
@@ -377,3 +380,48 @@ def test_the_clipped_warning_starts_above_a_fifth() -> None:
     assert clipped_warnings(at, sampling) == []
     (line,) = clipped_warnings({**at, "train_eval/clipped_ratio/b": 0.25}, sampling)
     assert line.startswith("25% of b's messages") and "(sampling.max_new_tokens = 40)" in line
+
+
+def test_the_recipes_steps_by_hand_give_run_trainings_result(
+    trained: TrainedRun, tmp_path: Path
+) -> None:
+    """A driver of its own (swap, the benchmarks, a user's) calls the recipe's public steps;
+    they are what run_training does, so the numbers are the same run's (in this process:
+    exactly)."""
+    recipe = TrainingRecipe(
+        trained.same_config(tmp_path / "steps"), console=Console(file=io.StringIO())
+    )
+    recipe.setup()
+    assert recipe.trainer is not None and set(recipe.policies) == {"solver", "critic", "aggregator"}
+    assert recipe.warm_start() is not None and recipe.state.sft is not None
+    before = recipe.evaluate_before()
+    recipe.train()
+    summary = recipe.finish(seconds=0.0)
+    assert (
+        _metrics_only(before) == trained.summary["before"]
+        and summary["after"] == trained.summary["after"]
+    )
+    assert [u["kl_raw"] for u in summary["updates"]] == [
+        u["kl_raw"] for u in trained.summary["updates"]
+    ]
+    assert recipe.state.best is None and recipe.state.stopped_early is None
+    assert [d["stage"] for d in recipe.state.diagnostics] in ([], [1, 2])
+
+
+def test_the_run_state_round_trips_through_a_checkpoint_and_reads_older_ones() -> None:
+    state = RunState(
+        before={"eval/avg@2": 0.5},
+        sft={"steps": 2},
+        updates=[{"agent": "a", "kl_raw": 0.01}],
+        best=BestStage(2, 0.75),
+        stopped_early={"stage": 2, "by": "EarlyStopping"},
+        diagnostics=[{"stage": 1, "diag/d_occ": 0.3}],
+    )
+    assert RunState.from_checkpoint(state.to_checkpoint()) == state
+    assert RunState.from_checkpoint(rundir.plain(state.to_checkpoint())) == state
+    old = {"updates": [], "sft": None, "before": {"eval/avg@2": 0.1}}  # an older run's "extra"
+    assert RunState.from_checkpoint(old) == RunState(before={"eval/avg@2": 0.1})
+
+
+def _metrics_only(values: dict) -> dict:
+    return {k: v for k, v in values.items() if not k.startswith(("problems/", "ci/"))}

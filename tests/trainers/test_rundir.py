@@ -15,7 +15,7 @@ from rich.console import Console
 from teamtr_core.errors import ConfigError
 from teamtr_env.cli import main
 from trainers import rundir
-from trainers.run import StopTraining, load_checkpoint, run_training
+from trainers.recipe import StopTraining, load_checkpoint, run_training
 
 QUIET = Console(file=io.StringIO())
 

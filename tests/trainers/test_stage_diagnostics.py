@@ -280,7 +280,7 @@ def test_a_full_run_logs_diagnostics_to_jsonl_tensorboard_and_summary(tmp_path: 
 
     from teamtr_env.config import from_dict
     from trainers.logger import read_jsonl
-    from trainers.run import run_training
+    from trainers.recipe import run_training
 
     data = {
         "task": "teamtr/Arith-v0",

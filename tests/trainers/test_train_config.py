@@ -60,10 +60,10 @@ def test_a_files_own_task_options_are_kept_and_set_merges_into_them(tmp_path: Pa
 def test_the_cli_builds_the_same_config_with_and_without_a_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import trainers.run
+    import trainers.recipe
 
     seen = []
-    monkeypatch.setattr(trainers.run, "run_training", lambda config, **kw: seen.append(config))
+    monkeypatch.setattr(trainers.recipe, "run_training", lambda config, **kw: seen.append(config))
     overrides = ["--set", "task_options.max_value=20", "--run-dir", str(tmp_path / "run")]
     assert main(["train", *overrides]) == 0
     assert main(["train", "--config", str(_file(tmp_path, "{}\n")), *overrides]) == 0

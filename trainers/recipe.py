@@ -1,0 +1,514 @@
+"""The training recipe: one object owns a run from set-up to summary.
+
+``TrainingRecipe(config).run()`` is what ``teamtr train`` does (and :func:`run_training`, its
+one-call form); its steps are public for swap, the benchmarks and your own drivers:
+
+==================  =========================================================================
+``setup()``         every check that can reject the run (before anything is written), the run
+                    directory's rules (:mod:`trainers.rundir`), the team, the trainer, loggers
+``resume()``        the newest intact checkpoint's trainer and :class:`RunState`, if any
+``warm_start()``    behaviour cloning from the task's scripted expert (``sft``; cached)
+``evaluate()``      held-out (and training-split) avg@K / pass@K with bootstrap CIs
+``train()``         the stages: validation, model selection, callbacks, a checkpoint each
+``save()``          an atomic checkpoint of the trainer and the run state
+``finish()``        the final evaluation, the plot, ``summary.json`` and the printed table
+==================  =========================================================================
+
+Layout of ``config.run_dir``::
+
+    config.yaml          the resolved configuration
+    models/tiny/         the tiny model (when the config names no team)
+    metrics.jsonl        every logged metric (one JSON object per step)
+    tb/                  TensorBoard event files (loggers: [tensorboard])
+    checkpoints/         stage_XXXX.pt (all agents, optimizers, beta, delta, counters, RNG, the
+                         run state) + latest
+    curves.png           learning curves (plot: true)
+    summary.json         before/after evaluation, totals, per-update records
+
+Resuming continues after the last intact checkpoint and gives the same result as an
+uninterrupted run with the same seed: every random draw derives from (seed, stage, index).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+import teamtr_env
+from tasks.base import SupportsExpert
+from teamtr_core.errors import ConfigError
+from teamtr_core.policy import TrainablePolicy
+from teamtr_env.config import dump_config, from_dict, to_dict
+from trainers import rundir
+from trainers.callbacks import Callback, CallbackList, EarlyStopping, load_callbacks
+from trainers.config import TrainConfig
+from trainers.logger import (
+    JsonlLogger,
+    MetricsLogger,
+    MultiLogger,
+    make_loggers,
+    missing_loggers,
+    plot_learning_curves,
+)
+from trainers.registry import trainer_spec
+from trainers.run_report import build_summary, json_finite, metrics_line, print_summary, stage_line
+from trainers.run_state import BestStage, RunState
+from trainers.team_eval import (
+    agent_sampling,
+    build_policies,
+    clipped_warnings,
+    evaluate_all,
+    evaluate_team,
+)
+from trainers.team_trainer import TeamTrainer
+from trainers.warm_start import warm_start
+
+log = logging.getLogger(__name__)
+
+
+class StopTraining(Exception):
+    """Raised by a ``stop_after`` hook (tests simulate a crash with it)."""
+
+
+class TrainingRecipe:
+    """One training run: set up, warm-start, evaluate, train, save, resume, finish.
+
+    Args:
+        config: the run configuration.
+        console: where to print; a default console when ``None``.
+        callbacks: :class:`trainers.callbacks.Callback` objects, called before the config's
+            ``callbacks`` and ``eval.early_stop_patience``'s early stopping.
+        loggers: extra metric loggers (anything with ``log(metrics, step)`` and ``close()``),
+            beside ``metrics.jsonl`` and the config's ``loggers``.
+
+    After :meth:`setup`: ``policies`` (each agent's), ``trainer`` (the :class:`TeamTrainer`),
+    ``state`` (:class:`RunState`) and ``logger`` are set.
+    """
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        *,
+        console: Console | None = None,
+        callbacks: Sequence[Callback] = (),
+        loggers: Sequence[MetricsLogger] = (),
+    ) -> None:
+        self.config = config
+        self.console = console or Console()
+        self.run_dir = Path(config.run_dir)
+        self.train_env = env_factory(config, "train")
+        self.eval_env = env_factory(config, config.eval.split)
+        self.val_env = env_factory(config, "validation")
+        self.hooks = CallbackList([*callbacks, *load_callbacks(config.callbacks)])
+        if config.eval.early_stop_patience:
+            self.hooks.callbacks.append(
+                EarlyStopping(f"val/avg@{config.eval.k}", patience=config.eval.early_stop_patience)
+            )
+        self.extra_loggers = list(loggers)
+        self.state = RunState()
+        self.policies: dict[str, Any] = {}
+        self.trainer: TeamTrainer | None = None
+        self.logger: MultiLogger | None = None
+        self._found: rundir.LoadedCheckpoint | None = None
+
+    # -- set-up ---------------------------------------------------------------------------------
+    def check(self, *, resume: bool = False) -> None:
+        """Everything that can reject the run, before anything is written (every problem of a
+        part at once): the learner, loggers, behaviour cloning, the team config, a resume's
+        configuration, the training split and every split the run draws from.
+
+        Raises:
+            ConfigError: naming the problems.
+        """
+        config = self.config
+        env = self.train_env()
+        _check_before_writing(config, env)
+        self._found = rundir.load(self.run_dir / "checkpoints") if resume else None
+        if resume:
+            rundir.check_resume(
+                self.run_dir, _normalised(to_dict(config)), self._found, _normalised
+            )
+        _check_training_split(config, env, self.eval_env(), self.console)
+        _check_drawable(config, self.train_env, self.eval_env, self.val_env)
+
+    def setup(self, *, resume: bool = False, overwrite: bool = False) -> None:
+        """Checks the run (:meth:`check`), prepares its directory (a new run needs an empty one
+        or ``overwrite``), writes ``config.yaml``, builds the team, the trainer and the loggers,
+        and with ``resume`` loads the newest intact checkpoint (:meth:`resume`).
+
+        Raises:
+            ConfigError: a problem with the config, the run directory or its checkpoints, listed
+                before anything is written.
+        """
+        config, console = self.config, self.console
+        if config.torch_threads > 0:
+            torch.set_num_threads(config.torch_threads)
+        self.check(resume=resume)
+        deleted = rundir.prepare(self.run_dir, resume=resume, overwrite=overwrite)
+        if deleted:
+            others = sorted(p.name for p in self.run_dir.iterdir())
+            kept = f"; left alone: {', '.join(others)}" if others else ""
+            console.print(f"--overwrite: deleted {', '.join(deleted)} in {self.run_dir}{kept}")
+        for reason in self._found.skipped if self._found else ():
+            console.print(f"[yellow]skipped a checkpoint:[/] {reason}")
+        if resume and self._found is None:
+            console.print(f"no checkpoint in {self.run_dir}: starting from scratch")
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        dump_config(config, self.run_dir / "config.yaml")
+        self.policies = build_policies(config, self.train_env(), self.run_dir)
+        if not any(isinstance(p, TrainablePolicy) for p in self.policies.values()):
+            raise ConfigError(
+                "train", ["no agent has a trainable policy (backend 'hf' or a TrainablePolicy)"]
+            )
+        sampling = agent_sampling(config, list(self.policies))
+        self.trainer = TeamTrainer(config, self.train_env, self.policies, sampling=sampling)
+        self.trainer.update_hooks.append(self.hooks.on_update)
+        start_step = self._found.state["trainer"]["stage"] if self._found else None
+        self.logger = MultiLogger(
+            JsonlLogger(self.run_dir / "metrics.jsonl", resume_step=start_step),
+            *make_loggers(config.loggers, self.run_dir, to_dict(config), config.logger_options),
+            *self.extra_loggers,
+        )
+        self.resume()
+
+    def resume(self) -> bool:
+        """Loads the checkpoint :meth:`setup` found (``resume=True``) into the trainer and the
+        run state; ``False`` when there is none (a new run)."""
+        if self._found is None:
+            return False
+        trainer = self._trainer()
+        trainer.load_state_dict(self._found.state["trainer"])
+        self.state = RunState.from_checkpoint(self._found.state["extra"])
+        self.console.print(
+            f"resumed {self.run_dir} after stage {trainer.stage} ({self._found.path.name})"
+        )
+        return True
+
+    # -- the run's steps ------------------------------------------------------------------------
+    def warm_start(self) -> dict[str, Any] | None:
+        """Behaviour cloning from the task's scripted expert (``config.sft``; ``None``: skipped),
+        loaded from ``sft.cache_dir`` when the same clone was made before."""
+        if self.config.sft is None:
+            return None
+        self.state.sft = warm_start(
+            self.config, self.train_env, self.train_env(), self.policies, self.console
+        )
+        return self.state.sft
+
+    def evaluate(self, step: int | None = None) -> dict[str, float]:
+        """The held-out evaluation (``eval/``) and, with ``eval.train_distribution``, the
+        training split's (``train_eval/``), logged at ``step`` (the trainer's stage by default)
+        and passed to the callbacks."""
+        out = evaluate_all(self.config, self.eval_env, self.train_env, self.policies)
+        step = self._trainer().stage if step is None else step
+        self._logger().log(out, step=step)
+        self.hooks.on_eval("eval", step, out)
+        return out
+
+    def evaluate_before(self) -> dict[str, float]:
+        """The evaluation before training (:meth:`evaluate` at step 0), printed, with a warning
+        for each agent whose messages hit the token limit too often."""
+        self.state.before = self.evaluate(step=0)
+        self.console.print(metrics_line("before training", self.state.before, self.config.eval.k))
+        for line in clipped_warnings(self.state.before, self._trainer().runner.sampling):
+            log.warning("%s", line)
+            self.console.print(f"[yellow]warning:[/] {line}", highlight=False)
+        return self.state.before
+
+    def train(self, stop_after: int | None = None) -> None:
+        """The remaining stages: after each, validation (``eval.every``) and model selection,
+        the logs, a checkpoint (:meth:`save`), the progress line, the callbacks (which may stop
+        the run). ``stop_after``: raise :class:`StopTraining` after that many stages."""
+        config, trainer, console = self.config, self._trainer(), self.console
+        total = config.schedule.stages
+        # Rich bars on a terminal; otherwise (piped, e.g. `make demo | tee log`, or bars off) one
+        # plain line per stage, so a run never goes silent for minutes.
+        bars = config.progress and console.is_terminal
+        t_start = time.perf_counter()
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            disable=not bars,
+            transient=True,
+        ) as progress:
+            stages_bar = progress.add_task(
+                f"{trainer_spec(config.schedule.method).id} stages",
+                total=total,
+                completed=trainer.stage,
+            )
+            while trainer.stage < total:
+                update_bar = progress.add_task(
+                    f"stage {trainer.stage + 1} updates", total=len(trainer.slots)
+                )
+
+                def advance(i: int, n: int, bar: TaskID = update_bar) -> None:
+                    progress.update(bar, completed=i)
+
+                report = trainer.run_stage(on_update=advance)
+                progress.remove_task(update_bar)
+                metrics = dict(report.metrics)
+                stop = self._validate(metrics)
+                self._logger().log(metrics, step=trainer.stage)
+                self.state.updates.extend(report.updates)
+                diag = {k: v for k, v in report.metrics.items() if k.startswith("diag/")}
+                if diag:
+                    self.state.diagnostics.append({"stage": trainer.stage, **diag})
+                self.save()
+                progress.update(stages_bar, completed=trainer.stage)
+                log.info("stage %d: %s", trainer.stage, metrics)
+                if not bars:
+                    line = stage_line(config, trainer.stage, metrics, time.perf_counter() - t_start)
+                    console.print(line, markup=False, highlight=False)
+                stop = self.hooks.on_stage_end(trainer.stage, metrics) or stop
+                if stop is not None and trainer.stage < total:
+                    self.state.stopped_early = {"stage": trainer.stage, "by": stop}
+                    console.print(f"{stop} stopped the run after stage {trainer.stage} of {total}")
+                    break
+                if stop_after is not None and trainer.stage >= stop_after:
+                    raise StopTraining(f"stopped after stage {trainer.stage}")
+
+    def _validate(self, metrics: dict[str, float]) -> str | None:
+        """Validation after a stage (``eval.every``) into ``metrics``, keeping the best team for
+        ``eval.select: best_validation``; a callback's request to stop, if any."""
+        config, stage = self.config, self._trainer().stage
+        if not (config.eval.every and stage % config.eval.every == 0):
+            return None
+        val = evaluate_team(config, self.val_env, self.policies, prefix="val")
+        metrics.update(val)
+        stop = self.hooks.on_eval("val", stage, val)
+        value = val[f"val/avg@{config.eval.k}"]
+        best = self.state.best
+        if config.eval.select == "best_validation" and (best is None or value > best.value):
+            _save_best(self.run_dir, self.policies)
+            self.state.best = BestStage(stage, value)
+        return stop
+
+    def save(self, keep: int = 2) -> Path:
+        """Atomically writes ``checkpoints/stage_XXXX.pt`` (the trainer, the run state and the
+        configuration that determines the results), points ``latest`` at it and keeps the last
+        ``keep`` stages."""
+        return save_checkpoint(self.run_dir, self._trainer(), self.state, keep)
+
+    def finish(self, seconds: float) -> dict[str, Any]:
+        """The final evaluation (of the best validation stage's team with ``eval.select:
+        best_validation``), the plot, ``summary.json`` and the printed table; returns the
+        summary."""
+        config, trainer, console = self.config, self._trainer(), self.console
+        try:
+            best = self.state.best
+            if config.eval.select == "best_validation" and best is not None:
+                _load_best(self.run_dir, self.policies)
+                console.print(
+                    f"final evaluation uses the team of stage {best.stage} "
+                    f"(best validation avg@{config.eval.k} {best.value:.3f})"
+                )
+            after = self.evaluate()
+        finally:
+            self._logger().close()
+        summary = build_summary(config, trainer, self.state, after, seconds, self.run_dir)
+        if config.plot:
+            plot_learning_curves(
+                self.run_dir / "metrics.jsonl",
+                self.run_dir / "curves.png",
+                title=f"{trainer_spec(config.schedule.method).id} on {config.task}",
+            )
+        summary_text = json.dumps(json_finite(summary), indent=2, default=str)
+        (self.run_dir / "summary.json").write_text(summary_text)
+        print_summary(console, config, summary, self.run_dir)
+        return summary
+
+    def run(
+        self, *, resume: bool = False, overwrite: bool = False, stop_after: int | None = None
+    ) -> dict[str, Any]:
+        """The whole run (see the module docstring) and its summary (also ``summary.json``)."""
+        self.setup(resume=resume, overwrite=overwrite)
+        t0 = time.perf_counter()
+        try:
+            if self._found is None:
+                self.warm_start()
+                self.evaluate_before()
+            self.train(stop_after=stop_after)
+        except BaseException:
+            self._logger().close()
+            raise
+        return self.finish(time.perf_counter() - t0)
+
+    def _trainer(self) -> TeamTrainer:
+        if self.trainer is None:
+            raise RuntimeError("TrainingRecipe.setup() has not run")
+        return self.trainer
+
+    def _logger(self) -> MultiLogger:
+        if self.logger is None:
+            raise RuntimeError("TrainingRecipe.setup() has not run")
+        return self.logger
+
+
+def run_training(
+    config: TrainConfig,
+    *,
+    resume: bool = False,
+    console: Console | None = None,
+    stop_after: int | None = None,
+    overwrite: bool = False,
+    callbacks: Sequence[Callback] = (),
+    loggers: Sequence[MetricsLogger] = (),
+) -> dict[str, Any]:
+    """Runs (or resumes) a training run and returns its summary (also saved as summary.json):
+    ``TrainingRecipe(config, ...).run(...)``.
+
+    Args:
+        config: the run configuration.
+        resume: continue after the last intact checkpoint in ``config.run_dir``.
+        console: where to print; a default console when ``None``.
+        stop_after: raise ``StopTraining`` after this many completed stages (crash simulation).
+        overwrite: replace a run already in ``config.run_dir`` (its files are deleted first).
+        callbacks: :class:`trainers.callbacks.Callback` objects (see :class:`TrainingRecipe`).
+        loggers: extra metric loggers (see :class:`TrainingRecipe`).
+
+    Raises:
+        ConfigError: a problem with the config, the run directory or its checkpoints, listed
+            before anything is written.
+    """
+    recipe = TrainingRecipe(config, console=console, callbacks=callbacks, loggers=loggers)
+    return recipe.run(resume=resume, overwrite=overwrite, stop_after=stop_after)
+
+
+def save_checkpoint(run_dir: Path, trainer: TeamTrainer, state: RunState, keep: int = 2) -> Path:
+    """Atomically writes ``checkpoints/stage_XXXX.pt`` with the trainer, the run state and the
+    configuration that determines the results, points ``latest`` at it and keeps the last
+    ``keep`` stages (``trainers.rundir``)."""
+    data = {
+        "trainer": trainer.state_dict(),
+        "extra": state.to_checkpoint(),
+        "config": rundir.result_config(to_dict(trainer.config)),
+    }
+    return rundir.save(run_dir / "checkpoints", trainer.stage, data, keep)
+
+
+def load_checkpoint(run_dir: Path) -> dict[str, Any] | None:
+    """The newest intact checkpoint's contents (``None``: there is none); see
+    :func:`trainers.rundir.load` (weights-only; an unreadable latest falls back)."""
+    found = rundir.load(run_dir / "checkpoints")
+    return found.state if found else None
+
+
+def env_factory(config: TrainConfig, split: str) -> Callable[[], Any]:
+    """Environments of ``split``: tasks with a ``split`` option generate that split's partition;
+    a problem file (``data_path``) or an explicit ``split`` option is used as given."""
+    options = dict(config.task_options)
+    if (
+        "split" not in options
+        and "data_path" not in options
+        and teamtr_env.spec(config.task).accepts("split")
+    ):
+        options["split"] = split
+    teamtr_env.make(config.task, **options)  # fail fast with every problem of the options
+    return lambda: teamtr_env.make(config.task, **options)
+
+
+def _check_before_writing(config: TrainConfig, env: Any) -> None:
+    """The checks of the learner, the team config and behaviour cloning (the task needs a
+    scripted expert) that building the trainer would make, done before the run directory is
+    touched (every problem at once)."""
+    from trainers.registry import make_learner
+
+    problems = list(make_learner(config.schedule.method).check(config))
+    problems += [f"loggers: {p}" for p in missing_loggers(config.loggers)]
+    if config.sft is not None and not isinstance(env.task, SupportsExpert):
+        problems.append(
+            f"sft: {config.task} has no scripted expert to behaviour-clone (its task does not "
+            "implement expert_reply); set sft: null (--set sft=null)"
+        )
+    if config.team is not None:
+        from adapters.team import check_team
+
+        try:
+            check_team(config.team, env.possible_agents)
+        except ConfigError as exc:
+            problems += [f"team: {p}" for p in exc.problems]
+    if problems:
+        raise ConfigError("training config", problems)
+
+
+def _normalised(data: Any) -> dict[str, Any]:
+    """Config data as this version writes it (old key names renamed), for comparisons."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        try:
+            return to_dict(from_dict(TrainConfig, data, what="the run's config"))
+        except ConfigError:
+            return dict(data) if isinstance(data, dict) else {}
+
+
+def _check_training_split(
+    config: TrainConfig, train_env: Any, eval_env: Any, console: Console
+) -> None:
+    """Refuses to train on held-out problems; warns when evaluation cannot be held out."""
+    if train_env.problems is not None:
+        held = [p.id for p in train_env.problems if p.split != "train"]
+        if held:
+            raise ConfigError(
+                "train",
+                [
+                    f"{len(held)} of the {len(train_env.problems)} training problems are labelled "
+                    f"validation/test (e.g. {held[0]!r}); training on held-out data is refused. "
+                    "Give a file of 'train' problems (tasks.save_problems with split='train')."
+                ],
+            )
+    same = (
+        eval_env.problems is None and getattr(eval_env.task, "split", None) != config.eval.split
+    ) or (eval_env.problems is not None and eval_env.problems is train_env.problems)
+    if same:
+        console.print(
+            f"[yellow]warning:[/] {config.task} has no '{config.eval.split}' split: the "
+            "evaluation draws from the training distribution"
+        )
+
+
+def _check_drawable(
+    config: TrainConfig,
+    env_fn: Callable[[], Any],
+    eval_fn: Callable[[], Any],
+    val_fn: Callable[[], Any],
+) -> None:
+    """Draws one problem of every split the run will use, so that a split a task cannot draw
+    from (e.g. a dataset without test rows) is refused before anything is written."""
+    factories = [env_fn, eval_fn] + ([val_fn] if config.eval.every > 0 else [])
+    for make in factories:
+        make().reset(seed=config.seed)
+
+
+def _save_best(run_dir: Path, policies: dict[str, Any]) -> None:
+    folder = run_dir / "checkpoints"
+    folder.mkdir(parents=True, exist_ok=True)
+    states = {a: p.state_dict() for a, p in policies.items() if isinstance(p, TrainablePolicy)}
+    torch.save(rundir.plain(states), folder / "best.tmp")
+    os.replace(folder / "best.tmp", folder / "best.pt")
+
+
+def _load_best(run_dir: Path, policies: dict[str, Any]) -> None:
+    states = rundir.torch_load_plain(run_dir / "checkpoints" / "best.pt")
+    for agent, state in states.items():
+        policies[agent].load_state_dict(state)

@@ -1,0 +1,113 @@
+"""The warm start of a training run: behaviour cloning from the task's scripted expert
+(``config.sft``), with one shared clone for same-shaped agents and a cache keyed by everything
+that determines the clone (``sft.cache_dir``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+
+from teamtr_core.policy import TrainablePolicy
+from trainers import rundir
+from trainers.config import TrainConfig
+
+
+def warm_start(
+    config: TrainConfig,
+    env_fn: Callable[[], Any],
+    env: Any,
+    policies: dict[str, Any],
+    console: Console,
+) -> dict[str, Any]:
+    """Behaviour cloning from the task's scripted expert. With ``sft_shared`` one model learns
+    every agent's expert messages (in their own contexts) and each agent starts from a copy of it
+    (separate parameters from then on): a third of the cost for a three-agent team."""
+    from trainers.sft import behaviour_clone, collect_expert_data
+
+    sft = config.sft
+    assert sft is not None
+    trainable = {a: p for a, p in policies.items() if isinstance(p, TrainablePolicy)}
+    t0 = time.perf_counter()
+    cache = behaviour_clone_cache(config)
+    if cache is not None and cache.exists():
+        try:
+            cached = rundir.torch_load_plain(cache)
+            for agent, policy in trainable.items():
+                policy.load_state_dict(cached["states"][agent])
+        except Exception as exc:  # truncated, crafted or stale: clone again
+            console.print(
+                f"behaviour cloning: the cache {cache} is unusable ({exc}); cloning again"
+            )
+        else:
+            console.print(f"behaviour cloning: loaded from the cache {cache}")
+            return {**cached["info"], "cached": str(cache)}
+    data = collect_expert_data(
+        env_fn,
+        env.task,
+        list(trainable),
+        sft.problems,
+        error_rate=sft.expert_error_rate,
+        seed=sft.seed,
+    )
+    first = next(iter(trainable))
+    shared = config.sft_shared and _same_shapes(list(trainable.values()))
+    if shared:
+        merged = [pair for agent in trainable for pair in data[agent]]
+        curves = behaviour_clone(
+            {first: trainable[first]}, {first: merged}, sft, progress=config.progress
+        )
+        for agent, policy in trainable.items():
+            if agent != first:
+                policy.load_state_dict(trainable[first].state_dict())
+    else:
+        curves = behaviour_clone(trainable, data, sft, progress=config.progress)
+    seconds = time.perf_counter() - t0
+    what = "one shared model" if shared else f"{len(trainable)} agents"
+    steps = max((len(c) for c in curves.values()), default=0)
+    stopped = (
+        f" (stopped early at the target accuracy; limit {sft.steps})" if steps < sft.steps else ""
+    )
+    console.print(f"behaviour cloning: {what} x {steps} steps{stopped} in {seconds:.1f} s")
+    info = {
+        "seconds": seconds,
+        "shared": shared,
+        "steps": steps,
+        "final_loss": {a: c[-1] if c else None for a, c in curves.items()},
+    }
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        states = {a: p.state_dict() for a, p in trainable.items()}
+        torch.save(rundir.plain({"states": states, "info": info}), cache.with_suffix(".tmp"))
+        os.replace(cache.with_suffix(".tmp"), cache)
+    return info
+
+
+def behaviour_clone_cache(config: TrainConfig) -> Path | None:
+    """Where ``sft.cache_dir`` keeps this run's behaviour-cloned weights (``None``: no cache)."""
+    if config.sft is None or config.sft.cache_dir is None:
+        return None
+    key = {
+        "task": config.task,
+        "task_options": config.task_options,
+        "team": dataclasses.asdict(config.team) if config.team is not None else None,
+        "tiny_model": dataclasses.asdict(config.tiny_model),
+        "sft": {k: v for k, v in dataclasses.asdict(config.sft).items() if k != "cache_dir"},
+        "sft_shared": config.sft_shared,
+        "seed": config.seed,
+    }
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
+    return Path(config.sft.cache_dir) / f"bc-{digest[:16]}.pt"
+
+
+def _same_shapes(policies: list[Any]) -> bool:
+    shapes = [{k: tuple(v.shape) for k, v in p.state_dict().items()} for p in policies]
+    return all(s == shapes[0] for s in shapes)
