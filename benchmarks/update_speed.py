@@ -126,13 +126,14 @@ def flip_rates(model_dir: Path, updates: int, fractions: tuple[float, ...] = (0.
     whose decision is close), averaged over the band and the updates.
     """
     from trainers.kl import monitor_flip_rate, token_kl_monitor
-    from trainers.team_trainer import _per_message
     from trainers.update import concat_logprobs, score, update_agent
 
     config = teamtr_config(epochs=4, trust_region=True, steps=updates)
     trainer = TeamTrainer(config, make_env, {"solver": HFPolicy.from_pretrained(model_dir)})
-    slot, settings = trainer.slots["solver"], trainer.agent_settings["solver"]
-    settings = dataclasses.replace(settings, monitor_without_region=True)
+    slot, temperature = trainer.slots["solver"], trainer.temperatures["solver"]
+    # The KL after every update is measured, with or without a region.
+    region = dataclasses.replace(config.trust_region, monitor_without_region=True)
+    mb = config.optim.micro_batch_size
     generator = torch.Generator().manual_seed(0)
     rates: dict[str, list[float]] = {
         f"{unit} {q:.0%}": [] for unit in ("token", "message") for q in fractions
@@ -140,13 +141,20 @@ def flip_rates(model_dir: Path, updates: int, fractions: tuple[float, ...] = (0.
     kls = []
     for i in range(updates):
         batch = trainer.sample(i, 0, PROMPTS)
-        msgs = batch.messages_of("solver")
-        adv = _per_message(trainer._advantages(batch), msgs)
-        old = score(slot.policy, msgs, settings.micro_batch_size, settings.score_temperature)
+        msgs, adv = trainer.message_advantages(batch, "solver")
+        old = score(slot.policy, msgs, mb, temperature)
         update_agent(
-            slot.policy, slot.optimizer, msgs, adv, beta=slot.beta, delta=None, settings=settings
+            slot.policy,
+            slot.optimizer,
+            msgs,
+            adv,
+            beta=slot.beta,
+            delta=None,
+            optim=config.optim,
+            region=region,
+            temperature=temperature,
         )
-        new = score(slot.policy, msgs, settings.micro_batch_size, settings.score_temperature)
+        new = score(slot.policy, msgs, mb, temperature)
         cur_lp, mask = concat_logprobs(old)
         new_lp, _ = concat_logprobs(new)
         kl = token_kl_monitor(cur_lp, new_lp, mask).value

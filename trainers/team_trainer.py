@@ -35,7 +35,6 @@ its noise floor, and one more batch after the stage measures J(after) - J(before
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 import time
 from collections import defaultdict
@@ -59,7 +58,6 @@ from trainers.registry import make_learner
 from trainers.stage_diagnostics import UPDATE_KEYS, RunDiagnostics, StageDiagnostics
 from trainers.surrogate import surrogate_value
 from trainers.update import (
-    UpdateSettings,
     adapt_beta,
     adapt_delta,
     concat_logprobs,
@@ -158,25 +156,11 @@ class TeamTrainer:
             for a, p in policies.items()
             if isinstance(p, TrainablePolicy)
         }
-        self.settings = UpdateSettings(
-            epochs=opt.epochs,
-            micro_batch_size=opt.micro_batch_size,
-            ratio_clip=opt.ratio_clip,
-            max_grad_norm=opt.max_grad_norm,
-            max_backtracks=tr.max_backtracks,
-            monitor_subsample=tr.monitor_subsample,
-            monitor_messages=tr.monitor_messages,
-            autocast=opt.autocast,
-            monitor_without_region=tr.monitor_without_region,
-            score_temperature=_score_temperature(shared),
-            flip_trials=config.diagnostics.flip_trials if config.diagnostics.cheap else 0,
-        )
         # Each agent's messages are scored at the temperature they were sampled at.
-        self.agent_settings = {
-            a: dataclasses.replace(self.settings, score_temperature=_score_temperature(p))
-            for a, p in self.runner.sampling.items()
-            if a in self.slots
+        self.temperatures = {
+            a: _score_temperature(p) for a, p in self.runner.sampling.items() if a in self.slots
         }
+        self.flip_trials = config.diagnostics.flip_trials if config.diagnostics.cheap else 0
         self.stage = 0  # completed stages
         self.samples: list[SampleEvent] = []
         self.totals: dict[str, float] = defaultdict(float)
@@ -327,13 +311,20 @@ class TeamTrainer:
     # -- helpers -------------------------------------------------------------------------------
     def _score(self, agent: str, messages: list[MessageRecord]) -> list[Any]:
         """``agent``'s current log-probs of ``messages`` (no gradient)."""
-        settings = self.agent_settings[agent]
         return score(
             self.slots[agent].policy,
             messages,
-            settings.micro_batch_size,
-            settings.score_temperature,
+            self.config.optim.micro_batch_size,
+            self.temperatures[agent],
         )
+
+    def message_advantages(
+        self, batch: RolloutBatch, agent: str
+    ) -> tuple[list[MessageRecord], torch.Tensor]:
+        """``agent``'s messages in ``batch`` and ``[N]`` advantages: each message gets its
+        episode's group advantage (the config's ``optim`` normalisation and clipping)."""
+        messages = batch.messages_of(agent)
+        return messages, _per_message(self._advantages(batch), messages)
 
     def _advantages(self, batch: RolloutBatch) -> GroupAdvantages:
         o = self.config.optim
@@ -572,9 +563,11 @@ class Stage:
         reference = None
         if slot.reference is not None:
             t0 = time.perf_counter()
-            settings = trainer.agent_settings[agent]
             reference = score(
-                slot.reference, messages, settings.micro_batch_size, settings.score_temperature
+                slot.reference,
+                messages,
+                cfg.optim.micro_batch_size,
+                trainer.temperatures[agent],
             )
             self.timing["reference_s"] += time.perf_counter() - t0
         result = update_agent(
@@ -584,10 +577,12 @@ class Stage:
             msg_adv,
             beta=slot.beta,
             delta=delta,
-            settings=trainer.agent_settings[agent],
+            optim=cfg.optim,
+            region=cfg.trust_region,
+            temperature=trainer.temperatures[agent],
+            flip_trials=trainer.flip_trials,
             weights=weights,
             reference=reference,
-            ref_coef=cfg.optim.ref_kl_coef,
         )
         self.timing["update_s"] += result.update_s
         self.timing["monitor_s"] += result.monitor_s

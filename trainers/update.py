@@ -1,6 +1,6 @@
 """One agent's policy update inside its token-level KL trust region (paper Sec. 4, App. F.6).
 
-``update_agent`` maximises the clipped message-level surrogate minus ``beta`` times a KL penalty on
+``update_agent`` (:func:`policy_step`, then :func:`enforce_trust_region`) maximises the clipped message-level surrogate minus ``beta`` times a KL penalty on
 the agent's own messages of one rollout batch, then ENFORCES the trust region on the same rollouts:
 the monitored token KL (Eq. 18) of the new parameters against the behaviour parameters must be at
 most ``delta``. If it is not, the step is scaled back toward the old parameters (halving) until it
@@ -24,6 +24,7 @@ import torch
 
 from teamtr_core.policy import TokenLogprobs, TrainablePolicy
 from teamtr_env.rollout import MessageRecord
+from trainers.config import OptimConfig, TrustRegionConfig
 from trainers.diagnostics import zeta_proxies
 from trainers.kl import (
     kl_penalty,
@@ -33,25 +34,6 @@ from trainers.kl import (
     token_kl_monitor,
 )
 from trainers.surrogate import clipped_surrogate, message_log_ratio, surrogate_value
-
-
-@dataclass(frozen=True)
-class UpdateSettings:
-    """What one update needs from the config (kept small so tests can build it directly)."""
-
-    epochs: int = 2
-    micro_batch_size: int = 64
-    ratio_clip: float = 0.2
-    max_grad_norm: float = 1.0
-    max_backtracks: int = 6
-    monitor_subsample: float = 1.0
-    monitor_messages: float = 1.0
-    score_temperature: float = 1.0
-    monitor_without_region: bool = True
-    autocast: str = "none"
-    # > 0: measure the update's diagnostics (zeta_ratio; KL-monitor flip rates at 25% and 50%
-    # with this many subsamples each); 0 = none (diagnostics: off)
-    flip_trials: int = 0
 
 
 @dataclass(frozen=True)
@@ -93,6 +75,48 @@ class UpdateResult:
     monitor_s: float
     ref_kl: float = math.nan
     diagnostics: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def rejected(
+        cls,
+        reason: str,
+        *,
+        n_messages: int,
+        n_tokens: int,
+        update_s: float,
+        kl_raw: float = math.nan,
+        monitor_s: float = 0.0,
+    ) -> UpdateResult:
+        """An update whose parameters and optimizer state were restored (``reason``)."""
+        return cls(
+            accepted=False,
+            reason=reason,
+            kl_raw=kl_raw,
+            kl=0.0,
+            in_region=True,
+            backtracks=0,
+            step_scale=0.0,
+            l_seq=0.0,
+            ratio_clip_frac=0.0,
+            n_messages=n_messages,
+            n_tokens=n_tokens,
+            update_s=update_s,
+            monitor_s=monitor_s,
+        )
+
+
+@dataclass
+class PolicyStep:
+    """What :func:`policy_step` did: the behaviour log-probs of the messages (from the first
+    epoch's forward pass unless given), their token count, the last epoch's clipped fraction and
+    reference KL, the seconds it took, and ``failed`` (``"nonfinite_loss"``) when it stopped."""
+
+    behaviour: list[TokenLogprobs]
+    n_tokens: int
+    clip_frac: float = 0.0
+    ref_kl: float = math.nan
+    seconds: float = 0.0
+    failed: str | None = None
 
 
 def score(
@@ -147,156 +171,135 @@ def concat_logprobs(parts: Sequence[TokenLogprobs]) -> tuple[torch.Tensor, torch
     return lp, mask
 
 
-def update_agent(
+def policy_step(
     policy: TrainablePolicy,
     optimizer: torch.optim.Optimizer,
     messages: Sequence[MessageRecord],
     advantages: torch.Tensor,
     *,
     beta: float,
-    delta: float | None,
-    settings: UpdateSettings,
+    optim: OptimConfig,
+    temperature: float = 1.0,
     weights: torch.Tensor | None = None,
     behaviour: Sequence[TokenLogprobs] | None = None,
     reference: Sequence[TokenLogprobs] | None = None,
-    ref_coef: float = 0.0,
-) -> UpdateResult:
-    """Updates ``policy`` on its ``messages`` and enforces ``KL_tok <= delta`` on them.
-
-    Args:
-        policy: the agent's trainable policy (its parameters are changed in place).
-        optimizer: the agent's optimizer over ``policy.parameters()``.
-        messages: the agent's messages in the rollout batch (context, sampled tokens).
-        advantages: ``[N]`` the advantage of each message's episode.
-        beta: KL-penalty coefficient (Eq. 17).
-        delta: trust-region radius; ``None`` = no trust region (ablation).
-        settings: epochs, micro-batching, clipping, backtracking.
-        weights: ``[N]`` optional importance weights (stale-rollout IS ablation).
-        behaviour: precomputed behaviour log-probs (``score`` of the same messages), if any.
-        reference: a frozen reference policy's log-probs of the messages (``score``, same
-            micro-batching); with ``ref_coef > 0`` the loss adds ``ref_coef`` times
-            :func:`reference_kl` (TRL's ``beta``), beside the trust region.
-    """
-    if settings.epochs < 1:
-        raise ValueError(f"settings.epochs must be >= 1, got {settings.epochs}")
-    n = len(messages)
-    if n == 0:
-        return UpdateResult(True, "no_messages", 0.0, 0.0, True, 0, 0.0, 0.0, 0.0, 0, 0, 0.0, 0.0)
-    mb, temp = settings.micro_batch_size, settings.score_temperature
+) -> PolicyStep:
+    """``optim.epochs`` full-batch gradient steps on the clipped message-level surrogate minus
+    ``beta`` times the KL penalty (plus ``optim.ref_kl_coef`` times the KL to ``reference``),
+    gradients accumulated over micro-batches and clipped to ``optim.max_grad_norm``. Stops at a
+    non-finite loss (``failed``; the caller restores the parameters)."""
+    n, mb = len(messages), optim.micro_batch_size
     t0 = time.perf_counter()
     # Without precomputed behaviour log-probs they come from the first epoch's own forward pass,
     # detached: the parameters do not change within an epoch (one optimizer step per epoch), so
     # they are exactly the behaviour log-probs, and a separate scoring pass is saved.
     old: list[TokenLogprobs] = list(behaviour) if behaviour is not None else []
-    n_tokens = int(sum(int(o.mask.sum()) for o in old))
+    step = PolicyStep(old, int(sum(int(o.mask.sum()) for o in old)))
     params = list(policy.parameters())
-    snapshot = [p.detach().clone() for p in params]
-    opt_state = copy.deepcopy(optimizer.state_dict())
-
-    def restore(reason: str, kl_raw: float = math.nan) -> UpdateResult:
-        with torch.no_grad():
-            for p, s in zip(params, snapshot):
-                p.copy_(s)
-        optimizer.load_state_dict(opt_state)
-        return UpdateResult(
-            False,
-            reason,
-            kl_raw,
-            0.0,
-            True,
-            0,
-            0.0,
-            0.0,
-            0.0,
-            n,
-            n_tokens,
-            time.perf_counter() - t0,
-            0.0,
-        )
-
-    clip_frac, ref_kl = 0.0, math.nan
-    for epoch in range(settings.epochs):
+    use_ref = reference is not None and optim.ref_kl_coef > 0
+    for epoch in range(optim.epochs):
         optimizer.zero_grad(set_to_none=True)
         clipped = ref_sum = 0.0
         for i, start in enumerate(range(0, n, mb)):
             chunk = messages[start : start + mb]
-            new = score(policy, chunk, mb, temp, grad=True, autocast=settings.autocast)[0]
+            new = score(policy, chunk, mb, temperature, grad=True, autocast=optim.autocast)[0]
             if epoch == 0 and behaviour is None:
                 old.append(TokenLogprobs(new.logprobs.detach(), new.mask, new.token_ids))
-                n_tokens += int(new.mask.sum())
+                step.n_tokens += int(new.mask.sum())
             cur = old[i]
             adv = advantages[start : start + len(chunk)]
             w = weights[start : start + len(chunk)] if weights is not None else None
             sur = clipped_surrogate(
-                new.logprobs, cur.logprobs, cur.mask, adv, eps=settings.ratio_clip, weights=w
+                new.logprobs, cur.logprobs, cur.mask, adv, eps=optim.ratio_clip, weights=w
             )
             loss = sur.loss + beta * kl_penalty(cur.logprobs, new.logprobs, cur.mask)
-            if reference is not None and ref_coef > 0:
+            if use_ref:
+                assert reference is not None
                 ref_term = reference_kl(
                     _to_width(reference[i].logprobs, new.logprobs.shape[1]), new.logprobs, cur.mask
                 )
-                loss = loss + ref_coef * ref_term
+                loss = loss + optim.ref_kl_coef * ref_term
                 ref_sum += float(ref_term.detach()) * len(chunk) / n
-            loss = loss * (
-                len(chunk) / n
-            )  # accumulate the full-batch mean: micro-batching-invariant
+            # Accumulate the full-batch mean: micro-batching-invariant.
+            loss = loss * (len(chunk) / n)
             if not torch.isfinite(loss):
-                return restore("nonfinite_loss")
+                step.failed, step.seconds = "nonfinite_loss", time.perf_counter() - t0
+                return step
             loss.backward()
             clipped += sur.clip_frac * len(chunk) / n
-        torch.nn.utils.clip_grad_norm_(params, settings.max_grad_norm)
+        torch.nn.utils.clip_grad_norm_(params, optim.max_grad_norm)
         optimizer.step()
-        clip_frac = clipped
-        if reference is not None and ref_coef > 0:
-            ref_kl = ref_sum
-    update_s = time.perf_counter() - t0
+        step.clip_frac = clipped
+        if use_ref:
+            step.ref_kl = ref_sum
+    step.seconds = time.perf_counter() - t0
+    return step
 
-    if delta is None and not settings.monitor_without_region:
-        # No region to enforce: the post-update scoring pass would only be logged; skip it.
-        return UpdateResult(
-            accepted=True,
-            reason="ok",
-            kl_raw=math.nan,
-            kl=math.nan,
-            in_region=True,
-            backtracks=0,
-            step_scale=1.0,
-            l_seq=math.nan,
-            ratio_clip_frac=clip_frac,
-            n_messages=n,
-            n_tokens=n_tokens,
-            update_s=update_s,
-            monitor_s=0.0,
-            ref_kl=ref_kl,
-        )
+
+def enforce_trust_region(
+    policy: TrainablePolicy,
+    messages: Sequence[MessageRecord],
+    advantages: torch.Tensor,
+    step: PolicyStep,
+    snapshot: Sequence[torch.Tensor],
+    *,
+    delta: float | None,
+    region: TrustRegionConfig,
+    micro_batch_size: int,
+    temperature: float = 1.0,
+    autocast: str = "none",
+    ratio_clip: float = 0.2,
+    flip_trials: int = 0,
+    weights: torch.Tensor | None = None,
+) -> UpdateResult:
+    """Measures the monitored token KL (Eq. 18) of the stepped parameters against the behaviour
+    log-probs on ``messages`` and, while it exceeds ``delta``, scales the step back toward
+    ``snapshot`` (halving, at most ``region.max_backtracks`` times). Returns the kept step's
+    record; ``accepted`` is False (``out_of_region`` / ``nonfinite_kl``) when no scaled step fits,
+    and the caller then restores the parameters and the optimizer state.
+
+    ``region.monitor_messages < 1`` checks a seeded uniform subset of the messages (the same for
+    every backtrack), ``region.monitor_subsample < 1`` a subset of their tokens: unbiased, at
+    that fraction of the cost. With ``flip_trials > 0`` the record carries the update's
+    diagnostics (:func:`_update_diagnostics`)."""
+    n, mb = len(messages), micro_batch_size
+    params = list(policy.parameters())
     t1 = time.perf_counter()
-    cur_lp, mask = concat_logprobs(old)
+    cur_lp, mask = concat_logprobs(step.behaviour)
     generator = torch.Generator().manual_seed(0)
-    # The check scores a seeded uniform subset of the messages when monitor_messages < 1 (the
-    # same subset for every backtrack): unbiased, and it costs that fraction of a forward pass.
     subset = (
         None
-        if settings.monitor_messages >= 1
-        else message_subset(n, settings.monitor_messages, generator)
+        if region.monitor_messages >= 1
+        else message_subset(n, region.monitor_messages, generator)
     )
     checked = messages if subset is None else [messages[int(i)] for i in subset]
     if subset is not None:
         cur_lp, mask = cur_lp[subset], mask[subset]
 
     def monitored() -> tuple[float, torch.Tensor]:
-        new_lp, _ = concat_logprobs(score(policy, checked, mb, temp, autocast=settings.autocast))
+        new_lp, _ = concat_logprobs(score(policy, checked, mb, temperature, autocast=autocast))
         new_lp = _to_width(new_lp, cur_lp.shape[1])
         est = token_kl_monitor(
-            cur_lp, new_lp, mask, subsample=settings.monitor_subsample, generator=generator
+            cur_lp, new_lp, mask, subsample=region.monitor_subsample, generator=generator
         )
         return est.value, new_lp
 
+    def rejected(reason: str, kl_raw: float) -> UpdateResult:
+        return UpdateResult.rejected(
+            reason,
+            n_messages=n,
+            n_tokens=step.n_tokens,
+            update_s=step.seconds,
+            kl_raw=kl_raw,
+            monitor_s=time.perf_counter() - t1,
+        )
+
     kl_raw, new_lp = monitored()
     if not math.isfinite(kl_raw):
-        return restore("nonfinite_kl")
+        return rejected("nonfinite_kl", math.nan)
     kl, scale, backtracks = kl_raw, 1.0, 0
     full = [p.detach().clone() for p in params]
-    while delta is not None and kl > delta and backtracks < settings.max_backtracks:
+    while delta is not None and kl > delta and backtracks < region.max_backtracks:
         scale *= 0.5
         backtracks += 1
         with torch.no_grad():
@@ -305,13 +308,15 @@ def update_agent(
         kl, new_lp = monitored()
     monitor_s = time.perf_counter() - t1
     if delta is not None and kl > delta:
-        return dataclasses.replace(restore("out_of_region", kl_raw), monitor_s=monitor_s)
+        return rejected("out_of_region", kl_raw)
     adv_all = advantages[:n] if subset is None else advantages[:n][subset]
     w_all = weights if weights is None or subset is None else weights[subset]
     l_seq = surrogate_value(new_lp, cur_lp, mask, adv_all, weights=w_all)
     diagnostics = (
-        _update_diagnostics(cur_lp, new_lp, mask, adv_all, delta, settings, generator)
-        if settings.flip_trials > 0
+        _update_diagnostics(
+            cur_lp, new_lp, mask, adv_all, delta, ratio_clip, flip_trials, generator
+        )
+        if flip_trials > 0
         else {}
     )
     return UpdateResult(
@@ -323,14 +328,138 @@ def update_agent(
         backtracks=backtracks,
         step_scale=scale,
         l_seq=l_seq,
-        ratio_clip_frac=clip_frac,
+        ratio_clip_frac=step.clip_frac,
         n_messages=n,
-        n_tokens=n_tokens,
-        update_s=update_s,
+        n_tokens=step.n_tokens,
+        update_s=step.seconds,
         monitor_s=monitor_s,
-        ref_kl=ref_kl,
+        ref_kl=step.ref_kl,
         diagnostics=diagnostics,
     )
+
+
+def update_agent(
+    policy: TrainablePolicy,
+    optimizer: torch.optim.Optimizer,
+    messages: Sequence[MessageRecord],
+    advantages: torch.Tensor,
+    *,
+    beta: float,
+    delta: float | None,
+    optim: OptimConfig,
+    region: TrustRegionConfig,
+    temperature: float = 1.0,
+    flip_trials: int = 0,
+    weights: torch.Tensor | None = None,
+    behaviour: Sequence[TokenLogprobs] | None = None,
+    reference: Sequence[TokenLogprobs] | None = None,
+) -> UpdateResult:
+    """Updates ``policy`` on its ``messages`` and enforces ``KL_tok <= delta`` on them: the
+    policy step (:func:`policy_step`), then the trust region (:func:`enforce_trust_region`);
+    a non-finite loss or KL, or a step that no backtrack brings inside the region, restores
+    the parameters and the optimizer state.
+
+    Args:
+        policy: the agent's trainable policy (its parameters are changed in place).
+        optimizer: the agent's optimizer over ``policy.parameters()``.
+        messages: the agent's messages in the rollout batch (context, sampled tokens).
+        advantages: ``[N]`` the advantage of each message's episode.
+        beta: KL-penalty coefficient (Eq. 17).
+        delta: trust-region radius; ``None`` = no trust region (ablation).
+        optim: the config's ``optim`` section (epochs, micro-batching, clipping, autocast,
+            ``ref_kl_coef``).
+        region: the config's ``trust_region`` section (backtracking, monitoring).
+        temperature: the temperature the messages were sampled (and are scored) at.
+        flip_trials: > 0: the update's diagnostics (zeta_ratio; KL-monitor flip rates at 25%
+            and 50% with this many subsamples each); 0: none.
+        weights: ``[N]`` optional importance weights (stale-rollout IS ablation).
+        behaviour: precomputed behaviour log-probs (``score`` of the same messages), if any.
+        reference: a frozen reference policy's log-probs of the messages (``score``, same
+            micro-batching); with ``optim.ref_kl_coef > 0`` the loss adds that times
+            :func:`reference_kl` (TRL's ``beta``), beside the trust region.
+    """
+    if optim.epochs < 1:
+        raise ValueError(f"optim.epochs must be >= 1, got {optim.epochs}")
+    n = len(messages)
+    if n == 0:
+        return UpdateResult(
+            accepted=True,
+            reason="no_messages",
+            kl_raw=0.0,
+            kl=0.0,
+            in_region=True,
+            backtracks=0,
+            step_scale=0.0,
+            l_seq=0.0,
+            ratio_clip_frac=0.0,
+            n_messages=0,
+            n_tokens=0,
+            update_s=0.0,
+            monitor_s=0.0,
+        )
+    params = list(policy.parameters())
+    snapshot = [p.detach().clone() for p in params]
+    opt_state = copy.deepcopy(optimizer.state_dict())
+
+    def restore() -> None:
+        with torch.no_grad():
+            for p, s in zip(params, snapshot):
+                p.copy_(s)
+        optimizer.load_state_dict(opt_state)
+
+    step = policy_step(
+        policy,
+        optimizer,
+        messages,
+        advantages,
+        beta=beta,
+        optim=optim,
+        temperature=temperature,
+        weights=weights,
+        behaviour=behaviour,
+        reference=reference,
+    )
+    if step.failed is not None:
+        restore()
+        return UpdateResult.rejected(
+            step.failed, n_messages=n, n_tokens=step.n_tokens, update_s=step.seconds
+        )
+    if delta is None and not region.monitor_without_region:
+        # No region to enforce: the post-update scoring pass would only be logged; skip it.
+        return UpdateResult(
+            accepted=True,
+            reason="ok",
+            kl_raw=math.nan,
+            kl=math.nan,
+            in_region=True,
+            backtracks=0,
+            step_scale=1.0,
+            l_seq=math.nan,
+            ratio_clip_frac=step.clip_frac,
+            n_messages=n,
+            n_tokens=step.n_tokens,
+            update_s=step.seconds,
+            monitor_s=0.0,
+            ref_kl=step.ref_kl,
+        )
+    result = enforce_trust_region(
+        policy,
+        messages,
+        advantages,
+        step,
+        snapshot,
+        delta=delta,
+        region=region,
+        micro_batch_size=optim.micro_batch_size,
+        temperature=temperature,
+        autocast=optim.autocast,
+        ratio_clip=optim.ratio_clip,
+        flip_trials=flip_trials,
+        weights=weights,
+    )
+    if not result.accepted:
+        restore()
+    return result
 
 
 def _update_diagnostics(
@@ -339,7 +468,8 @@ def _update_diagnostics(
     mask: torch.Tensor,
     advantages: torch.Tensor,
     delta: float | None,
-    settings: UpdateSettings,
+    ratio_clip: float,
+    flip_trials: int,
     generator: torch.Generator,
 ) -> dict[str, float]:
     """The kept parameters' ``zeta_ratio`` and, inside a trust region, how often monitoring 25%
@@ -348,7 +478,7 @@ def _update_diagnostics(
     t0 = time.perf_counter()
     ratio = torch.exp(message_log_ratio(new_lp, cur_lp, mask).clamp(-20.0, 20.0))
     adv = advantages.detach().to(ratio.dtype)
-    out = {"zeta_ratio": zeta_proxies(adv, adv, ratio, eps=settings.ratio_clip).zeta_ratio}
+    out = {"zeta_ratio": zeta_proxies(adv, adv, ratio, eps=ratio_clip).zeta_ratio}
     t1 = time.perf_counter()
     out["zeta_s"] = t1 - t0
     if delta is not None and delta > 0:
@@ -359,7 +489,7 @@ def _update_diagnostics(
                 mask,
                 delta=delta,
                 fraction=q,
-                n_trials=settings.flip_trials,
+                n_trials=flip_trials,
                 generator=generator,
             )
         out["flip_s"] = time.perf_counter() - t1

@@ -326,7 +326,7 @@ def test_training_honours_a_team_configs_per_agent_sampling(
     run_training(cfg, console=Console(file=io.StringIO()))
     (trainer,) = built
     assert trainer.runner.sampling == expected
-    temps = {a: s.score_temperature for a, s in trainer.agent_settings.items()}
+    temps = dict(trainer.temperatures)
     assert temps == {"solver": 1.0, "critic": 0.5, "aggregator": 1.0}
     # Without a team config every agent gets the run's temperature and message length.
     plain = small(tmp_path / "plain")

@@ -82,7 +82,7 @@ def test_task_occupancy_needs_a_task_with_exact_states() -> None:
 def test_off_computes_nothing_and_cheap_samples_nothing_beyond_training() -> None:
     off = TeamTrainer(config(diagnostics="off"), lambda: env_fn(AGENTS), tabular_team(AGENTS))
     report = off.run_stage()
-    assert off.diagnostics is None and off.settings.flip_trials == 0
+    assert off.diagnostics is None and off.flip_trials == 0
     assert not [k for k in report.metrics if k.startswith(("diag/", "stage/diag"))]
     assert all(math.isnan(u[k]) for u in report.updates for k in UPDATE_KEYS)
     assert "stage/diagnostic_s" not in report.metrics

@@ -116,7 +116,10 @@ def test_disjoint_naive_updates_on_the_slices_of_the_stage_start_batch() -> None
             torch.tensor([float(adv[m.episode]) for m in msgs]),
             beta=slot.beta,
             delta=slot.delta,
-            settings=by_hand.settings,
+            optim=cfg.optim,
+            region=cfg.trust_region,
+            temperature=by_hand.temperatures[agent],
+            flip_trials=by_hand.flip_trials,
             behaviour=score(slot.policy, msgs, 64),
         )
     for agent in agents:
@@ -302,8 +305,7 @@ def test_per_agent_sampling_samples_and_scores_each_agent_at_its_own_temperature
     greedy = {m.text for m in batch.messages_of("a")}
     assert len(greedy) == 1  # temperature 0: the argmax message every time
     assert len({m.text for m in batch.messages_of("b")}) > 1
-    assert trainer.agent_settings["a"].score_temperature == 1.0  # greedy: scored at 1
-    assert trainer.agent_settings["b"].score_temperature == 1.0
+    assert trainer.temperatures == {"a": 1.0, "b": 1.0}  # greedy: scored at 1
     trainer.run_stage()  # both agents update with their own settings
 
 

@@ -10,9 +10,22 @@ import torch
 from adapters.base import SamplingParams
 from adapters.tabular import TabularPolicy, state_kl
 from teamtr_env.rollout import MessageRecord
-from trainers.update import UpdateResult, UpdateSettings, adapt_beta, adapt_delta, update_agent
+from trainers.config import OptimConfig, TrustRegionConfig
+from trainers.update import UpdateResult, adapt_beta, adapt_delta, update_agent
 
 MESSAGES = ["x", "y", "z"]
+REGION_KEYS = {"max_backtracks", "monitor_without_region", "monitor_messages", "monitor_subsample"}
+
+
+def settings(epochs: int = 2, monitor_without_region: bool = True, **changes: object) -> dict:
+    """``update_agent``'s config sections (``optim=``, ``region=``) with ``changes``; these
+    tests' baseline is 2 epochs and a KL measured even without a region."""
+    region = {k: v for k, v in changes.items() if k in REGION_KEYS}
+    optim = {k: v for k, v in changes.items() if k not in REGION_KEYS}
+    return {
+        "optim": OptimConfig(epochs=epochs, **optim),  # type: ignore[arg-type]
+        "region": TrustRegionConfig(monitor_without_region=monitor_without_region, **region),  # type: ignore[arg-type]
+    }
 
 
 def batch(n: int = 32, seed: int = 0) -> tuple[TabularPolicy, list[MessageRecord], torch.Tensor]:
@@ -27,9 +40,7 @@ def test_small_step_is_accepted_inside_the_region() -> None:
     policy, msgs, adv = batch()
     old = policy.copy()
     opt = torch.optim.SGD(policy.parameters(), lr=0.05)
-    result = update_agent(
-        policy, opt, msgs, adv, beta=0.0, delta=0.05, settings=UpdateSettings(epochs=1)
-    )
+    result = update_agent(policy, opt, msgs, adv, beta=0.0, delta=0.05, **settings(epochs=1))
     assert result.accepted and result.reason == "ok" and result.backtracks == 0
     assert 0 < result.kl <= 0.05 and result.in_region
     assert policy.probs("s")[0] > old.probs("s")[0]  # moved toward the advantaged message
@@ -48,7 +59,7 @@ def test_too_large_step_is_backtracked_into_the_region() -> None:
         adv,
         beta=0.0,
         delta=0.01,
-        settings=UpdateSettings(epochs=3, max_backtracks=12),
+        **settings(epochs=3, max_backtracks=12),
     )
     assert result.kl_raw > 0.01  # the full step left the region
     assert result.accepted and result.reason == "backtracked" and result.backtracks >= 1
@@ -72,7 +83,7 @@ def test_out_of_region_without_backtracks_reverts_exactly() -> None:
         adv,
         beta=0.0,
         delta=1e-4,
-        settings=UpdateSettings(epochs=3, max_backtracks=0),
+        **settings(epochs=3, max_backtracks=0),
     )
     assert not result.accepted and result.reason == "out_of_region"
     assert result.kl_raw > 1e-4 and result.step_scale == 0.0
@@ -85,7 +96,7 @@ def test_nonfinite_loss_is_rejected_and_parameters_restored() -> None:
     before = policy.logits.detach().clone()
     adv[3] = math.nan
     opt = torch.optim.SGD(policy.parameters(), lr=0.1)
-    result = update_agent(policy, opt, msgs, adv, beta=0.1, delta=0.01, settings=UpdateSettings())
+    result = update_agent(policy, opt, msgs, adv, beta=0.1, delta=0.01, **settings())
     assert not result.accepted and result.reason == "nonfinite_loss"
     assert torch.equal(policy.logits.detach(), before)
 
@@ -93,9 +104,7 @@ def test_nonfinite_loss_is_rejected_and_parameters_restored() -> None:
 def test_no_trust_region_accepts_any_step() -> None:
     policy, msgs, adv = batch()
     opt = torch.optim.SGD(policy.parameters(), lr=50.0)
-    result = update_agent(
-        policy, opt, msgs, adv, beta=0.0, delta=None, settings=UpdateSettings(epochs=3)
-    )
+    result = update_agent(policy, opt, msgs, adv, beta=0.0, delta=None, **settings(epochs=3))
     assert result.accepted and result.kl > 0.01 and result.backtracks == 0
 
 
@@ -111,7 +120,7 @@ def test_micro_batch_split_does_not_change_the_update() -> None:
             adv,
             beta=0.2,
             delta=None,
-            settings=UpdateSettings(epochs=2, micro_batch_size=micro),
+            **settings(epochs=2, micro_batch_size=micro),
         )
         results.append(policy.logits.detach().clone())
     torch.testing.assert_close(results[0], results[1], atol=1e-10, rtol=0)
@@ -161,9 +170,9 @@ def test_behaviour_log_probs_come_from_the_first_epoch_exactly_and_save_a_pass()
         opt = torch.optim.SGD(policy.parameters(), lr=0.5)
         behaviour = score(policy, msgs, 8) if precompute else None
         counted = scored_batches(policy)
-        settings = UpdateSettings(epochs=3, micro_batch_size=8)
+        sections = settings(epochs=3, micro_batch_size=8)
         result = update_agent(
-            policy, opt, msgs, adv, beta=0.1, delta=1.0, settings=settings, behaviour=behaviour
+            policy, opt, msgs, adv, beta=0.1, delta=1.0, **sections, behaviour=behaviour
         )
         results.append((result, policy.logits.detach().clone()))
         calls.append(len(counted))
@@ -186,8 +195,8 @@ def test_without_a_trust_region_the_monitor_pass_is_skipped_unless_asked() -> No
         policy, msgs, adv = batch(seed=5)
         opt = torch.optim.SGD(policy.parameters(), lr=0.5)
         calls = scored_batches(policy)
-        settings = UpdateSettings(epochs=2, micro_batch_size=32, monitor_without_region=monitor)
-        result = update_agent(policy, opt, msgs, adv, beta=0.0, delta=None, settings=settings)
+        sections = settings(epochs=2, micro_batch_size=32, monitor_without_region=monitor)
+        result = update_agent(policy, opt, msgs, adv, beta=0.0, delta=None, **sections)
         runs[monitor] = (result, len(calls), policy.logits.detach().clone())
     skipped, monitored = runs[False], runs[True]
     assert torch.equal(skipped[2], monitored[2])  # the same update either way
@@ -204,8 +213,8 @@ def test_the_kl_check_can_score_a_subset_of_the_messages() -> None:
         policy, msgs, adv = batch(seed=7)
         opt = torch.optim.SGD(policy.parameters(), lr=0.5)
         sizes = scored_batches(policy)
-        settings = UpdateSettings(epochs=1, micro_batch_size=32, monitor_messages=fraction)
-        result = update_agent(policy, opt, msgs, adv, beta=0.0, delta=10.0, settings=settings)
+        sections = settings(epochs=1, micro_batch_size=32, monitor_messages=fraction)
+        result = update_agent(policy, opt, msgs, adv, beta=0.0, delta=10.0, **sections)
         runs[fraction] = (result, sizes, policy.logits.detach().clone())
     full, part = runs[1.0], runs[0.25]
     assert full[1] == [32, 32] and part[1] == [32, 8]  # the epoch's pass, then the check
@@ -226,7 +235,5 @@ def test_adaptation_rules() -> None:
     assert adapt_beta(0.1, _result(kl_raw=0.08, kl=0.002, backtracks=5), delta=0.01) == 0.05
     policy, msgs, adv = batch()
     opt = torch.optim.SGD(policy.parameters(), lr=1e-4)
-    small = update_agent(
-        policy, opt, msgs, adv, beta=0.0, delta=0.01, settings=UpdateSettings(epochs=1)
-    )
+    small = update_agent(policy, opt, msgs, adv, beta=0.0, delta=0.01, **settings(epochs=1))
     assert adapt_delta(0.01, small, low=0.001, high=0.05) == 0.015
