@@ -35,8 +35,8 @@ import numpy as np
 import torch
 
 from adapters.scripted import ScriptedExpert
+from teamtr_core.config import load_config
 from teamtr_core.policy import SamplingParams
-from teamtr_env.config import load_config
 from teamtr_env.runner import Runner
 from trainers.config import TrainConfig
 from trainers.run import (

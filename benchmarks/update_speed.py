@@ -52,7 +52,7 @@ from rich.table import Table
 import teamtr_env
 from adapters.hf import HFPolicy
 from adapters.tiny import build_tiny_model
-from teamtr_env.config import from_dict
+from teamtr_core.config import from_dict
 from trainers.config import TrainConfig
 from trainers.team_trainer import TeamTrainer
 

@@ -794,7 +794,7 @@ def _coordination_line(c: dict[str, Any]) -> str:
 
 
 def cmd_train(args: argparse.Namespace, console: Console) -> int:
-    from teamtr_env.config import json_schema
+    from teamtr_core.config import json_schema
     from trainers.config import TrainConfig, load_train_config
     from trainers.run import run_training
 

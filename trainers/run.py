@@ -43,9 +43,9 @@ from rich.table import Table
 
 import teamtr_env
 from tasks.base import SupportsExpert
+from teamtr_core.config import dump_config, from_dict, to_dict
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import SamplingParams, TrainablePolicy
-from teamtr_env.config import dump_config, from_dict, to_dict
 from teamtr_env.evaluation import CLIPPED_WARN_RATIO, evaluate
 from teamtr_env.runner import Runner, derive_seed
 from trainers import rundir

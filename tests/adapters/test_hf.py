@@ -312,7 +312,7 @@ def test_gradient_checkpointing_gives_the_same_logprobs_and_gradients(tiny_model
 
 def test_bf16_autocast_scores_close_to_full_precision_and_trains(tiny_model_dir: Path) -> None:
     import teamtr_env
-    from teamtr_env.config import from_dict
+    from teamtr_core.config import from_dict
     from teamtr_env.rollout import MessageRecord
     from trainers.config import TrainConfig
     from trainers.team_trainer import TeamTrainer

@@ -278,7 +278,7 @@ def test_exact_helpers_agree_with_enumeration() -> None:
 def test_a_full_run_logs_diagnostics_to_jsonl_tensorboard_and_summary(tmp_path: Path) -> None:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from teamtr_env.config import from_dict
+    from teamtr_core.config import from_dict
     from trainers.logger import read_jsonl
     from trainers.run import run_training
 
