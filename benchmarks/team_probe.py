@@ -37,7 +37,7 @@ import torch
 from adapters.scripted import ScriptedExpert
 from teamtr_core.config import load_config
 from teamtr_core.policy import SamplingParams
-from teamtr_env.runner import Runner
+from teamtr_env.runners import Runner
 from trainers.config import TrainConfig
 from trainers.run import (
     _bc_cache_path,

@@ -189,7 +189,7 @@ def multi_turn_scoring(problems: int) -> dict:
     from adapters.scripted import ScriptedExpert
     from adapters.tiny import TinyModelSpec
     from teamtr_core.policy import SamplingParams
-    from teamtr_env.runner import Runner
+    from teamtr_env.runners import Runner
     from trainers.update import score
 
     def env_fn() -> Any:

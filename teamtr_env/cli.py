@@ -32,7 +32,7 @@ from teamtr_env.evaluation import (
 )
 from teamtr_env.registration import registry
 from teamtr_env.rollout import format_episode
-from teamtr_env.runner import Runner, make_runner
+from teamtr_env.runners import Runner, make_runner
 
 POLICIES = ("scripted", "random", "human")
 DEFAULT_PROBLEMS = 100

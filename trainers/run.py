@@ -47,7 +47,7 @@ from teamtr_core.config import dump_config, from_dict, to_dict
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import SamplingParams, TrainablePolicy
 from teamtr_env.evaluation import CLIPPED_WARN_RATIO, evaluate
-from teamtr_env.runner import Runner, derive_seed
+from teamtr_env.runners import Runner, derive_seed
 from trainers import rundir
 from trainers.callbacks import Callback, CallbackList, EarlyStopping, load_callbacks
 from trainers.config import TrainConfig

@@ -352,7 +352,7 @@ def test_an_agents_later_turns_share_one_forward_pass_with_the_same_logprobs(
     import teamtr_env
     from adapters.hf import _prefix_hosts
     from adapters.scripted import ScriptedExpert
-    from teamtr_env.runner import Runner
+    from teamtr_env.runners import Runner
 
     def env_fn():  # type: ignore[no-untyped-def]
         return teamtr_env.make("teamtr/Arith-v0", digits=1, max_turns=6)

@@ -232,7 +232,7 @@ def test_a_data_file_the_task_cannot_use_names_the_file_and_line(
 
 def _no_rollouts(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fails the test if the CLI starts drawing problems or playing episodes."""
-    from teamtr_env.runner import Runner
+    from teamtr_env.runners import Runner
 
     def refuse(*args, **kwargs):
         raise AssertionError("work started before the arguments were checked")

@@ -16,7 +16,7 @@ from teamtr_env.cli import main
 from teamtr_env.coordination import coordination_metrics
 from teamtr_env.evaluation import evaluate, report_schema
 from teamtr_env.rollout import EpisodeRecord
-from teamtr_env.runner import Runner
+from teamtr_env.runners import Runner
 
 
 def _episode(pid: str, texts: list[tuple[str, str]], correct: bool, answer: str) -> EpisodeRecord:

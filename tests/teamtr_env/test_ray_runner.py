@@ -17,8 +17,7 @@ import teamtr_env  # noqa: E402
 from adapters.scripted import RandomPolicy  # noqa: E402
 from teamtr_core.errors import ConfigError  # noqa: E402
 from teamtr_core.policy import Generation, SamplingParams  # noqa: E402
-from teamtr_env.ray_runner import RayRunner, RolloutFailed  # noqa: E402
-from teamtr_env.runner import Runner  # noqa: E402
+from teamtr_env.runners import RayRunner, RolloutFailed, Runner  # noqa: E402
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests/
 

@@ -11,7 +11,7 @@ pytest.importorskip("ray")
 
 from helpers_trainers import config, env_fn, tabular_team
 
-from teamtr_env.ray_runner import RayRunner
+from teamtr_env.runners import RayRunner
 from trainers.team_trainer import TeamTrainer
 
 # One worker of a parallel run (pytest -n, make test) holds the session's local Ray.

@@ -12,7 +12,7 @@ import pytest
 import teamtr_env
 from adapters.scripted import ConstantPolicy, RandomPolicy, ScriptedExpert
 from teamtr_env.evaluation import evaluate
-from teamtr_env.runner import Runner
+from teamtr_env.runners import Runner
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "arbench"
 IDS = ("teamtr/ARBench-GN-v0", "teamtr/ARBench-SP-v0", "teamtr/ARBench-DC-v0")
