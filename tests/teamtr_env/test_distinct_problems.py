@@ -13,7 +13,7 @@ import pytest
 import teamtr_env
 from adapters.scripted import RandomPolicy, ScriptedExpert
 from tasks import Problem, save_problems, split_of
-from teamtr_env.cli import main
+from teamtr_cli import main
 from teamtr_env.evaluation import evaluate, report_schema
 from teamtr_env.metrics import bootstrap_ci
 from teamtr_env.runners import Runner

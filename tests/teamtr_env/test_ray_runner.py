@@ -120,7 +120,7 @@ def test_a_problem_that_keeps_failing_is_named_and_does_not_hang() -> None:
 
 @pytest.mark.slow
 def test_eval_and_train_on_ray_from_the_cli(tmp_path: Path, capsys) -> None:
-    from teamtr_env.cli import main
+    from teamtr_cli import main
 
     out = tmp_path / "report.json"
     argv = ["eval", "teamtr/Arith-v0", "-o", "digits=1", "--policy", "random", "--k", "2"]

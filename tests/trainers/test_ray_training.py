@@ -45,7 +45,7 @@ def test_teamtr_on_ray_samples_every_update_from_the_team_after_the_previous_one
 
 @pytest.mark.slow
 def test_teamtr_train_on_ray_from_the_cli(tmp_path: Path) -> None:
-    from teamtr_env.cli import main
+    from teamtr_cli import main
 
     run = tmp_path / "run"
     argv = [

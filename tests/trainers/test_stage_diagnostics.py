@@ -317,7 +317,7 @@ def test_a_full_run_logs_diagnostics_to_jsonl_tensorboard_and_summary(tmp_path: 
     assert "D_occ" in out.getvalue()  # the per-stage line shows it
 
     # teamtr diagnostics RUN_DIR: the per-stage table (also of a run in progress) and its JSON
-    from teamtr_env.cli import main
+    from teamtr_cli import main
 
     assert main(["diagnostics", str(run_dir), "--json", str(tmp_path / "d.json")]) == 0
     rows = json.loads((tmp_path / "d.json").read_text())

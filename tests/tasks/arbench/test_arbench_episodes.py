@@ -76,7 +76,7 @@ def test_feedback_enters_the_shared_context_every_agent_sees() -> None:
     ("task_id", "name"), [(IDS[0], "gn.json"), (IDS[1], "sp.json"), (IDS[2], "dc.json")]
 )
 def test_cli_eval_on_official_format_files(tmp_path: Path, task_id: str, name: str) -> None:
-    from teamtr_env.cli import main
+    from teamtr_cli import main
 
     out = tmp_path / "report.json"
     argv = ["eval", task_id, "--data-path", str(FIXTURES / name), "--k", "2", "--no-progress"]
