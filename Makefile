@@ -54,7 +54,7 @@ golden: $(VENV)/.installed-dev
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy teamtr_core teamtr_env tasks adapters trainers
+	$(BIN)/mypy teamtr_core teamtr_env tasks adapters trainers teamtr_cli
 	$(BIN)/lint-imports
 
 clean:

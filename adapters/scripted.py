@@ -25,7 +25,7 @@ class ScriptedExpert:
 
     A privileged policy (:class:`~teamtr_core.policy.PrivilegedPolicy`): the runner tells it the
     problem behind each context, and the task's ``expert_reply(context, rng, make_error=...,
-    problem=...)`` writes the message. Use it through a :class:`~teamtr_env.runner.Runner`, or
+    problem=...)`` writes the message. Use it through a :class:`~teamtr_env.runners.Runner`, or
     call :meth:`generate_privileged` with the problems yourself (plain ``generate`` passes none).
 
     Args:

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from teamtr_core.config import from_dict, inherit, load_config
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import LoraSettings, Policy, SamplingParams
-from teamtr_env.config import from_dict, inherit, load_config
 
 Backend = Literal["hf", "vllm", "scripted", "random", "constant"]
 _MODEL_BACKENDS = ("hf", "vllm")

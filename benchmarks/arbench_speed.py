@@ -42,7 +42,7 @@ from tasks.arbench import (
     ScriptedResponder,
     SituationPuzzleTask,
 )
-from teamtr_env.runner import Runner
+from teamtr_env.runners import Runner
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "arbench"
 IDS = {"GN": "teamtr/ARBench-GN-v0", "SP": "teamtr/ARBench-SP-v0", "DC": "teamtr/ARBench-DC-v0"}

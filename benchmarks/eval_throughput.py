@@ -33,7 +33,7 @@ from adapters.tiny import build_tiny_model
 from teamtr_core.policy import SamplingParams
 from teamtr_env.baselines import build_protocol
 from teamtr_env.evaluation import evaluate
-from teamtr_env.runner import Runner
+from teamtr_env.runners import Runner
 
 
 def run(name: str, policy: HFPolicy, problems_n: int, k: int, max_new_tokens: int) -> dict:

@@ -140,7 +140,7 @@ def throughput(model_dir: Path, device: str, batches: list[int], new_tokens: int
 def training_stage(model_dir: Path, device: str, problems: int) -> dict[str, Any]:
     """One TeamTR stage of a 3-agent team on teamtr/Arith-v0 with its time split."""
     import teamtr_env
-    from teamtr_env.config import from_dict
+    from teamtr_core.config import from_dict
     from trainers.config import TrainConfig
     from trainers.team_trainer import TeamTrainer
 

@@ -58,7 +58,7 @@ from update_speed import GENERATIONS, LR, NEW_TOKENS, PROMPTS, TASK, TEMPERATURE
 import teamtr_env
 from adapters.hf import HFPolicy
 from adapters.tiny import build_tiny_model
-from teamtr_env.config import from_dict
+from teamtr_core.config import from_dict
 from trainers.config import TrainConfig
 from trainers.team_trainer import TeamTrainer
 

@@ -33,7 +33,7 @@ import teamtr_env
 from adapters.hf import HFPolicy
 from adapters.tiny import build_tiny_model
 from teamtr_core.policy import SamplingParams
-from teamtr_env.runner import Runner
+from teamtr_env.runners import Runner
 
 PROMPT = "Compute: {a} + {b}\nReply with: Answer: <integer>\n### solver\n"
 

@@ -35,7 +35,7 @@ import teamtr_env
 from adapters.hf import HFPolicy
 from adapters.tiny import build_tiny_model
 from teamtr_core.policy import SamplingParams
-from teamtr_env.runner import Runner
+from teamtr_env.runners import Runner
 
 TASK = "teamtr/Pipeline-v0"
 SAMPLING = SamplingParams(temperature=0.8, max_new_tokens=12)
@@ -66,7 +66,7 @@ def main() -> int:
     torch.set_num_threads(1)
     import ray
 
-    from teamtr_env.ray_runner import RayRunner
+    from teamtr_env.runners import RayRunner
 
     ray.init(num_cpus=os.cpu_count() or 2, include_dashboard=False, log_to_driver=False)
     console = Console()

@@ -68,7 +68,7 @@ from adapters.scripted import ConstantPolicy, ScriptedExpert
 from tasks.base import Problem
 from teamtr_core.policy import Generation, Policy, PrivilegedPolicy, SamplingParams
 from teamtr_env.env import TeamEnv
-from teamtr_env.runner import Runner
+from teamtr_env.runners import Runner
 
 # The stated (not measured here) throughput of a tiny model at batch 64 on this machine, used only
 # to put the measured overhead in context.

@@ -35,9 +35,9 @@ import numpy as np
 import torch
 
 from adapters.scripted import ScriptedExpert
+from teamtr_core.config import load_config
 from teamtr_core.policy import SamplingParams
-from teamtr_env.config import load_config
-from teamtr_env.runner import Runner
+from teamtr_env.runners import Runner
 from trainers.config import TrainConfig
 from trainers.recipe import env_factory, load_checkpoint
 from trainers.team_eval import agent_sampling, build_policies

@@ -42,7 +42,7 @@ from tasks.tooluse.expert import call_text
 from tasks.tooluse.reward import replay_gold
 from tasks.tooluse.tasks_data import ToolTask
 from tasks.tooluse.toolbox import ToolBox
-from teamtr_env.runner import Runner
+from teamtr_env.runners import Runner
 
 ADDRESS = {
     "address1": "1 Main St",

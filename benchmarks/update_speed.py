@@ -52,7 +52,7 @@ from rich.table import Table
 import teamtr_env
 from adapters.hf import HFPolicy
 from adapters.tiny import build_tiny_model
-from teamtr_env.config import from_dict
+from teamtr_core.config import from_dict
 from trainers.config import TrainConfig
 from trainers.team_trainer import TeamTrainer
 
@@ -197,7 +197,7 @@ def multi_turn_scoring(problems: int) -> dict:
     from adapters.scripted import ScriptedExpert
     from adapters.tiny import TinyModelSpec
     from teamtr_core.policy import SamplingParams
-    from teamtr_env.runner import Runner
+    from teamtr_env.runners import Runner
     from trainers.update import score
 
     def env_fn() -> Any:

@@ -1,12 +1,17 @@
-"""The bottom floor: the types every layer shares, importing nothing upward (and no torch).
+"""The bottom floor: what every layer shares, importing nothing upward (and no torch).
 
 * :mod:`teamtr_core.policy`: the Policy protocol, ``SamplingParams``, ``Generation``,
   ``TokenLogprobs``, ``TrainablePolicy``, ``LoraSettings``;
 * :mod:`teamtr_core.toolcalls`: the tool-call text format (parsing, canonical rendering);
-* :mod:`teamtr_core.errors`: the one error hierarchy (``TeamTRError``, ``ConfigError``, ...).
+* :mod:`teamtr_core.errors`: the one error hierarchy (``TeamTRError``, ``ConfigError``, ...);
+* :mod:`teamtr_core.config`: the typed-config machinery (JSON Schema from dataclasses, validation
+  reporting every problem, YAML/JSON files, ``--set`` overrides);
+* :mod:`teamtr_core.registry`: the plugin-registry plumbing (versioned ids, entry-point plugins)
+  that the task and learner registries share;
+* :mod:`teamtr_core.choices`: checks of ``Literal`` choices read from the type itself.
 
-The layers above, top to bottom: the CLI (``teamtr_env.cli``), ``trainers``, ``adapters``,
-``teamtr_env``, ``tasks``, then this package (docs/architecture.md; enforced by import-linter in
-``make lint``). The old paths (``adapters.base``, ``adapters.toolcalls``, ``teamtr_env.errors``)
-re-export these modules.
+The layers above, top to bottom: the CLI (``teamtr_cli``), ``trainers``, then ``adapters`` and
+``teamtr_env`` (independent of each other), ``tasks``, then this package (docs/architecture.md;
+enforced by import-linter in ``make lint``). The old paths (``adapters.base``,
+``adapters.toolcalls``, ``teamtr_env.errors``) re-export these modules.
 """

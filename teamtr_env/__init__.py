@@ -23,12 +23,12 @@ from teamtr_core.errors import (
     UnknownTaskError,
     VersionNotFoundError,
 )
+from teamtr_core.registry import PluginLoadWarning
 from teamtr_env.builtin import register_builtin
 from teamtr_env.env import TeamEnv
 from teamtr_env.protocol import TeamProtocol
 from teamtr_env.registration import (
     ENTRY_POINT_GROUP,
-    PluginLoadWarning,
     Registry,
     TaskSpec,
     make,

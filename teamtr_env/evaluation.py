@@ -17,7 +17,7 @@ from tasks.base import Problem
 from teamtr_env.coordination import coordination_metrics
 from teamtr_env.metrics import MetricEstimate, ProblemSamples, majority_answer, summarize
 from teamtr_env.rollout import RolloutBatch
-from teamtr_env.runner import Runner, distinct_by_id
+from teamtr_env.runners import Runner, distinct_by_id
 
 log = logging.getLogger(__name__)
 

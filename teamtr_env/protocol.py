@@ -71,7 +71,7 @@ class TeamProtocol:
         header: the line introducing the task's opening prompt in the rendered context.
         tool_calls: ``"canonical"`` rewrites every tool call a model writes (Hermes/Qwen, Llama,
             OpenAI, Mistral, fenced JSON) into ``<tool_call>{"arguments":...,"name":...}
-            </tool_call>`` before the message enters the context (``adapters.toolcalls``).
+            </tool_call>`` before the message enters the context (``teamtr_core.toolcalls``).
         visibility: which earlier messages an agent sees. ``"all"`` (a shared context, the
             default); ``"own"``: only its own messages (independent samples, as in
             self-consistency); ``"rounds"``: every message of the *completed* rounds of

@@ -155,7 +155,7 @@ TRAIN_YOUR_TASK = """
 import teamtr_env
 from adapters.scripted import ScriptedExpert
 from adapters.tiny import build_char_tokenizer
-from teamtr_env.runner import Runner
+from teamtr_env.runners import Runner
 from trainers.config import load_train_config
 from trainers.recipe import run_training
 

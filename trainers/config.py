@@ -1,7 +1,7 @@
 """Training configuration: typed, frozen dataclasses are the single source of truth.
 
 The JSON Schema that validates YAML/JSON config files is generated from these classes
-(``teamtr_env.config.json_schema(TrainConfig)``); every problem in a file is reported at once.
+(``teamtr_core.config.json_schema(TrainConfig)``); every problem in a file is reported at once.
 ``teamtr train --config FILE --set key=value`` loads one; ``teamtr train`` alone runs the defaults
 (the CPU demo).
 """
@@ -18,8 +18,8 @@ from typing import Any, ClassVar, Literal
 from adapters.team import TeamConfig, sampling_problems
 from adapters.tiny import TinyModelSpec
 from teamtr_core.choices import choice_problems
+from teamtr_core.config import inherit
 from teamtr_core.policy import SamplingParams
-from teamtr_env.config import inherit
 from trainers.sft import SFTConfig
 
 _RUN_SAMPLING = SamplingParams(max_new_tokens=12)  # the demo's messages are short
@@ -549,7 +549,7 @@ def load_train_config(path: str | Path | None = None, overrides: Sequence[str] =
         ConfigError: naming the file, listing every malformed override and every problem of the
             configuration at once.
     """
-    from teamtr_env.config import build_config, parse_override, read_config
+    from teamtr_core.config import build_config, parse_override, read_config
 
     what = "training config" if path is None else f"training config {str(path)!r}"
     data = {} if path is None else read_config(path, what)

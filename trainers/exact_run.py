@@ -30,7 +30,7 @@ import torch
 import teamtr_env
 from adapters.tabular import TabularPolicy
 from tasks.relay.rules import observed_symbol
-from teamtr_env.config import from_dict
+from teamtr_core.config import from_dict
 from teamtr_env.env import TeamEnv
 from trainers.config import TrainConfig
 from trainers.exact_games import (

@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from teamtr_core.config import flat_items
 from teamtr_core.errors import ConfigError
-from teamtr_env.config import flat_items
 
 _log = logging.getLogger(__name__)
 _KEY_RE = re.compile(r"[A-Za-z0-9_.@^-]+(?:/[A-Za-z0-9_.@^-]+){1,2}")

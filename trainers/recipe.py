@@ -52,9 +52,9 @@ from rich.progress import (
 
 import teamtr_env
 from tasks.base import SupportsExpert
+from teamtr_core.config import dump_config, from_dict, to_dict
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import TrainablePolicy
-from teamtr_env.config import dump_config, from_dict, to_dict
 from trainers import rundir
 from trainers.callbacks import Callback, CallbackList, EarlyStopping, load_callbacks
 from trainers.config import TrainConfig

@@ -36,7 +36,7 @@ __all__ = [
     "trainer_ids",
     "trainer_spec",
 ]
-from teamtr_env.registration import PluginRegistry
+from teamtr_core.registry import PluginRegistry
 
 if TYPE_CHECKING:
     from trainers.learners.base import Learner

@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from teamtr_core.config import flat_items, read_config
 from teamtr_core.errors import ConfigError
-from teamtr_env.config import flat_items, read_config
 
 SAFE_TO_CHANGE: tuple[str, ...] = (
     "progress",

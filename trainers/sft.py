@@ -22,7 +22,7 @@ from tasks.base import Task
 from teamtr_core.choices import choice_problems
 from teamtr_core.policy import Completion, SamplingParams, TrainablePolicy
 from teamtr_env.env import TeamEnv
-from teamtr_env.runner import Runner, derive_seed
+from teamtr_env.runners import Runner, derive_seed
 
 _log = logging.getLogger(__name__)
 LrSchedule = Literal["constant", "cosine"]

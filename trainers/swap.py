@@ -40,9 +40,9 @@ import torch
 from rich.console import Console
 
 from adapters.team import AgentPolicyConfig, TeamConfig, build_policy
+from teamtr_core.config import dump_config, to_dict
 from teamtr_core.errors import ConfigError
-from teamtr_env.config import dump_config, to_dict
-from teamtr_env.runner import Runner, derive_seed
+from teamtr_env.runners import Runner, derive_seed
 from trainers import rundir
 from trainers.align import AlignConfig, AlignResult, align_policy, split_probes
 from trainers.config import TrainConfig, load_train_config

@@ -11,7 +11,7 @@ from typing import Any
 
 from teamtr_core.policy import SamplingParams
 from teamtr_env.evaluation import CLIPPED_WARN_RATIO, evaluate
-from teamtr_env.runner import Runner, derive_seed
+from teamtr_env.runners import Runner, derive_seed
 from trainers.config import TrainConfig
 
 log = logging.getLogger(__name__)

@@ -47,10 +47,9 @@ import torch
 
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import SamplingParams, TrainablePolicy
-from teamtr_env import runner as runners
 from teamtr_env.env import TeamEnv
 from teamtr_env.rollout import MessageRecord, RolloutBatch
-from teamtr_env.runner import Runner, derive_seed
+from teamtr_env.runners import derive_seed, make_runner
 from trainers.advantages import GroupAdvantages, group_advantages
 from trainers.config import ScheduleConfig, TrainConfig
 from trainers.learners.base import Learner, SamplingEvent
@@ -138,7 +137,11 @@ class TeamTrainer:
             raise ConfigError("training config", problems)
         shared = config.sampling
         self.runner = make_runner(
-            config, env_fn, dict(policies), dict(sampling) if sampling else shared
+            env_fn,
+            dict(policies),
+            dict(sampling) if sampling else shared,
+            settings=config.runner,
+            progress=False,
         )
         self.agents = list(self.runner.agents)
         tr, opt = config.trust_region, config.optim
@@ -659,24 +662,6 @@ class Stage:
         trainer.totals["stage_wall_s"] += self.report.metrics["stage/wall_s"]
         trainer.stage += 1
         return self.report
-
-
-def make_runner(
-    config: TrainConfig, env_fn: Callable[[], Any], policies: Any, sampling: Any
-) -> Runner:
-    """The runner ``config.runner`` asks for: the local one, or a :class:`RayRunner`."""
-    rc = config.runner
-    return runners.make_runner(
-        env_fn,
-        policies,
-        sampling,
-        backend=rc.backend,
-        progress=False,
-        workers=rc.workers,
-        address=rc.address,
-        num_cpus=rc.num_cpus,
-        num_gpus=rc.num_gpus,
-    )
 
 
 def _frozen_copy(policy: TrainablePolicy) -> TrainablePolicy:

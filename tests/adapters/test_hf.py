@@ -312,7 +312,7 @@ def test_gradient_checkpointing_gives_the_same_logprobs_and_gradients(tiny_model
 
 def test_bf16_autocast_scores_close_to_full_precision_and_trains(tiny_model_dir: Path) -> None:
     import teamtr_env
-    from teamtr_env.config import from_dict
+    from teamtr_core.config import from_dict
     from teamtr_env.rollout import MessageRecord
     from trainers.config import TrainConfig
     from trainers.team_trainer import TeamTrainer
@@ -352,7 +352,7 @@ def test_an_agents_later_turns_share_one_forward_pass_with_the_same_logprobs(
     import teamtr_env
     from adapters.hf import _prefix_hosts
     from adapters.scripted import ScriptedExpert
-    from teamtr_env.runner import Runner
+    from teamtr_env.runners import Runner
 
     def env_fn():  # type: ignore[no-untyped-def]
         return teamtr_env.make("teamtr/Arith-v0", digits=1, max_turns=6)

@@ -86,7 +86,7 @@ def test_the_runner_gives_a_privileged_expert_each_episodes_problem() -> None:
     hands it the problem, and nothing is remembered between calls (no process-wide index)."""
     import teamtr_env
     from teamtr_core.policy import PrivilegedPolicy
-    from teamtr_env.runner import Runner
+    from teamtr_env.runners import Runner
 
     expert = ScriptedExpert(teamtr_env.make("teamtr/Math-v0").task, seed=0)
     assert isinstance(expert, PrivilegedPolicy)

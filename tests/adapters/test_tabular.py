@@ -19,7 +19,7 @@ from adapters.tabular import (
     state_kl,
     state_tv,
 )
-from teamtr_env.runner import Runner
+from teamtr_env.runners import Runner
 
 MESSAGES = ["yes", "no", "maybe"]
 

@@ -21,9 +21,9 @@ from adapters.team import (
     team_config_from_dict,
     team_sampling,
 )
+from teamtr_cli import main
+from teamtr_core.config import json_schema, to_dict
 from teamtr_env import ConfigError
-from teamtr_env.cli import main
-from teamtr_env.config import json_schema, to_dict
 
 AGENTS = ["solver", "critic", "aggregator"]
 

@@ -18,7 +18,7 @@ from adapters.scripted import ConstantPolicy
 from tasks.base import SPLITS, Problem, TaskConfigError, split_of
 from tasks.dataset import DatasetTask, exact_match
 from teamtr_env.registration import Registry
-from teamtr_env.runner import Runner
+from teamtr_env.runners import Runner
 
 CAPITALS = Path(__file__).resolve().parents[1] / "fixtures" / "dataset" / "capitals.jsonl"
 ROWS = [json.loads(line) for line in CAPITALS.read_text().splitlines()]

@@ -10,7 +10,7 @@ import teamtr_env
 from adapters.scripted import ConstantPolicy, ScriptedExpert
 from tasks.base import Problem, TaskConfigError
 from tasks.pipeline import PipelineTask, parse_chain, rules, step
-from teamtr_env.runner import Runner
+from teamtr_env.runners import Runner
 
 NO_PROMPTS = {"step1": "", "step2": "", "step3": ""}
 

@@ -11,7 +11,7 @@ from adapters.scripted import ScriptedExpert
 from tasks import Problem, SupportsExpert, TaskConfigError
 from tasks.relay import rules
 from tasks.relay.task import RelayTask
-from teamtr_env.runner import Runner
+from teamtr_env.runners import Runner
 
 
 def test_rules_round_trip() -> None:

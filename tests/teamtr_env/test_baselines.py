@@ -19,7 +19,7 @@ from teamtr_env.baselines import (
 from teamtr_env.errors import ConfigError
 from teamtr_env.evaluation import evaluate
 from teamtr_env.protocol import TeamProtocol
-from teamtr_env.runner import Runner
+from teamtr_env.runners import Runner
 
 
 class EchoContext:

@@ -13,10 +13,10 @@ import pytest
 import teamtr_env
 from adapters.scripted import RandomPolicy, ScriptedExpert
 from tasks import Problem, save_problems, split_of
-from teamtr_env.cli import main
+from teamtr_cli import main
 from teamtr_env.evaluation import evaluate, report_schema
 from teamtr_env.metrics import bootstrap_ci
-from teamtr_env.runner import Runner
+from teamtr_env.runners import Runner
 
 ONE_DIGIT_TEST = {
     f"arith:{a}+{b}" for a in range(10) for b in range(10) if split_of(f"arith:{a}+{b}") == "test"
@@ -50,7 +50,7 @@ def test_a_small_generator_gives_its_distinct_problems_and_says_it_fell_short(ca
     assert draw.to_dict()["shortfall"] == draw.message
     again, _ = runner.sample_distinct(200, seed=0)
     assert [p.id for p in again] == ids  # deterministic per seed
-    with caplog.at_level(logging.WARNING, logger="teamtr_env.runner"):
+    with caplog.at_level(logging.WARNING, logger="teamtr_env.runners.local"):
         listed = runner.sample_problems(200, seed=0)
         runner.sample_problems(200, seed=1)
     assert [p.id for p in listed] == ids

@@ -12,11 +12,11 @@ import teamtr_env
 from adapters.scripted import ScriptedExpert
 from tasks import Problem, save_problems, split_of
 from tasks.arith import ArithTask
-from teamtr_env.cli import main
+from teamtr_cli import main
 from teamtr_env.coordination import coordination_metrics
 from teamtr_env.evaluation import evaluate, report_schema
 from teamtr_env.rollout import EpisodeRecord
-from teamtr_env.runner import Runner
+from teamtr_env.runners import Runner
 
 
 def _episode(pid: str, texts: list[tuple[str, str]], correct: bool, answer: str) -> EpisodeRecord:

@@ -17,8 +17,7 @@ import teamtr_env  # noqa: E402
 from adapters.scripted import RandomPolicy  # noqa: E402
 from teamtr_core.errors import ConfigError  # noqa: E402
 from teamtr_core.policy import Generation, SamplingParams  # noqa: E402
-from teamtr_env.ray_runner import RayRunner, RolloutFailed  # noqa: E402
-from teamtr_env.runner import Runner  # noqa: E402
+from teamtr_env.runners import RayRunner, RolloutFailed, Runner  # noqa: E402
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests/
 
@@ -121,7 +120,7 @@ def test_a_problem_that_keeps_failing_is_named_and_does_not_hang() -> None:
 
 @pytest.mark.slow
 def test_eval_and_train_on_ray_from_the_cli(tmp_path: Path, capsys) -> None:
-    from teamtr_env.cli import main
+    from teamtr_cli import main
 
     out = tmp_path / "report.json"
     argv = ["eval", "teamtr/Arith-v0", "-o", "digits=1", "--policy", "random", "--k", "2"]

@@ -19,7 +19,6 @@ from teamtr_env import (
     UnknownTaskError,
     VersionNotFoundError,
 )
-from teamtr_env.registration import parse_id
 
 
 @pytest.fixture
@@ -28,25 +27,6 @@ def reg() -> Registry:
     r.register("demo/Add-v0", "tasks.arith:ArithTask", description="add", kwargs={"digits": 1})
     r.register("demo/Add-v1", ArithTask, kwargs={"digits": 3, "operators": "+-"})
     return r
-
-
-@pytest.mark.parametrize(
-    ("task_id", "parsed"),
-    [
-        ("teamtr/Arith-v0", ("teamtr", "Arith", 0)),
-        ("Arith-v12", (None, "Arith", 12)),
-        ("teamtr/ARBench-GN-v0", ("teamtr", "ARBench-GN", 0)),
-        ("teamtr/Arith", ("teamtr", "Arith", None)),
-    ],
-)
-def test_parse_id(task_id: str, parsed: tuple) -> None:
-    assert parse_id(task_id) == parsed
-
-
-@pytest.mark.parametrize("bad", ["", "/Arith-v0", "teamtr/", "team tr/Arith-v0", "a/b/c-v0"])
-def test_malformed_ids(bad: str) -> None:
-    with pytest.raises(InvalidTaskIdError, match="namespace/Name-vN"):
-        parse_id(bad)
 
 
 def test_register_requires_a_version(reg: Registry) -> None:

@@ -19,7 +19,7 @@ from tasks import Problem
 from teamtr_env import ConfigError, PolicyError, TeamEnv, TeamProtocol
 from teamtr_env.evaluation import evaluate, report_schema
 from teamtr_env.rollout import RolloutBatch, format_episode
-from teamtr_env.runner import Runner
+from teamtr_env.runners import Runner
 
 
 class Recorder:
@@ -254,7 +254,7 @@ def test_evaluate_reports_metrics_and_per_problem() -> None:
 def test_a_sharded_rollout_keeps_problem_order_and_global_indices() -> None:
     import teamtr_env
     from adapters.scripted import RandomPolicy
-    from teamtr_env.runner import Runner, shard_plan
+    from teamtr_env.runners import Runner, shard_plan
 
     assert [(a, b) for a, b, _ in shard_plan(7, 3, seed=0)] == [(0, 2), (2, 5), (5, 7)]
     assert [(a, b) for a, b, _ in shard_plan(2, 4, seed=0)] == [(0, 1), (1, 2)]  # no empty blocks
@@ -277,3 +277,27 @@ def test_a_sharded_rollout_keeps_problem_order_and_global_indices() -> None:
     assert (again.episodes, again.messages) == (sharded.episodes, sharded.messages)
     # A policy call samples its whole batch from one stream: blocking changes the samples.
     assert sharded.episodes != plain.episodes
+
+
+def test_make_runner_picks_the_backend_from_its_arguments_or_a_settings_section() -> None:
+    """One make_runner for the CLI (a backend and Ray options) and the trainers (a ``runner``
+    config section): explicit arguments win over the section, the local runner ignores the Ray
+    options, and an unknown backend or option is a ConfigError naming it."""
+    from teamtr_env.runners import make_runner
+
+    def env_fn() -> TeamEnv:
+        return teamtr_env.make("teamtr/Arith-v0", digits=1)
+
+    @dataclasses.dataclass(frozen=True)
+    class Section:
+        backend: str = "local"
+        workers: int = 3
+
+    policy = RandomPolicy(seed=0)
+    runner = make_runner(env_fn, policy, settings=Section(), workers=4)
+    assert type(runner) is Runner and runner.progress is None
+    assert type(make_runner(env_fn, policy, backend="local", progress=False)) is Runner
+    with pytest.raises(ConfigError, match="backend must be one of \\['local', 'ray'\\], got 'gpu'"):
+        make_runner(env_fn, policy, settings=Section(backend="gpu"))
+    with pytest.raises(ConfigError, match="unknown option 'worker'"):
+        make_runner(env_fn, policy, worker=2)

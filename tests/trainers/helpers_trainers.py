@@ -13,7 +13,7 @@ from typing import Any
 import teamtr_env
 from adapters.tabular import TabularPolicy
 from tasks import Problem
-from teamtr_env.config import from_dict
+from teamtr_core.config import from_dict
 from trainers.callbacks import Callback
 from trainers.config import TrainConfig
 

@@ -14,8 +14,8 @@ from rich.console import Console
 
 import teamtr_env
 from tasks.dataset import DatasetTask
-from teamtr_env.cli import main
-from teamtr_env.config import from_dict
+from teamtr_cli import main
+from teamtr_core.config import from_dict
 from trainers.config import TrainConfig
 from trainers.recipe import run_training
 

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from adapters.base import SamplingParams
-from teamtr_env.runner import Runner
+from teamtr_env.runners import Runner
 from trainers import exact_games as eg
 from trainers.exact_run import (
     relay_env_fn,

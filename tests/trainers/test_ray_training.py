@@ -11,7 +11,7 @@ pytest.importorskip("ray")
 
 from helpers_trainers import config, env_fn, tabular_team
 
-from teamtr_env.ray_runner import RayRunner
+from teamtr_env.runners import RayRunner
 from trainers.team_trainer import TeamTrainer
 
 # One worker of a parallel run (pytest -n, make test) holds the session's local Ray.
@@ -45,7 +45,7 @@ def test_teamtr_on_ray_samples_every_update_from_the_team_after_the_previous_one
 
 @pytest.mark.slow
 def test_teamtr_train_on_ray_from_the_cli(tmp_path: Path) -> None:
-    from teamtr_env.cli import main
+    from teamtr_cli import main
 
     run = tmp_path / "run"
     argv = [

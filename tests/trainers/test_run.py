@@ -16,9 +16,9 @@ from helpers_trainers import SMALL, TrainedRun, small
 from rich.console import Console
 
 from adapters.team import team_config_from_dict
+from teamtr_cli import main
+from teamtr_core.config import from_dict, to_dict
 from teamtr_core.errors import ConfigError
-from teamtr_env.cli import main
-from teamtr_env.config import from_dict, to_dict
 from trainers import rundir
 from trainers.config import TrainConfig
 from trainers.logger import read_jsonl

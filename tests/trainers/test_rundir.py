@@ -12,8 +12,8 @@ import torch
 from helpers_trainers import TrainedRun, small
 from rich.console import Console
 
+from teamtr_cli import main
 from teamtr_core.errors import ConfigError
-from teamtr_env.cli import main
 from trainers import rundir
 from trainers.recipe import StopTraining, load_checkpoint, run_training
 

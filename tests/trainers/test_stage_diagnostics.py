@@ -278,7 +278,7 @@ def test_exact_helpers_agree_with_enumeration() -> None:
 def test_a_full_run_logs_diagnostics_to_jsonl_tensorboard_and_summary(tmp_path: Path) -> None:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from teamtr_env.config import from_dict
+    from teamtr_core.config import from_dict
     from trainers.logger import read_jsonl
     from trainers.recipe import run_training
 
@@ -317,7 +317,7 @@ def test_a_full_run_logs_diagnostics_to_jsonl_tensorboard_and_summary(tmp_path: 
     assert "D_occ" in out.getvalue()  # the per-stage line shows it
 
     # teamtr diagnostics RUN_DIR: the per-stage table (also of a run in progress) and its JSON
-    from teamtr_env.cli import main
+    from teamtr_cli import main
 
     assert main(["diagnostics", str(run_dir), "--json", str(tmp_path / "d.json")]) == 0
     rows = json.loads((tmp_path / "d.json").read_text())

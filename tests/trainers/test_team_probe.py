@@ -6,7 +6,7 @@ import importlib.util
 from pathlib import Path
 
 from adapters.scripted import ConstantPolicy, ScriptedExpert
-from teamtr_env.config import from_dict
+from teamtr_core.config import from_dict
 from trainers.config import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[2]

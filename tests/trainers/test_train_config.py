@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from teamtr_cli import main
 from teamtr_core.errors import ConfigError
-from teamtr_env.cli import main
 from trainers.config import (
     DEMO_TASK,
     DEMO_TASK_OPTIONS,

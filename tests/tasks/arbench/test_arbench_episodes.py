@@ -12,7 +12,7 @@ import pytest
 import teamtr_env
 from adapters.scripted import ConstantPolicy, RandomPolicy, ScriptedExpert
 from teamtr_env.evaluation import evaluate
-from teamtr_env.runner import Runner
+from teamtr_env.runners import Runner
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "arbench"
 IDS = ("teamtr/ARBench-GN-v0", "teamtr/ARBench-SP-v0", "teamtr/ARBench-DC-v0")
@@ -76,7 +76,7 @@ def test_feedback_enters_the_shared_context_every_agent_sees() -> None:
     ("task_id", "name"), [(IDS[0], "gn.json"), (IDS[1], "sp.json"), (IDS[2], "dc.json")]
 )
 def test_cli_eval_on_official_format_files(tmp_path: Path, task_id: str, name: str) -> None:
-    from teamtr_env.cli import main
+    from teamtr_cli import main
 
     out = tmp_path / "report.json"
     argv = ["eval", task_id, "--data-path", str(FIXTURES / name), "--k", "2", "--no-progress"]

@@ -14,7 +14,7 @@ from tasks.blocksworld import BlocksworldTask, text
 from tasks.blocksworld.domain import Instance, parse_action, simulate
 from tasks.blocksworld.problems import DEFAULT_EXAMPLE, instance_from_data, make_problem
 from teamtr_env.evaluation import evaluate
-from teamtr_env.runner import Runner
+from teamtr_env.runners import Runner
 
 SOLUTION = (
     "unstack the blue block from on top of the orange block\nput down the blue block\n"

@@ -13,7 +13,7 @@ from tasks.base import Episode, Problem, TaskConfigError
 from tasks.math import MathTask
 from tasks.math.generate import DIFFICULTIES, GENERATORS
 from teamtr_env.evaluation import evaluate
-from teamtr_env.runner import Runner
+from teamtr_env.runners import Runner
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "math"
 

@@ -17,9 +17,9 @@ from tasks.tooluse import PolicyUser, ToolUseTask
 from tasks.tooluse.db import canonical_hash
 from tasks.tooluse.expert import call_text
 from tasks.tooluse.tasks_data import ToolTask
-from teamtr_env.cli import main
+from teamtr_cli import main
 from teamtr_env.evaluation import evaluate
-from teamtr_env.runner import Runner
+from teamtr_env.runners import Runner
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "tooluse"

@@ -19,7 +19,7 @@ from tasks.zebra.expert import SOLVED_REASONING, answer_json
 from tasks.zebra.task import answer_template
 from teamtr_core.errors import ConfigError
 from teamtr_env.evaluation import evaluate
-from teamtr_env.runner import Runner
+from teamtr_env.runners import Runner
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "zebra" / "grid_mode.jsonl"
 

@@ -1,4 +1,4 @@
-"""teamtr_env.config: schema generation, validation reporting every problem, files and overrides."""
+"""teamtr_core.config: schema generation, validation reporting every problem, files and overrides."""
 
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from teamtr_env import ConfigError, TeamProtocol
-from teamtr_env.config import (
+from teamtr_core.config import (
     apply_overrides,
     dump_config,
     from_dict,
@@ -25,6 +24,8 @@ from teamtr_env.config import (
     parse_override,
     to_dict,
 )
+from teamtr_core.errors import ConfigError
+from teamtr_env.protocol import TeamProtocol
 
 
 # Module level: get_type_hints must resolve the (string) annotations.

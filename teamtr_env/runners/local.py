@@ -1,4 +1,4 @@
-"""The vectorised runner: many team episodes in lockstep, one policy call per agent per step.
+"""The local runner: many team episodes in lockstep, one policy call per agent per step.
 
 At each step every unfinished episode has exactly one active agent. The runner groups the episodes
 by active agent and calls that agent's policy ONCE with all of their contexts, so a step costs at
@@ -336,25 +336,6 @@ class Runner:
             disable=not show,
             transient=True,
         )
-
-
-def make_runner(
-    env_fn: Callable[[], TeamEnv],
-    policies: PolicyMap,
-    sampling: SamplingMap | None = None,
-    *,
-    backend: str = "local",
-    progress: bool | None = None,
-    **ray_options: Any,
-) -> Runner:
-    """The local :class:`Runner`, or for ``backend="ray"`` a
-    :class:`~teamtr_env.ray_runner.RayRunner` with ``ray_options`` (``workers``, ``address``,
-    ``num_cpus``, ``num_gpus``, ``max_retries``; the local runner has no use for them)."""
-    if backend == "ray":
-        from teamtr_env.ray_runner import RayRunner
-
-        return RayRunner(env_fn, policies, sampling, progress=progress, **ray_options)
-    return Runner(env_fn, policies, sampling, progress=progress)
 
 
 def check_rollout(problems: Sequence[Problem], group_size: int) -> None:

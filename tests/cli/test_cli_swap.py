@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from adapters.tiny import DEFAULT_CHARSET, TinyModelSpec, build_tiny_model
-from teamtr_env.cli import main
+from teamtr_cli import main
 
 SMALL = {
     "task": "teamtr/Arith-v0",

@@ -1,4 +1,4 @@
-"""Rollouts on Ray: the :class:`~teamtr_env.runner.Runner` interface, played by Ray actors.
+"""Rollouts on Ray: the :class:`~teamtr_env.runners.local.Runner` interface, played by Ray actors.
 
 ``RayRunner(env_fn, policies, sampling, workers=N)`` starts N rollout workers (Ray actors). Each
 owns its environments and a replica of every agent's policy (shipped once through the object
@@ -18,7 +18,8 @@ seeds, so nothing is lost or counted twice. A block that fails ``max_retries + 1
 the rollout with the ids of its problems.
 
 ``ray`` is an optional dependency (``pip install -e ".[ray]"``); Ray starts locally when no
-address is given.
+address is given. (This module is ``teamtr_env.runners.ray``; with absolute imports, ``import
+ray`` in it is always the Ray library.)
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import Any
 from tasks.base import Problem
 from teamtr_core.errors import ConfigError, TeamTRError
 from teamtr_env.rollout import RolloutBatch
-from teamtr_env.runner import (
+from teamtr_env.runners.local import (
     PolicyMap,
     Runner,
     SamplingMap,
@@ -108,7 +109,7 @@ class _Worker:
 
 
 class RayRunner(Runner):
-    """A :class:`~teamtr_env.runner.Runner` whose rollouts are played by Ray actors.
+    """A :class:`~teamtr_env.runners.local.Runner` whose rollouts are played by Ray actors.
 
     Args:
         env_fn, policies, sampling, progress, description: as for ``Runner`` (``env_fn`` and the

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from teamtr_env.cli import main
+from teamtr_cli import main
 
 
 def test_tasks_lists_builtin_and_plugin(capsys: pytest.CaptureFixture[str]) -> None:
@@ -32,7 +32,7 @@ def test_play_human_reads_stdin() -> None:
         [
             sys.executable,
             "-m",
-            "teamtr_env.cli",
+            "teamtr_cli",
             "play",
             "teamtr/Arith-v0",
             "--policy",
@@ -164,14 +164,14 @@ def test_eval_on_a_malformed_data_file_fails_clearly(tmp_path, capsys) -> None:
 def test_an_internal_bug_is_a_traceback_not_a_user_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """Only the project's own errors (and OS errors) are reported as "error: ..." with exit 2;
     a ValueError from a bug propagates, so it is seen as a bug."""
-    import teamtr_env.cli as cli
+    import teamtr_cli.listing
 
     def broken(console):
         raise ValueError("an internal bug")
 
-    monkeypatch.setattr(cli, "cmd_tasks", broken)
+    monkeypatch.setattr(teamtr_cli.listing, "cmd_tasks", broken)
     with pytest.raises(ValueError, match="an internal bug"):
-        cli.main(["tasks"])
+        main(["tasks"])
 
 
 def test_a_malformed_row_is_a_config_error_naming_the_file(tmp_path: Path, capsys) -> None:
@@ -232,7 +232,7 @@ def test_a_data_file_the_task_cannot_use_names_the_file_and_line(
 
 def _no_rollouts(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fails the test if the CLI starts drawing problems or playing episodes."""
-    from teamtr_env.runner import Runner
+    from teamtr_env.runners import Runner
 
     def refuse(*args, **kwargs):
         raise AssertionError("work started before the arguments were checked")
@@ -313,7 +313,7 @@ def test_outputs_in_new_folders_are_written_at_the_end(tmp_path: Path) -> None:
 def test_ctrl_c_exits_130_with_one_line_and_writes_no_report(
     tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import teamtr_env.cli as cli
+    import teamtr_cli.eval
 
     calls = []
 
@@ -325,7 +325,7 @@ def test_ctrl_c_exits_130_with_one_line_and_writes_no_report(
 
     from teamtr_env.evaluation import evaluate
 
-    monkeypatch.setattr(cli, "evaluate", interrupted_second_time)
+    monkeypatch.setattr(teamtr_cli.eval, "evaluate", interrupted_second_time)
     out, transcripts = tmp_path / "r.json", tmp_path / "t.jsonl"
     argv = ["eval", "teamtr/Arith-v0", "--problems", "3", "--k", "1", "--no-progress"]
     argv += ["--protocol", "single,role_play", "--out", str(out), "--transcripts", str(transcripts)]
@@ -338,12 +338,12 @@ def test_ctrl_c_exits_130_with_one_line_and_writes_no_report(
 
 
 def test_ctrl_c_in_another_command_is_one_line_too(capsys, monkeypatch) -> None:
-    import teamtr_env.cli as cli
+    import teamtr_cli.play
 
     def interrupted(args, console):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "cmd_play", interrupted)
+    monkeypatch.setattr(teamtr_cli.play, "cmd_play", interrupted)
     assert main(["play", "teamtr/Arith-v0"]) == 130
     assert capsys.readouterr().err == "interrupted: teamtr play stopped\n"
 

@@ -1,0 +1,7 @@
+"""``python -m teamtr_cli``: the ``teamtr`` command."""
+
+import sys
+
+from teamtr_cli.app import main
+
+sys.exit(main())

@@ -1,0 +1,87 @@
+"""The ``teamtr`` command: the parser of every subcommand, and ``main``, which runs one and turns
+the project's errors into one line and exit status 2."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import warnings
+from collections.abc import Sequence
+
+from rich.console import Console
+
+from teamtr_cli import diagnostics, listing, models, play, swap, train
+from teamtr_cli import eval as evaluation
+from teamtr_core.errors import TeamTRError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``teamtr`` parser: each subcommand's module adds its own."""
+    parser = argparse.ArgumentParser(
+        prog="teamtr", description="Trainable, measurable multi-agent LLM teams."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    listing.add_parsers(sub)
+    for command in (play, evaluation, train, swap, diagnostics, models):
+        command.add_parser(sub)
+    return parser
+
+
+def _quiet_libraries() -> None:
+    """Keeps third-party noise (per-file loading bars, a peft deprecation) off the CLI's output."""
+    warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated")
+    with contextlib.suppress(ImportError):
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``teamtr`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    console = Console()
+    _quiet_libraries()
+    if args.command is None:
+        parser.print_help()
+        return 0
+    try:
+        if args.command == "tasks":
+            return listing.cmd_tasks(console)
+        if args.command == "trainers":
+            return listing.cmd_trainers(console)
+        if args.command == "play":
+            return play.cmd_play(args, console)
+        if args.command == "models":
+            return models.cmd_models(args, console)
+        if args.command == "train":
+            return train.cmd_train(args, console)
+        if args.command == "swap":
+            return swap.cmd_swap(args, console)
+        if args.command == "diagnostics":
+            return diagnostics.cmd_diagnostics(args, console)
+        return evaluation.cmd_eval(args, console)
+    except (TeamTRError, OSError) as exc:  # user errors; any other exception is a bug
+        err = Console(stderr=True, soft_wrap=True)  # no hard wraps: messages stay greppable
+        err.print(f"error: {exc}", markup=False, highlight=False, style="red")
+        return 2
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback, the shell's status for SIGINT
+        err = Console(stderr=True, soft_wrap=True)
+        err.print(f"interrupted: {_interrupted(args)}", markup=False, highlight=False)
+        return 130
+
+
+def _interrupted(args: argparse.Namespace) -> str:
+    """What an interrupted command leaves behind."""
+    if args.command == "eval":
+        done = getattr(args, "written", [])
+        unwritten = [str(p) for p in (args.out, args.transcripts) if p and p not in done]
+        return "the evaluation did not finish" + (
+            f"; nothing was written to {' or '.join(unwritten)}" if unwritten else ""
+        )
+    if args.command == "train":
+        return (
+            "training stopped; what the run finished (logs, checkpoints) stays in its run directory"
+        )
+    return f"teamtr {args.command} stopped"

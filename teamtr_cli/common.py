@@ -1,0 +1,171 @@
+"""What several commands share: argument types, the environment and team arguments of ``play``
+and ``eval``, and the environment, policy and runner they build from them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from adapters.scripted import HumanPolicy, RandomPolicy, ScriptedExpert
+from teamtr_core.errors import ConfigError
+from teamtr_core.policy import Policy, SamplingParams
+from teamtr_env.baselines import InferenceProtocol
+from teamtr_env.env import TeamEnv
+from teamtr_env.registration import registry
+from teamtr_env.runners import Runner, make_runner
+
+POLICIES = ("scripted", "random", "human")
+
+
+def parse_option(text: str) -> tuple[str, Any]:
+    """An argparse type for ``KEY=VALUE``: the value read as JSON, else kept as a string."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return key.strip(), value
+
+
+def int_at_least(low: int, what: str) -> Callable[[str], int]:
+    """An argparse type for integers >= ``low`` (argparse names the flag in its error:
+    ``argument --seed: expected a non-negative integer, got '-5'``)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+
+    return parse
+
+
+non_negative_int = int_at_least(0, "a non-negative integer")
+positive_int = int_at_least(1, "a positive integer")
+
+
+def add_env_args(p: argparse.ArgumentParser) -> None:
+    """The task, policy and team arguments of ``play`` and ``eval``."""
+    p.add_argument("task_id", metavar="ID", help="a registered id, e.g. teamtr/Arith-v0")
+    p.add_argument("--policy", choices=POLICIES, default="scripted", help="every agent's policy")
+    p.add_argument("--error-rate", type=float, default=0.0, help="scripted expert error rate")
+    p.add_argument(
+        "--seed", type=non_negative_int, default=0, help="seeds problems, episodes, policies"
+    )
+    p.add_argument(
+        "-o",
+        "--option",
+        type=parse_option,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="task or environment option passed to make() (JSON values), e.g. -o digits=3 "
+        '-o agents=\'["solver","judge"]\'; repeatable',
+    )
+    p.add_argument("--data-path", help="load problems from this file instead of generating")
+    p.add_argument(
+        "--team",
+        type=Path,
+        metavar="CONFIG",
+        help="team config (YAML/JSON): each agent's backend, model, LoRA and sampling; "
+        "overrides --policy (see docs/policies.md)",
+    )
+    p.add_argument(
+        "--set",
+        dest="team_set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a team config value, e.g. --set sampling.temperature=1.0",
+    )
+    p.add_argument("--temperature", type=float, help="sampling temperature (default 0.8)")
+    p.add_argument("--max-new-tokens", type=int, help="message length in tokens (default 64)")
+
+
+def make_env(args: argparse.Namespace, protocol: InferenceProtocol | None = None) -> TeamEnv:
+    """The task's environment with ``-o`` options, ``--data-path`` (``eval``: the ``--split`` of a
+    task with splits, default test) and ``protocol``'s settings."""
+    options = dict(args.option)
+    if args.data_path:
+        options["data_path"] = args.data_path
+    elif (
+        args.command == "eval"
+        and "split" not in options
+        and registry.spec(args.task_id).accepts("split")
+    ):
+        options["split"] = args.split or "test"
+    if protocol is not None:
+        clash = sorted(set(protocol.env_kwargs) & set(options))
+        if clash:
+            raise ConfigError(
+                "--protocol", [f"-o {k} conflicts with the protocol's own" for k in clash]
+            )
+        options.update(protocol.env_kwargs)
+    return registry.make(args.task_id, **options)
+
+
+def make_policy(name: str, env: TeamEnv, args: argparse.Namespace) -> Policy:
+    """Every agent's policy for ``--policy NAME`` (one of :data:`POLICIES`)."""
+    if name == "scripted":
+        try:
+            return ScriptedExpert(env.task, error_rate=args.error_rate, seed=args.seed)
+        except TypeError as exc:  # the task has no scripted expert
+            raise ConfigError("--policy", [str(exc)]) from exc
+        except ValueError as exc:  # e.g. --error-rate outside [0, 1]
+            raise ConfigError("--error-rate", [str(exc)]) from exc
+    if name == "random":
+        return RandomPolicy(seed=args.seed)
+    return HumanPolicy()
+
+
+def team_runner(
+    args: argparse.Namespace, progress: bool, protocol: InferenceProtocol | None = None
+) -> Runner:
+    """The runner of ``play`` and ``eval``: the task's environment (with ``protocol``'s settings)
+    and the team of ``--team`` or ``--policy``, on the backend of ``--ray``."""
+    env = make_env(args, protocol)
+    max_new = args.max_new_tokens
+    if protocol is not None and protocol.max_new_tokens is not None:
+        if max_new is not None:
+            raise ConfigError("--budget", ["a tokens budget sets --max-new-tokens: give one"])
+        max_new = protocol.max_new_tokens
+    overrides = {"temperature": args.temperature, "max_new_tokens": max_new}
+
+    def env_fn() -> TeamEnv:
+        return make_env(args, protocol)
+
+    if args.team is not None:
+        from adapters.team import build_team, load_team_config
+
+        config = load_team_config(args.team, args.team_set)
+        policies, sampling = build_team(config, env.possible_agents, env.task, **overrides)
+        return _backend(args, env_fn, policies, sampling, progress)
+    if args.team_set:
+        raise ConfigError("--set", ["--set overrides a team config: pass --team CONFIG too"])
+    policy = make_policy(args.policy, env, args)
+    shared = SamplingParams().updated(**overrides)
+    return _backend(args, env_fn, policy, shared, progress)
+
+
+def _backend(
+    args: argparse.Namespace, env_fn: Any, policies: Any, sampling: Any, progress: bool
+) -> Runner:
+    """The local runner, or a RayRunner for ``eval --ray [ADDRESS] --workers N``."""
+    address = getattr(args, "ray", None)
+    return make_runner(
+        env_fn,
+        policies,
+        sampling,
+        backend="local" if address is None else "ray",
+        progress=progress,
+        workers=args.workers if getattr(args, "workers", None) is not None else 2,
+        address=address or None,
+    )
