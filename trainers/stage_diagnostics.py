@@ -26,7 +26,7 @@ import time
 from collections import defaultdict
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -45,6 +45,8 @@ from trainers.diagnostics import (
     total_variation,
     zeta_proxies,
 )
+from trainers.surrogate import surrogate_value
+from trainers.update import joined_logprobs
 
 #: Per-update record keys this module adds (NaN where a quantity was not measured).
 UPDATE_KEYS = (
@@ -62,6 +64,21 @@ UPDATE_KEYS = (
     "d_occ_term",
 )
 _IW_KEYS = ("ess_over_b", "p95", "p99", "max", "frac_gt_10")
+#: Every update record key the diagnostics fill (NaN in the record when they do not): the
+#: stale surrogates of ``full`` and :data:`UPDATE_KEYS`.
+DIAGNOSTIC_FIELDS = ("l_stale", "l_inter", "stale_gap", "noise_floor", *UPDATE_KEYS)
+_STALE_INDEX = 1_000  # sample index of the stage-start diagnostic batches (updates use 0..n-1)
+_J_INDEX = 2_000  # sample index of the batches that measure J before and after a stage
+
+
+class ObservedStage(Protocol):
+    """What the diagnostics read of a stage (:class:`trainers.stage.Stage`)."""
+
+    index: int
+    n: int
+    config: TrainConfig
+    trainer: Any  # the TeamTrainer: sample, score, message_advantages, versions, learner
+    report: Any  # the StageReport: its updates
 
 
 class RunDiagnostics:
@@ -198,7 +215,10 @@ class RunDiagnostics:
 
 
 class StageDiagnostics:
-    """One stage's diagnostics, gathered while the learner runs.
+    """One stage's diagnostics: an observer of the stage (:class:`trainers.stage.Stage` calls
+    :meth:`stage_started`, :meth:`train_batch`, :meth:`before_update`, :meth:`after_update` and
+    :meth:`stage_finished`) that samples its own batches outside the training budget at
+    ``full`` and returns the update records' fields and the stage's metrics.
 
     Args:
         run: the run's :class:`RunDiagnostics`.
@@ -217,6 +237,105 @@ class StageDiagnostics:
         self._drift_measurable = True
         self.j_before: float = math.nan
         self.j_after: float = math.nan
+        self._stale: tuple[RolloutBatch, RolloutBatch] | None = None
+        self._inputs: dict[str, tuple[list[MessageRecord], torch.Tensor, list[Any]]] | None = None
+        self._d_occ_term = math.nan
+
+    # -- the observer ---------------------------------------------------------------------------
+    def stage_started(self, stage: ObservedStage) -> None:
+        """At ``full``: two independent stage-start batches (the stale surrogate and its noise
+        floor, D_occ and its floor; learners with ``stale_diagnostics`` and n > 1) and the
+        batch that measures J before the stage."""
+        config, trainer = stage.config, stage.trainer
+        if not config.diagnostics.full:
+            return
+        b = config.schedule.problems_per_batch
+        if trainer.learner.stale_diagnostics and self.n > 1:
+            with self.timed("stale"):
+                self._stale = (
+                    trainer.sample(stage.index, _STALE_INDEX, b, "diagnostic"),
+                    trainer.sample(stage.index, _STALE_INDEX + 1, b, "diagnostic"),
+                )
+            self.stage_start_batches(*self._stale)
+        with self.timed("improvement"):
+            j_problems = self._j_problems(config)
+            if self._stale is not None and j_problems == b:
+                before = self._stale[0]  # independent of the update data: J(before) too
+            else:
+                before = trainer.sample(stage.index, _J_INDEX, j_problems, "diagnostic")
+            self.j_before = float(before.rewards().mean())
+
+    def before_update(self, stage: ObservedStage, agent: str, index: int) -> None:
+        """Before update ``index`` of ``agent``: at ``full`` (``index >= 1``) a batch of the
+        intermediate team and the agent's log-probs of the three diagnostic batches before its
+        update; the update's D_occ term."""
+        trainer = stage.trainer
+        self._inputs, inter = None, None
+        if self._stale is not None and index > 0:
+            with self.timed("stale"):
+                b = stage.config.schedule.problems_per_batch
+                inter = trainer.sample(stage.index, index, b, "diagnostic")
+                batches = {"stale": self._stale[0], "floor": self._stale[1], "inter": inter}
+                self._inputs = {}
+                for name, batch in batches.items():
+                    msgs, adv = trainer.message_advantages(batch, agent)
+                    self._inputs[name] = (msgs, adv, trainer.score(agent, msgs))
+        self._d_occ_term = self.drift_term(index, trainer.versions(), inter)
+
+    def after_update(
+        self,
+        stage: ObservedStage,
+        agent: str,
+        groups: GroupAdvantages,
+        batch: RolloutBatch,
+        messages: Sequence[MessageRecord],
+        weights: torch.Tensor | None,
+        result: Any,
+    ) -> dict[str, float]:
+        """The update record's diagnostic fields: the updated agent's surrogate ``mean(w A)``
+        on each diagnostic batch (``stale`` on a stage-start batch, ``inter`` on a batch of the
+        intermediate team, ``floor`` on a second stage-start batch; the stale gap
+        ``|L_stale - L_inter|`` and its noise floor ``|L_stale - L_stale'|``), the zeta proxies,
+        flip rates, importance-weight summary and D_occ term."""
+        out: dict[str, float] = {}
+        if self._inputs is not None:
+            with self.timed("stale"):
+                values = {}
+                for name, (msgs, adv, old) in self._inputs.items():
+                    if not msgs:
+                        values[name] = math.nan
+                        continue
+                    new_lp, old_lp, mask = joined_logprobs(stage.trainer.score(agent, msgs), old)
+                    values[name] = surrogate_value(new_lp, old_lp, mask, adv)
+            out.update(
+                {
+                    "l_stale": values["stale"],
+                    "l_inter": values["inter"],
+                    "stale_gap": abs(values["stale"] - values["inter"]),
+                    "noise_floor": abs(values["stale"] - values["floor"]),
+                }
+            )
+        fields = self.update_fields(
+            groups, batch.group_rewards(), messages, weights, result.diagnostics
+        )
+        out.update(fields)
+        out["d_occ_term"] = self._d_occ_term
+        return out
+
+    def stage_finished(self, stage: ObservedStage) -> dict[str, float]:
+        """At ``full`` the batch that measures J after the stage; the stage's ``diag/*`` metrics
+        and each diagnostic's cost."""
+        if stage.config.diagnostics.full:
+            with self.timed("improvement"):
+                problems = self._j_problems(stage.config)
+                after = stage.trainer.sample(stage.index, _J_INDEX + 1, problems, "diagnostic")
+                self.j_after = float(after.rewards().mean())
+        return self.metrics(stage.report.updates)
+
+    @staticmethod
+    def _j_problems(config: TrainConfig) -> int:
+        """Prompts of each batch that measures J before and after the stage (``full``)."""
+        return config.diagnostics.eval_problems or config.schedule.problems_per_batch
 
     @contextlib.contextmanager
     def timed(self, name: str) -> Iterator[None]:

@@ -338,6 +338,14 @@ def enforce_trust_region(
     )
 
 
+def joined_logprobs(new: Any, old: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Two scorings of the same messages (lists of ``TokenLogprobs``) as ``[N, T]`` tensors:
+    the new log-probs, the old ones and the mask."""
+    new_lp, mask = concat_logprobs(new)
+    old_lp, _ = concat_logprobs(old)
+    return new_lp, old_lp, mask
+
+
 def update_agent(
     policy: TrainablePolicy,
     optimizer: torch.optim.Optimizer,

@@ -27,7 +27,8 @@ from trainers.registry import (
     registry,
     trainer_spec,
 )
-from trainers.team_trainer import Stage, TeamTrainer
+from trainers.stage import Stage
+from trainers.team_trainer import TeamTrainer
 
 GOLDEN = json.loads(Path(__file__).with_name("golden_learners.json").read_text())
 

@@ -108,7 +108,7 @@ def test_disjoint_naive_updates_on_the_slices_of_the_stage_start_batch() -> None
         part = batch.groups(4 * j, 4 * (j + 1))
         slot = by_hand.slots[agent]
         msgs = part.messages_of(agent)
-        adv = by_hand._advantages(part).advantages.flatten()
+        adv = by_hand.advantages(part).advantages.flatten()
         update_agent(
             slot.policy,
             slot.optimizer,
@@ -312,7 +312,7 @@ def test_per_agent_sampling_samples_and_scores_each_agent_at_its_own_temperature
 def test_reward_start_is_the_stage_start_teams_batch(monkeypatch) -> None:
     """``stage/reward_start`` is the reward of the stage's first batch (comparable across
     learners); ``stage/reward_mean`` averages all of a stage's training batches."""
-    from trainers.team_trainer import Stage
+    from trainers.stage import Stage
 
     seen: list[float] = []
     real = Stage.sample

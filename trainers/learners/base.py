@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 if TYPE_CHECKING:
     from trainers.config import ScheduleConfig, TrainConfig
-    from trainers.team_trainer import Stage
+    from trainers.stage import Stage
 
 
 class SamplingEvent(NamedTuple):

@@ -12,7 +12,7 @@ from trainers.learners.base import Learner, SamplingEvent, single_batch_plan
 
 if TYPE_CHECKING:
     from trainers.config import ScheduleConfig
-    from trainers.team_trainer import Stage
+    from trainers.stage import Stage
 
 
 class Joint(Learner):

@@ -13,7 +13,7 @@ from trainers.learners.base import Learner, SamplingEvent
 
 if TYPE_CHECKING:
     from trainers.config import ScheduleConfig
-    from trainers.team_trainer import Stage
+    from trainers.stage import Stage
 
 
 class TeamTR(Learner):

@@ -1,0 +1,294 @@
+"""One stage of a learner: the machinery a :class:`~trainers.learners.base.Learner` calls.
+
+A stage updates every trainable agent once, in the stage's update order. The learner decides
+what is sampled and which agent is updated on what (``trainers/learners/``); :class:`Stage` owns
+the stage's state (its index, order, rewards, timing, the clipped-message counts, the report) and
+does the rest of each update: group advantages of the team reward, the policy step and the
+trust region (:func:`trainers.update.update_agent`), the beta and delta adaptation, the update's
+record. Diagnostics observe the stage (:class:`trainers.stage_diagnostics.StageDiagnostics`:
+its start, every training batch, each update before and after, its end) and add their fields
+and metrics; the stage does not compute them.
+
+Reading one TeamTR stage: ``trainers/learners/teamtr.py`` (what is sampled when), this file
+(:meth:`Stage.sample` and :meth:`Stage.update`), ``trainers/update.py`` (policy step and trust
+region) and ``trainers/advantages.py`` (group advantages).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from teamtr_env.rollout import MessageRecord, RolloutBatch
+from trainers.config import ScheduleConfig, TrainConfig
+from trainers.stage_diagnostics import DIAGNOSTIC_FIELDS, StageDiagnostics
+from trainers.update import adapt_beta, adapt_delta, joined_logprobs, score, update_agent
+
+if TYPE_CHECKING:
+    from trainers.team_trainer import TeamTrainer
+
+#: Per-agent update record keys copied into the stage's metrics (``agent/<name>/<key>``).
+AGENT_METRIC_KEYS = (
+    "kl_tok",
+    "kl_raw",
+    "beta",
+    "delta",
+    "backtracks",
+    "l_seq",
+    "stale_gap",
+    "noise_floor",
+    "ratio_clip_frac",
+    "adv_clip_frac",
+    "accepted",
+    "in_region",
+    "zeta_proxy",
+    "flip_rate_25",
+    "flip_rate_50",
+    "iw_ess_over_b",
+    "d_occ_term",
+)
+
+
+@dataclass
+class StageReport:
+    """Metrics of one stage (namespaced keys, ready for the logger) and per-update records."""
+
+    metrics: dict[str, float] = field(default_factory=dict)
+    updates: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Stage:
+    """One stage in progress: the shared machinery a :class:`Learner` calls to sample and update.
+
+    Built by :meth:`TeamTrainer.run_stage`; a learner reads ``order`` (the stage's update order),
+    ``n`` and ``schedule``, and calls :meth:`sample`, :meth:`part`, :meth:`update` and
+    :meth:`log`. :meth:`finish` returns the stage's report and costs; the trainer then advances.
+    """
+
+    def __init__(
+        self, trainer: TeamTrainer, on_update: Callable[[int, int], None] | None = None
+    ) -> None:
+        self.trainer = trainer
+        self.config: TrainConfig = trainer.config
+        self.schedule: ScheduleConfig = trainer.config.schedule
+        self.index = trainer.stage
+        self.order = trainer.update_order(self.index)
+        self.n = len(self.order)
+        self.report = StageReport()
+        self.rewards: list[float] = []
+        self.timing: dict[str, float] = defaultdict(float)
+        # per agent: [messages that hit the token limit, messages] of the training rollouts
+        self.messages: dict[str, list[int]] = {}
+        self._on_update = on_update
+        self._t0 = time.perf_counter()
+        run_diag = trainer.diagnostics
+        self.diag = StageDiagnostics(run_diag, self.n) if run_diag is not None else None
+        if self.diag is not None:
+            self.diag.stage_started(self)
+
+    def sample(self, index: int, problems: int) -> RolloutBatch:
+        """``problems`` prompts x G rollouts under the team's current parameters (seeded by the
+        stage and ``index``; counted in the training budget and the stage's mean reward)."""
+        t0 = time.perf_counter()
+        batch = self.trainer.sample(self.index, index, problems, "train")
+        self.timing["rollout_s"] += time.perf_counter() - t0
+        for m in batch.messages:
+            counts = self.messages.setdefault(m.agent, [0, 0])
+            counts[0] += m.clipped
+            counts[1] += 1
+        if self.diag is not None:
+            self.diag.train_batch(batch, self.trainer.samples[-1].versions)
+        self.rewards.append(float(batch.rewards().mean()))
+        return batch
+
+    def part(self, batch: RolloutBatch, j: int, covered: int) -> tuple[RolloutBatch, int]:
+        """The ``j``-th of ``covered`` disjoint slices of ``batch`` under the ``disjoint`` budget
+        (the whole batch otherwise), and the index of its first episode in ``batch``."""
+        if self.schedule.budget != "disjoint" or covered <= 1:
+            return batch, 0
+        size = batch.num_groups // covered
+        return batch.groups(j * size, (j + 1) * size), j * size * batch.group_size
+
+    def score(self, agent: str, messages: list[MessageRecord]) -> list[Any]:
+        """``agent``'s current log-probs of ``messages`` (no gradient)."""
+        return self.trainer.score(agent, messages)
+
+    def trajectory_weights(
+        self, messages: list[MessageRecord], log_ratio: torch.Tensor, offset: int
+    ) -> torch.Tensor:
+        """Per message, ``exp(log_ratio)`` of its episode: the trajectory weights
+        ``w^{0->i-1}`` of the update batch's messages (episode ``e`` of a disjoint slice is
+        episode ``offset + e`` of the stage-start batch ``log_ratio`` indexes)."""
+        return torch.exp(
+            torch.tensor([float(log_ratio[offset + m.episode]) for m in messages])
+        ).float()
+
+    def episode_log_ratio(self, agent: str, batch: RolloutBatch, before: Any) -> torch.Tensor:
+        """Per episode of ``batch``, the sum over ``agent``'s messages of log(pi_now /
+        pi_before): this agent's factor of the trajectory weight w^{0->i} (``before``:
+        :meth:`score` of those messages before the update)."""
+        msgs = batch.messages_of(agent)
+        new_lp, old_lp, mask = joined_logprobs(self.score(agent, msgs), before)
+        per_msg = ((new_lp - old_lp) * mask).sum(-1).double()
+        out = torch.zeros(len(batch.episodes), dtype=torch.float64)
+        out.index_add_(0, torch.tensor([m.episode for m in msgs], dtype=torch.long), per_msg)
+        return out
+
+    def log(self, key: str, value: float) -> None:
+        """An extra metric of this stage (logged as ``key``)."""
+        self.report.metrics[key] = float(value)
+
+    def update(
+        self,
+        agent: str,
+        batch: RolloutBatch,
+        *,
+        index: int,
+        weights: torch.Tensor | None = None,
+        trust_region: bool = True,
+    ) -> dict[str, Any]:
+        """Updates ``agent`` on its messages in ``batch`` and returns the update's record.
+
+        Group advantages of the team reward, the clipped surrogate with the KL penalty
+        (``optim``), the token-KL trust region with backtracking (``trust_region``; off when
+        ``trust_region=False`` or ``delta_mode: none``), beta and delta adaptation; the
+        diagnostics observe the update before and after it.
+
+        Args:
+            agent: a trainable agent.
+            batch: rollouts that contain the agent's messages.
+            index: the update's position in the stage (seeds the diagnostic batch).
+            weights: per-message importance weights (``[N]``), if any.
+            trust_region: enforce the trust region for this update.
+        """
+        trainer, cfg = self.trainer, self.config
+        slot = trainer.slots[agent]
+        groups = trainer.advantages(batch)
+        messages, msg_adv = trainer.message_advantages(batch, agent, groups)
+        if self.diag is not None:
+            self.diag.before_update(self, agent, index)
+        off = not trust_region or cfg.trust_region.delta_mode == "none"
+        delta = None if off else slot.delta
+        reference = None
+        if slot.reference is not None:
+            t0 = time.perf_counter()
+            reference = score(
+                slot.reference, messages, cfg.optim.micro_batch_size, trainer.temperatures[agent]
+            )
+            self.timing["reference_s"] += time.perf_counter() - t0
+        result = update_agent(
+            slot.policy,
+            slot.optimizer,
+            messages,
+            msg_adv,
+            beta=slot.beta,
+            delta=delta,
+            optim=cfg.optim,
+            region=cfg.trust_region,
+            temperature=trainer.temperatures[agent],
+            flip_trials=trainer.flip_trials,
+            weights=weights,
+            reference=reference,
+        )
+        self.timing["update_s"] += result.update_s
+        self.timing["monitor_s"] += result.monitor_s
+        if result.accepted and result.step_scale > 0:
+            slot.version += 1
+        if cfg.trust_region.adapt_beta and delta is not None:
+            slot.beta = adapt_beta(slot.beta, result, delta)
+        if cfg.trust_region.delta_mode == "adaptive":
+            tr = cfg.trust_region
+            slot.delta = adapt_delta(slot.delta, result, low=tr.delta_min, high=tr.delta_max)
+        record = {
+            "stage": self.index,
+            "index": index,
+            "agent": agent,
+            "accepted": result.accepted,
+            "reason": result.reason,
+            "kl_tok": result.kl,
+            "kl_raw": result.kl_raw,
+            "in_region": result.in_region,
+            "out_of_region_raw": delta is not None and result.kl_raw > delta,
+            "backtracks": result.backtracks,
+            "step_scale": result.step_scale,
+            "beta": slot.beta,
+            "delta": math.inf if delta is None else delta,
+            "l_seq": result.l_seq,
+            "ratio_clip_frac": result.ratio_clip_frac,
+            "adv_clip_frac": groups.clip_frac,
+            "messages": result.n_messages,
+            "tokens": result.n_tokens,
+            "ref_kl": result.ref_kl,
+            "groups": batch.num_groups,
+            "episodes": len(batch.episodes),
+            **dict.fromkeys(DIAGNOSTIC_FIELDS, math.nan),  # measured by the diagnostics, if on
+        }
+        if self.diag is not None:
+            record.update(
+                self.diag.after_update(self, agent, groups, batch, messages, weights, result)
+            )
+        self.report.updates.append(record)
+        for hook in trainer.update_hooks:
+            hook(record)
+        if self._on_update is not None:
+            self._on_update(len(self.report.updates), self.n)
+        return record
+
+    def finish(self) -> tuple[StageReport, dict[str, float]]:
+        """The stage's report (its metrics computed) and costs (seconds by kind)."""
+        if self.diag is not None:
+            self.report.metrics.update(self.diag.stage_finished(self))
+            self.timing["diagnostic_s"] = sum(self.diag.timing.values())
+        self._metrics()
+        return self.report, dict(self.timing)
+
+    def _metrics(self) -> None:
+        """Fills the report's metrics: the stage's means and sums, and each agent's namespaced
+        keys; per agent, the share of its training messages cut off at the token limit
+        (``agent/<name>/clipped_ratio``, ``stage/clipped_ratio``; TRL's clipped_ratio)."""
+        report, updates = self.report, self.report.updates
+        gaps = [u["stale_gap"] for u in updates if not math.isnan(u["stale_gap"])]
+        floors = [u["noise_floor"] for u in updates if not math.isnan(u["noise_floor"])]
+        kls = [u["kl_raw"] for u in updates if math.isfinite(u["kl_raw"])]
+        train = [e for e in self.trainer.samples if e.stage == self.index and e.purpose == "train"]
+        report.metrics.update(
+            {
+                "stage/reward_mean": float(np.mean(self.rewards)),
+                # the stage's first batch, under the stage-start team: comparable across
+                # learners (TeamTR's later batches come from partially updated teams)
+                "stage/reward_start": self.rewards[0],
+                "stage/kl_tok_mean": float(np.mean(kls)) if kls else math.nan,
+                "stage/kl_tok_max": float(np.max(kls)) if kls else math.nan,
+                "stage/out_of_region_rate": float(
+                    np.mean([u["out_of_region_raw"] for u in updates])
+                ),
+                "stage/accepted_rate": float(np.mean([u["accepted"] for u in updates])),
+                "stage/rollouts": float(sum(e.episodes for e in train)),
+                "stage/tokens": float(sum(e.tokens for e in train)),
+                "stage/wall_s": time.perf_counter() - self._t0,
+                **{f"stage/{k}": v for k, v in self.timing.items()},
+            }
+        )
+        if self.messages:
+            for agent, (clipped, written) in self.messages.items():
+                report.metrics[f"agent/{agent}/clipped_ratio"] = clipped / max(written, 1)
+            clipped_all = sum(c for c, _ in self.messages.values())
+            written_all = sum(w for _, w in self.messages.values())
+            report.metrics["stage/clipped_ratio"] = clipped_all / max(written_all, 1)
+        if gaps:  # measured only with diagnostics on, for naive sequential and TeamTR
+            report.metrics["stage/delta_stale"] = float(sum(gaps))
+            report.metrics["stage/delta_stale_noise_floor"] = float(sum(floors))
+        for u in updates:
+            prefix = f"agent/{u['agent']}/"
+            for key in AGENT_METRIC_KEYS:
+                value = u[key]
+                if isinstance(value, float) and not math.isfinite(value):
+                    continue  # e.g. no stale gap for a stage's first update, no radius without TR
+                report.metrics[prefix + key] = float(value)
