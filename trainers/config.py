@@ -58,20 +58,16 @@ def _unknown_learner(value: Any) -> list[str]:
     return []
 
 
-def _learner_problems(schedule: ScheduleConfig) -> list[str]:
-    """``schedule.method`` names a learner that supports the schedule's options."""
-    from trainers.registry import RegistryError, trainer_spec
+def _learner_problems(config: TrainConfig) -> list[str]:
+    """The learner's own check of the configuration (:meth:`Learner.check`), run once, when the
+    configuration is built; an unknown learner id is reported by ``schedule.method``'s check."""
+    from trainers.registry import RegistryError, make_learner
 
     try:
-        learner = trainer_spec(schedule.method).load()
-    except RegistryError as exc:
-        return [f"method: {exc}"]
-    if schedule.importance_weighting and not learner.importance_weighting:
-        return [
-            f"importance_weighting is not supported by {schedule.method!r} (only by learners "
-            "that reuse stale rollouts, e.g. teamtr/NaiveSequential-v0)"
-        ]
-    return []
+        learner = make_learner(config.schedule.method)
+    except RegistryError:
+        return []
+    return list(learner.check(config))
 
 
 def _help(text: str, default: Any) -> Any:
@@ -123,7 +119,6 @@ class ScheduleConfig:
         for name in ("stages", "resample_every", "problems_per_batch", "group_size"):
             if getattr(self, name) < 1:
                 problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
-        problems += _learner_problems(self)
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -496,6 +491,7 @@ class TrainConfig:
             problems.append(
                 f"torch_threads must be >= 0 (0 = torch's default), got {self.torch_threads}"
             )
+        problems += _learner_problems(self)
         if problems:
             raise ValueError("; ".join(problems))
 

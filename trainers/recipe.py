@@ -427,13 +427,10 @@ def env_factory(config: TrainConfig, split: str) -> Callable[[], Any]:
 
 
 def _check_before_writing(config: TrainConfig, env: Any) -> None:
-    """The checks of the learner, the team config and behaviour cloning (the task needs a
-    scripted expert) that building the trainer would make, done before the run directory is
-    touched (every problem at once)."""
-    from trainers.registry import make_learner
-
-    problems = list(make_learner(config.schedule.method).check(config))
-    problems += [f"loggers: {p}" for p in missing_loggers(config.loggers)]
+    """The checks of the loggers, the team config and behaviour cloning (the task needs a
+    scripted expert), done before the run directory is touched (every problem at once); the
+    learner checked the configuration when it was built."""
+    problems = [f"loggers: {p}" for p in missing_loggers(config.loggers)]
     if config.sft is not None and not isinstance(env.task, SupportsExpert):
         problems.append(
             f"sft: {config.task} has no scripted expert to behaviour-clone (its task does not "

@@ -119,8 +119,10 @@ class TeamTrainer:
         sampling: Mapping[str, SamplingParams] | None = None,
     ):
         self.config = config
+        # A TrainConfig was checked by its own learner when it was built; a learner object given
+        # here may be another, so it checks the configuration itself.
         self.learner = learner if learner is not None else make_learner(config.schedule.method)
-        problems = self.learner.check(config)
+        problems = self.learner.check(config) if learner is not None else []
         if problems:
             raise ConfigError("training config", problems)
         shared = config.sampling

@@ -135,3 +135,20 @@ def test_a_broken_plugin_is_skipped_with_a_warning_and_named_in_errors() -> None
         assert "good/Joint-v0" in list(reg)
     with pytest.raises(UnknownTrainerError, match="plugin\\(s\\) \\['broken'\\] failed to load"):
         reg.spec("broken/Thing-v0")
+
+
+def test_the_learner_checks_a_config_once_when_it_is_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    original = TeamTR.check
+
+    def counting(self: TeamTR, cfg: Any) -> list[str]:
+        calls.append(cfg.schedule.method)
+        return original(self, cfg)
+
+    monkeypatch.setattr(TeamTR, "check", counting)
+    cfg = config(diagnostics=False, schedule__stages=1)
+    assert calls == ["teamtr/TeamTR-v0"]
+    TeamTrainer(cfg, lambda: env_fn(AGENTS), tabular_team(AGENTS)).run_stage()
+    assert len(calls) == 1  # the trainer does not check the built config again
+    TeamTrainer(cfg, lambda: env_fn(AGENTS), tabular_team(AGENTS), TeamTR())
+    assert len(calls) == 2  # a learner object given to the trainer checks it itself

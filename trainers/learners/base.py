@@ -44,9 +44,14 @@ class Learner(ABC):
     importance_weighting: ClassVar[bool] = False
 
     def check(self, config: TrainConfig) -> list[str]:
-        """Problems with ``config`` for this learner (one line each; empty: none)."""
+        """Problems with ``config`` for this learner (one line each; empty: none). Run once, when
+        a ``TrainConfig`` naming this learner is built (and by ``TeamTrainer`` for a learner
+        object passed to it)."""
         if config.schedule.importance_weighting and not self.importance_weighting:
-            return [f"schedule.importance_weighting is not supported by {type(self).__name__}"]
+            return [
+                f"schedule.importance_weighting is not supported by {config.schedule.method!r} "
+                "(only by learners that reuse stale rollouts, e.g. teamtr/NaiveSequential-v0)"
+            ]
         return []
 
     @abstractmethod
