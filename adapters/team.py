@@ -34,10 +34,6 @@ Backend = Literal["hf", "vllm", "scripted", "random", "constant"]
 _MODEL_BACKENDS = ("hf", "vllm")
 
 
-SamplingConfig = SamplingParams
-"""Deprecated name of :class:`~teamtr_core.policy.SamplingParams` (one sampling type everywhere)."""
-
-
 def sampling_problems(value: Any) -> list[str]:
     """The field check of a config's ``sampling`` section: ``seed`` is the runner's, per call."""
     if isinstance(value, Mapping) and value.get("seed") is not None:

@@ -12,6 +12,5 @@
 
 The layers above, top to bottom: the CLI (``teamtr_cli``), ``trainers``, then ``adapters`` and
 ``teamtr_env`` (independent of each other), ``tasks``, then this package (docs/architecture.md;
-enforced by import-linter in ``make lint``). The old paths (``adapters.base``,
-``adapters.toolcalls``, ``teamtr_env.errors``) re-export these modules.
+enforced by import-linter in ``make lint``).
 """

@@ -87,8 +87,8 @@ class PolicyResponder:
 
     Args:
         policy: anything with ``generate(prompts, sampling) -> [Generation(text, ...)]``.
-        sampling: ``adapters.base.SamplingParams``; default temperature 0.7, top_p 0.7 (AR-Bench's
-            responder settings) and 64 new tokens.
+        sampling: ``teamtr_core.policy.SamplingParams``; default temperature 0.7, top_p 0.7
+            (AR-Bench's responder settings) and 64 new tokens.
         referee_prompt: the SP referee's system text (``{surface}``, ``{bottom}`` placeholders).
         suspect_prompt: the DC suspect's system text (``{name}``, ``{task}``, ``{story}``).
         render: ``fn(system, history, question) -> prompt``; default :func:`default_render`

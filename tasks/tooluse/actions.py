@@ -3,7 +3,7 @@
 The mapping (one action per message, like tau-bench's one action per step):
 
 * a message holding a tool call in any format the project's normaliser reads
-  (``adapters.toolcalls``: canonical ``<tool_call>{"arguments":...,"name":...}</tool_call>``,
+  (``teamtr_core.toolcalls``: canonical ``<tool_call>{"arguments":...,"name":...}</tool_call>``,
   Hermes/Qwen, Llama, OpenAI, Mistral, fenced JSON) runs its FIRST call; text around it is not
   sent to the user, further calls are ignored (and said so);
 * a ``respond`` call, ``{"name": "respond", "arguments": {"content": "..."}}``, sends ``content``

@@ -6,7 +6,7 @@ episode (tau-bench's convention).
 
 * :class:`ScriptedUser` (the default) is rule-based and offline, driven by the task's
   instruction and the user's database record.
-* :class:`PolicyUser` wraps any project policy (``adapters.base.Policy``: an LLM through
+* :class:`PolicyUser` wraps any project policy (``teamtr_core.policy.Policy``: an LLM through
   ``HFPolicy`` / ``VLLMPolicy``, or a scripted one) with a user-simulator prompt, like tau-bench's
   LLM user.
 """

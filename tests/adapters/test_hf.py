@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from adapters.base import LoraSettings, SamplingParams, TrainablePolicy
 from adapters.hf import HFPolicy, _seeded
 from adapters.tiny import SPECIAL_TOKENS, TinyModelSpec, build_char_tokenizer, build_tiny_model
+from teamtr_core.policy import LoraSettings, SamplingParams, TrainablePolicy
 
 PROMPTS = [
     "Compute: 12 + 30\nReply with: Answer: <integer>\n### solver\n",

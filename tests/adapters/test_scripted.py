@@ -1,4 +1,5 @@
-"""Tests for the model-free policies in ``adapters.scripted`` and ``adapters.base.SamplingParams``."""
+"""Tests for the model-free policies in ``adapters.scripted`` and
+``teamtr_core.policy.SamplingParams``."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from adapters.base import Generation, Policy, SamplingParams
 from adapters.scripted import ConstantPolicy, HumanPolicy, RandomPolicy, ScriptedExpert
 from tasks import Problem
 from tasks.arith import rules
 from tasks.arith.task import ArithTask
+from teamtr_core.policy import Generation, Policy, SamplingParams
 
 RANDOM_ALPHABET = set("abcdefghijklmnopqrstuvwxyz0123456789 +-*=:.,?!\n")
 

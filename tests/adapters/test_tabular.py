@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import teamtr_env
-from adapters.base import Generation, Policy, SamplingParams, TrainablePolicy
 from adapters.tabular import (
     TabularPolicy,
     UnknownMessageError,
@@ -19,6 +18,7 @@ from adapters.tabular import (
     state_kl,
     state_tv,
 )
+from teamtr_core.policy import Generation, Policy, SamplingParams, TrainablePolicy
 from teamtr_env.runners import Runner
 
 MESSAGES = ["yes", "no", "maybe"]

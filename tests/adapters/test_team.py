@@ -10,11 +10,9 @@ import pytest
 import yaml
 
 import teamtr_env
-from adapters.base import SamplingParams
 from adapters.hf import HFPolicy
 from adapters.scripted import ConstantPolicy, ScriptedExpert
 from adapters.team import (
-    SamplingConfig,
     TeamConfig,
     build_team,
     load_team_config,
@@ -23,6 +21,7 @@ from adapters.team import (
 )
 from teamtr_cli import main
 from teamtr_core.config import json_schema, to_dict
+from teamtr_core.policy import SamplingParams
 from teamtr_env import ConfigError
 
 AGENTS = ["solver", "critic", "aggregator"]
@@ -183,7 +182,6 @@ def test_old_per_agent_sampling_keys_load_with_a_warning() -> None:
     with pytest.warns(FutureWarning, match=r"default.temperature is now default.sampling"):
         config = team_config_from_dict(old)
     assert config == team_config_from_dict(new)
-    assert SamplingConfig is SamplingParams  # the old name of the one sampling type
     both = {"default": {"backend": "random", "temperature": 0.3, "sampling": {"temperature": 1}}}
     with pytest.raises(ConfigError) as excinfo:
         team_config_from_dict({**both, "sampling": {"seed": 3}})

@@ -1,4 +1,4 @@
-"""Tests for the tool-call normaliser in ``adapters.toolcalls``."""
+"""Tests for the tool-call normaliser in ``teamtr_core.toolcalls``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.toolcalls import (
+from teamtr_core.toolcalls import (
     CANONICAL_CLOSE,
     CANONICAL_OPEN,
     NAME_RE,

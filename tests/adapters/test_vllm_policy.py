@@ -11,9 +11,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from adapters.base import LoraSettings, SamplingParams
 from adapters.hf import HFPolicy
 from adapters.vllm_policy import VLLM_HINT, VLLMPolicy, to_vllm_sampling, vllm_available
+from teamtr_core.policy import LoraSettings, SamplingParams
 
 
 @dataclasses.dataclass

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 import teamtr_env
-from adapters.base import Generation, SamplingParams
 from adapters.scripted import ScriptedExpert
+from teamtr_core.errors import ConfigError
+from teamtr_core.policy import Generation, SamplingParams
 from teamtr_env.baselines import (
     MAX_PROTOCOL_MESSAGES,
     PROTOCOLS,
@@ -16,7 +17,6 @@ from teamtr_env.baselines import (
     role_play,
     self_consistency,
 )
-from teamtr_env.errors import ConfigError
 from teamtr_env.evaluation import evaluate
 from teamtr_env.protocol import TeamProtocol
 from teamtr_env.runners import Runner

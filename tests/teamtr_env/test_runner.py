@@ -13,9 +13,9 @@ import pytest
 from toy_tasks import CountdownTask
 
 import teamtr_env
-from adapters.base import Generation, SamplingParams
 from adapters.scripted import ConstantPolicy, RandomPolicy, ScriptedExpert
 from tasks import Problem
+from teamtr_core.policy import Generation, SamplingParams
 from teamtr_env import ConfigError, PolicyError, TeamEnv, TeamProtocol
 from teamtr_env.evaluation import evaluate, report_schema
 from teamtr_env.rollout import RolloutBatch, format_episode

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from adapters.base import SamplingParams
+from teamtr_core.policy import SamplingParams
 from teamtr_env.runners import Runner
 from trainers import exact_games as eg
 from trainers.exact_run import (

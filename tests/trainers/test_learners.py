@@ -13,7 +13,7 @@ import pytest
 from golden_learners import AGENTS, CASES, comparable, differences, record
 from helpers_trainers import config, env_fn, tabular_team
 
-from teamtr_env.errors import ConfigError
+from teamtr_core.errors import ConfigError
 from trainers.learners import Learner, SamplingEvent
 from trainers.learners.joint import Joint
 from trainers.learners.naive_sequential import NaiveSequential

@@ -288,7 +288,7 @@ def test_training_honours_a_team_configs_per_agent_sampling(
     """With a team config, each agent samples (and is scored) with its own temperature and
     message length, in training, in the before/after evaluation and in the trainer."""
     import trainers.recipe as run_module
-    from adapters.base import SamplingParams
+    from teamtr_core.policy import SamplingParams
     from trainers.team_eval import agent_sampling
     from trainers.team_trainer import TeamTrainer
 
@@ -373,7 +373,7 @@ def test_a_token_limit_that_cuts_answers_off_is_warned_about_before_training(
 
 
 def test_the_clipped_warning_starts_above_a_fifth() -> None:
-    from adapters.base import SamplingParams
+    from teamtr_core.policy import SamplingParams
 
     sampling = {"a": SamplingParams(max_new_tokens=12), "b": SamplingParams(max_new_tokens=40)}
     at = {"eval/clipped_ratio/a": 0.2, "eval/clipped_ratio/b": 0.0}

@@ -13,10 +13,10 @@ import pytest
 import torch
 
 import teamtr_env
-from adapters.base import SamplingParams, TokenLogprobs
 from adapters.hf import HFPolicy
 from adapters.tabular import TabularPolicy
 from teamtr_core.config import json_schema
+from teamtr_core.policy import SamplingParams, TokenLogprobs
 from trainers.sft import SFTConfig, behaviour_clone, collect_expert_data
 
 SMALL = SFTConfig(problems=32, steps=30, batch_size=16, lr=3e-3)

@@ -62,6 +62,6 @@ class _Parrot:
     """Repeats the last line of content in its context (the previous message)."""
 
     def generate(self, prompts, sampling):  # type: ignore[no-untyped-def]
-        from adapters.base import Generation
+        from teamtr_core.policy import Generation
 
         return [Generation(p.rstrip("\n").split("\n")[-2]) for p in prompts]

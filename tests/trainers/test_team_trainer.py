@@ -295,7 +295,7 @@ def test_learning_signal_on_an_exact_problem() -> None:
 
 
 def test_per_agent_sampling_samples_and_scores_each_agent_at_its_own_temperature() -> None:
-    from adapters.base import SamplingParams
+    from teamtr_core.policy import SamplingParams
 
     sampling = {"a": SamplingParams(temperature=0.0), "b": SamplingParams(temperature=1.0)}
     trainer = TeamTrainer(

@@ -7,8 +7,8 @@ import math
 
 import torch
 
-from adapters.base import SamplingParams
 from adapters.tabular import TabularPolicy, state_kl
+from teamtr_core.policy import SamplingParams
 from teamtr_env.rollout import MessageRecord
 from trainers.config import OptimConfig, TrustRegionConfig
 from trainers.update import UpdateResult, adapt_beta, adapt_delta, update_agent

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 import teamtr_env
-from adapters.base import Generation, SamplingParams
 from adapters.scripted import ConstantPolicy
 from tasks import TaskConfigError
 from tasks.arbench import (
@@ -20,6 +19,7 @@ from tasks.arbench import (
     SituationPuzzleTask,
     sp_rules,
 )
+from teamtr_core.policy import Generation, SamplingParams
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "arbench"
 

@@ -7,13 +7,13 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from adapters.base import Generation, SamplingParams
 from adapters.scripted import ConstantPolicy
 from tasks.tooluse.actions import MAX_SCAN_CHARS, parse_agent_message, render_feedback
 from tasks.tooluse.db import load_db
 from tasks.tooluse.reward import outputs_found
 from tasks.tooluse.tasks_data import ToolTask, builtin_tasks
 from tasks.tooluse.user_sim import STOP, PolicyUser, ScriptedUser, Turn, first_person
+from teamtr_core.policy import Generation, SamplingParams
 
 TASKS = {t.id: t for t in builtin_tasks()}
 CANCEL = TASKS["tooluse:builtin-000"]  # Ada Park, email, cancel #W5001001
