@@ -19,6 +19,7 @@ from typing import Any
 
 from adapters.codec import PromptCodec
 from teamtr_core.policy import Generation, SamplingParams
+from teamtr_core.seeds import SEED_STRIDE
 
 VLLM_HINT = (
     "vLLM is not installed. It needs a CUDA GPU: pip install -e '.[models,vllm]'. "
@@ -41,7 +42,7 @@ def to_vllm_sampling(sampling: SamplingParams, n_prompts: int, vllm_module: Any)
     ``sampling.seed`` (so results do not depend on batch composition), ``top_k=0`` meaning off."""
     params = []
     for i in range(n_prompts):
-        seed = None if sampling.seed is None else (sampling.seed * 1_000_003 + i) % 2**31
+        seed = None if sampling.seed is None else (sampling.seed * SEED_STRIDE + i) % 2**31
         params.append(
             vllm_module.SamplingParams(
                 n=1,

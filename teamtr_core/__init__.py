@@ -8,7 +8,8 @@
   reporting every problem, YAML/JSON files, ``--set`` overrides);
 * :mod:`teamtr_core.registry`: the plugin-registry plumbing (versioned ids, entry-point plugins)
   that the task and learner registries share;
-* :mod:`teamtr_core.choices`: checks of ``Literal`` choices read from the type itself.
+* :mod:`teamtr_core.choices`: checks of ``Literal`` choices read from the type itself;
+* :mod:`teamtr_core.seeds`: :func:`~teamtr_core.seeds.derive_seed` and every named seed stream.
 
 The layers above, top to bottom: the CLI (``teamtr_cli``), ``trainers``, then ``adapters`` and
 ``teamtr_env`` (independent of each other), ``tasks``, then this package (docs/architecture.md;

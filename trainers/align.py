@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from adapters.hf import pad_token_ids
 from teamtr_core.choices import choice_problems
 from teamtr_core.policy import SamplingParams
+from teamtr_core.seeds import ALIGN_BATCH_OFFSET, ALIGN_CHECK_OFFSET, SEED_STRIDE
 from trainers.kl import token_kl_monitor, vocab_kl
 
 Direction = Literal["new_old", "old_new"]
@@ -153,7 +154,7 @@ def align_policy(
     )
     sampler_of_p, p_is_new = (new, True) if config.direction == "new_old" else (old, False)
     optimizer = torch.optim.AdamW(new.parameters(), lr=config.lr, weight_decay=0.0)
-    rng = random.Random(config.seed + 1)
+    rng = random.Random(config.seed + ALIGN_BATCH_OFFSET)
     step, losses = 0, list[float]()
     while True:
         if step % config.eval_every == 0 or step == config.max_steps:
@@ -173,7 +174,7 @@ def align_policy(
             if step == config.max_steps:
                 break
         batch = [train[rng.randrange(len(train))] for _ in range(config.batch_size)]
-        seed = config.seed * 1_000_003 + step
+        seed = config.seed * SEED_STRIDE + step
         messages = sampler_of_p.generate(batch, plain.updated(seed=seed))
         ids = [list(m.token_ids) for m in messages]
         with torch.no_grad():
@@ -204,7 +205,9 @@ def _heldout_kl(
     held-out probe."""
     p_policy, q_policy = (new, old) if config.direction == "new_old" else (old, new)
     # The same seed at every check: the curve moves with the model, not with the draw.
-    messages = p_policy.generate(list(heldout), sampling.updated(seed=config.seed + 7))
+    messages = p_policy.generate(
+        list(heldout), sampling.updated(seed=config.seed + ALIGN_CHECK_OFFSET)
+    )
     ids = [list(m.token_ids) for m in messages]
     with torch.no_grad():
         p, mask = full_logprobs(p_policy, heldout, ids)

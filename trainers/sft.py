@@ -21,8 +21,9 @@ from adapters.scripted import ScriptedExpert
 from tasks.base import Task
 from teamtr_core.choices import choice_problems
 from teamtr_core.policy import Completion, SamplingParams, TrainablePolicy
+from teamtr_core.seeds import SFT_STREAM, derive_seed
 from teamtr_env.env import TeamEnv
-from teamtr_env.runners import Runner, derive_seed
+from teamtr_env.runners import Runner
 
 _log = logging.getLogger(__name__)
 LrSchedule = Literal["constant", "cosine"]
@@ -188,7 +189,7 @@ def behaviour_clone(
         cut = len(pairs) - n_held
         train[agent] = (contexts[:cut], completions[:cut])
         held[agent] = (contexts[cut:], completions[cut:]) if n_held else train[agent]
-        gens[agent] = torch.Generator().manual_seed(derive_seed(config.seed, index, 1031))
+        gens[agent] = torch.Generator().manual_seed(derive_seed(config.seed, index, SFT_STREAM))
         optims[agent] = torch.optim.AdamW(
             list(policy.parameters()), lr=config.lr, weight_decay=config.weight_decay
         )

@@ -33,6 +33,7 @@ import torch
 
 from tasks.base import SupportsStateKey
 from teamtr_core.errors import ConfigError
+from teamtr_core.seeds import J_INDEX, STALE_INDEX
 from teamtr_env.rollout import MessageRecord, RolloutBatch
 from trainers.advantages import GroupAdvantages
 from trainers.certificate import certificate_lower_bound, rank_correlation, violation_rate
@@ -67,8 +68,6 @@ _IW_KEYS = ("ess_over_b", "p95", "p99", "max", "frac_gt_10")
 #: Every update record key the diagnostics fill (NaN in the record when they do not): the
 #: stale surrogates of ``full`` and :data:`UPDATE_KEYS`.
 DIAGNOSTIC_FIELDS = ("l_stale", "l_inter", "stale_gap", "noise_floor", *UPDATE_KEYS)
-_STALE_INDEX = 1_000  # sample index of the stage-start diagnostic batches (updates use 0..n-1)
-_J_INDEX = 2_000  # sample index of the batches that measure J before and after a stage
 
 
 class ObservedStage(Protocol):
@@ -253,8 +252,8 @@ class StageDiagnostics:
         if trainer.learner.stale_diagnostics and self.n > 1:
             with self.timed("stale"):
                 self._stale = (
-                    trainer.sample(stage.index, _STALE_INDEX, b, "diagnostic"),
-                    trainer.sample(stage.index, _STALE_INDEX + 1, b, "diagnostic"),
+                    trainer.sample(stage.index, STALE_INDEX, b, "diagnostic"),
+                    trainer.sample(stage.index, STALE_INDEX + 1, b, "diagnostic"),
                 )
             self.stage_start_batches(*self._stale)
         with self.timed("improvement"):
@@ -262,7 +261,7 @@ class StageDiagnostics:
             if self._stale is not None and j_problems == b:
                 before = self._stale[0]  # independent of the update data: J(before) too
             else:
-                before = trainer.sample(stage.index, _J_INDEX, j_problems, "diagnostic")
+                before = trainer.sample(stage.index, J_INDEX, j_problems, "diagnostic")
             self.j_before = float(before.rewards().mean())
 
     def before_update(self, stage: ObservedStage, agent: str, index: int) -> None:
@@ -328,7 +327,7 @@ class StageDiagnostics:
         if stage.config.diagnostics.full:
             with self.timed("improvement"):
                 problems = self._j_problems(stage.config)
-                after = stage.trainer.sample(stage.index, _J_INDEX + 1, problems, "diagnostic")
+                after = stage.trainer.sample(stage.index, J_INDEX + 1, problems, "diagnostic")
                 self.j_after = float(after.rewards().mean())
         return self.metrics(stage.report.updates)
 

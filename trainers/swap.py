@@ -42,7 +42,8 @@ from rich.console import Console
 from adapters.team import AgentPolicyConfig, TeamConfig, build_policy
 from teamtr_core.config import dump_config, to_dict
 from teamtr_core.errors import ConfigError
-from teamtr_env.runners import Runner, derive_seed
+from teamtr_core.seeds import PROBE_STREAM, derive_seed
+from teamtr_env.runners import Runner
 from trainers import rundir
 from trainers.align import AlignConfig, AlignResult, align_policy, split_probes
 from trainers.config import TrainConfig, load_train_config
@@ -64,8 +65,6 @@ PROTOCOL_KEYS: tuple[str, ...] = (
     "header",
 )
 """Protocol settings a new model may bring along; each must equal the team's (App. G.7)."""
-
-_PROBE_STREAM = 23
 
 
 @dataclass(frozen=True)
@@ -425,7 +424,7 @@ def _align(
     split), split into train/held-out, then :func:`trainers.align.align_policy`."""
     sampling = agent_sampling(train, list(policies))
     runner = Runner(env_factory(train, "train"), policies, sampling, progress=False)
-    seed = derive_seed(train.seed, _PROBE_STREAM, settings.seed)
+    seed = derive_seed(train.seed, PROBE_STREAM, settings.seed)
     contexts: list[str] = []
     tries = 0
     while len(contexts) < settings.probes and tries < 5:  # an agent may not speak every episode

@@ -10,13 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from teamtr_core.policy import SamplingParams
+from teamtr_core.seeds import EVAL_STREAM, derive_seed
 from teamtr_env.evaluation import CLIPPED_WARN_RATIO, evaluate
-from teamtr_env.runners import Runner, derive_seed
+from teamtr_env.runners import Runner
 from trainers.config import TrainConfig
 
 log = logging.getLogger(__name__)
-EVAL_STREAM = 999_983
-"""The seed stream of every evaluation (the same problems before and after training)."""
 
 
 def build_policies(config: TrainConfig, env: Any, run_dir: Path) -> dict[str, Any]:

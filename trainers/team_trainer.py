@@ -49,9 +49,10 @@ import torch
 
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import SamplingParams, TrainablePolicy
+from teamtr_core.seeds import DIAG_STREAM, ORDER_STREAM, PROBLEM_STREAM, TRAIN_STREAM, derive_seed
 from teamtr_env.env import TeamEnv
 from teamtr_env.rollout import MessageRecord, RolloutBatch
-from teamtr_env.runners import derive_seed, make_runner
+from teamtr_env.runners import make_runner
 from trainers.advantages import GroupAdvantages, group_advantages
 from trainers.config import TrainConfig
 from trainers.learners.base import Learner, SamplingEvent
@@ -61,8 +62,6 @@ from trainers.stage_diagnostics import RunDiagnostics
 from trainers.update import (
     score,
 )
-
-_ORDER_STREAM, _TRAIN_STREAM, _DIAG_STREAM, _PROBLEM_STREAM = 11, 13, 17, 19
 
 
 @dataclass
@@ -167,7 +166,7 @@ class TeamTrainer:
     # -- sampling ---------------------------------------------------------------------------
     def sample(self, stage: int, index: int, problems: int, purpose: str = "train") -> RolloutBatch:
         """Rollouts under the CURRENT parameters of every agent (seeded by stage and index)."""
-        stream = _TRAIN_STREAM if purpose == "train" else _DIAG_STREAM
+        stream = TRAIN_STREAM if purpose == "train" else DIAG_STREAM
         seed = derive_seed(self.config.seed, stream, stage, index)
         for agent, slot in self.slots.items():  # workers play the current weights, never stale
             if slot.synced != slot.version:
@@ -177,7 +176,7 @@ class TeamTrainer:
             # i.i.d. draws: a training batch samples the distribution the objective averages
             # over (a problem may repeat), unlike an evaluation set.
             self.runner.sample_problems(
-                problems, seed=derive_seed(seed, _PROBLEM_STREAM), distinct=False
+                problems, seed=derive_seed(seed, PROBLEM_STREAM), distinct=False
             ),
             group_size=self.config.schedule.group_size,
             seed=seed,
@@ -204,7 +203,7 @@ class TeamTrainer:
         if how == "reverse":
             return order[::-1]
         if how == "random":
-            rng = np.random.default_rng(derive_seed(self.config.seed, _ORDER_STREAM, stage))
+            rng = np.random.default_rng(derive_seed(self.config.seed, ORDER_STREAM, stage))
             return [order[i] for i in rng.permutation(len(order))]
         return order
 

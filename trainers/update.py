@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from teamtr_core.policy import TokenLogprobs, TrainablePolicy
+from teamtr_core.seeds import MONITOR_SEED
 from teamtr_env.rollout import MessageRecord
 from trainers.config import OptimConfig, TrustRegionConfig
 from trainers.diagnostics import zeta_proxies
@@ -266,7 +267,7 @@ def enforce_trust_region(
     params = list(policy.parameters())
     t1 = time.perf_counter()
     cur_lp, mask = concat_logprobs(step.behaviour)
-    generator = torch.Generator().manual_seed(0)
+    generator = torch.Generator().manual_seed(MONITOR_SEED)
     subset = (
         None
         if region.monitor_messages >= 1

@@ -1,8 +1,8 @@
 """The runners: where a team's rollouts are played.
 
 * :mod:`teamtr_env.runners.local`: :class:`Runner`, many episodes in lockstep in this process, one
-  policy call per agent per step; the seed derivation (:func:`derive_seed`) and the shard helpers
-  (:func:`shard_plan`, :func:`merge_batches`) that make a sharded rollout reproducible;
+  policy call per agent per step; the shard helpers (:func:`shard_plan`, :func:`merge_batches`)
+  that make a sharded rollout reproducible (seeds: :mod:`teamtr_core.seeds`);
 * :mod:`teamtr_env.runners.ray`: :class:`RayRunner`, the same rollouts in blocks on Ray actors
   (the ``ray`` extra; Ray itself is imported only when a ``RayRunner`` starts);
 * :func:`make_runner` (here): the one place that picks a backend, for the CLI and the trainers.
@@ -24,7 +24,6 @@ from teamtr_env.runners.local import (
     Runner,
     SamplingMap,
     check_rollout,
-    derive_seed,
     distinct_by_id,
     merge_batches,
     shard_plan,
@@ -86,7 +85,6 @@ __all__ = [
     "Runner",
     "SamplingMap",
     "check_rollout",
-    "derive_seed",
     "distinct_by_id",
     "make_runner",
     "merge_batches",

@@ -24,6 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from tasks.base import Problem
 from teamtr_core.errors import ConfigError, PolicyError
 from teamtr_core.policy import Generation, Policy, PrivilegedPolicy, SamplingParams
+from teamtr_core.seeds import CALL_STREAM, SHARD_STREAM, derive_seed
 from teamtr_env.env import TeamEnv
 from teamtr_env.rollout import EpisodeRecord, MessageRecord, RolloutBatch, RolloutStats
 
@@ -92,11 +93,6 @@ def distinct_by_id(problems: Sequence[Problem]) -> list[Problem]:
     for problem in problems:
         first.setdefault(problem.id, problem)
     return list(first.values())
-
-
-def derive_seed(*parts: int) -> int:
-    """A 32-bit seed from integers, independent across different ``parts`` (NumPy SeedSequence)."""
-    return int(np.random.SeedSequence([abs(int(p)) for p in parts]).generate_state(1)[0])
 
 
 class Runner:
@@ -276,7 +272,7 @@ class Runner:
                     prompts = [envs[i].context(agent) for i in idxs]
                     sampling = dataclasses.replace(
                         self.sampling[agent],
-                        seed=derive_seed(call_seed, steps, self.agents.index(agent), 7919),
+                        seed=derive_seed(call_seed, steps, self.agents.index(agent), CALL_STREAM),
                     )
                     t0 = time.perf_counter()
                     policy = self.policies[agent]
@@ -347,16 +343,13 @@ def check_rollout(problems: Sequence[Problem], group_size: int) -> None:
         )
 
 
-_SHARD_STREAM = 104_729
-
-
 def shard_plan(n_problems: int, shards: int, seed: int) -> list[tuple[int, int, int]]:
     """``(first, end, call_seed)`` of each non-empty block of ``n_problems`` problems split into
     ``shards`` contiguous, nearly equal blocks (sizes differ by at most one). Block
     0's policy calls use ``seed`` itself, so one block is exactly an unsharded rollout."""
     bounds = [round(k * n_problems / shards) for k in range(shards + 1)]
     return [
-        (a, b, seed if k == 0 else derive_seed(seed, _SHARD_STREAM, k))
+        (a, b, seed if k == 0 else derive_seed(seed, SHARD_STREAM, k))
         for k, (a, b) in enumerate(itertools.pairwise(bounds))
         if b > a
     ]
