@@ -1,5 +1,5 @@
 """Exact team games: staleness, surrogate error, occupancy drift and the certificate, measured
-exactly on the n-agent relay (trainers/exact_games.py; docs/exact-games.md).
+exactly on the n-agent relay (trainers/exact/; docs/exact-games.md).
 
 For every n and every random initialisation, TeamTR and naive sequential run the same number of
 noise-free stages from the same team at an equal budget (same Adam steps, lr, delta, beta). Per
@@ -36,15 +36,9 @@ from _bench import markdown_table
 
 from trainers.certificate import rank_correlation
 from trainers.diagnostics import loglog_fit
-from trainers.exact_games import (
-    METHODS,
-    ExactSettings,
-    ExactStage,
-    RelayGame,
-    random_logits,
-    run_exact,
-)
-from trainers.exact_run import run_sampled, sampled_config
+from trainers.exact.games import RelayGame, random_logits
+from trainers.exact.run import run_sampled, sampled_config
+from trainers.exact.stages import METHODS, ExactSettings, ExactStage, run_exact
 
 SHORT = {"teamtr": "teamtr", "naive_sequential": "naive"}
 TOL = 1e-12  # floating-point slack when comparing a certificate with the true improvement

@@ -1,19 +1,19 @@
 """Team-size study (paper App. G.1): how Delta_stale and D_occ grow with the number of agents n,
 for naive sequential and TeamTR, exactly and through the real trainer.
 
-* **Exact** (``trainers/exact_games.py``): the n-agent relay from random initialisations (the
+* **Exact** (``trainers/exact/``): the n-agent relay from random initialisations (the
   ones ``benchmarks/exact_team.py`` uses), noise-free stages. Per stage
   ``Delta_stale = sum_i |L_i^stale - L_i^seq|``, the updated agent's exact surrogate under the
-  stage-start team vs under the intermediate team ``pi_hat^{i-1}`` (``exact_games.surrogate`` on
-  those two base teams), and ``D_occ = sum_i TV(d^{pi_hat^{i-1}}, d^{pi_hat^0})`` over
-  ``(turn, secret, symbol)``.
-* **Sampled** (``trainers/exact_run.py``): the same game on ``teamtr/Relay-v0`` with
+  stage-start team vs under the intermediate team ``pi_hat^{i-1}``
+  (``trainers.exact.games.surrogate`` on those two base teams), and
+  ``D_occ = sum_i TV(d^{pi_hat^{i-1}}, d^{pi_hat^0})`` over ``(turn, secret, symbol)``.
+* **Sampled** (``trainers/exact/run.py``): the same game on ``teamtr/Relay-v0`` with
   ``TabularPolicy`` agents, trained by ``TeamTrainer.run_stage()`` with diagnostics on. Read from
   ``StageReport.metrics``: ``stage/delta_stale`` and ``stage/delta_stale_noise_floor`` (rescaled
   to J units by ``R / (1 - 1/G)``, docs/exact-games.md), and ``diag/d_occ`` and
   ``diag/d_occ_noise_floor`` where the trainer reports them (``None`` otherwise). Every sampled
   stage is also measured exactly: the exact Delta_stale and D_occ of the updates it made (D_occ
-  over ``(turn, observed symbol)``, ``exact_games.context_occupancy_tv``, the states the
+  over ``(turn, observed symbol)``, ``trainers.exact.games.context_occupancy_tv``, the states the
   trainer's ``occupancy: task`` featurisation sees).
 
 * **The coordination task** (``--pipeline-ns``; the full study's default 2 3 4 5 6 8, none with
@@ -48,21 +48,15 @@ from _bench import markdown_table, power_fit
 from exact_team import SHORT, mean_ci
 
 from trainers.config import TrainConfig
-from trainers.exact_games import (
-    ExactSettings,
-    RelayGame,
-    context_occupancy_tv,
-    random_logits,
-    run_exact,
-    surrogate,
-)
-from trainers.exact_run import (
+from trainers.exact.games import RelayGame, context_occupancy_tv, random_logits, surrogate
+from trainers.exact.run import (
     agent_names,
     relay_env_fn,
     relay_policies,
     sampled_config,
     team_tables,
 )
+from trainers.exact.stages import ExactSettings, run_exact
 from trainers.team_trainer import TeamTrainer
 
 QUANTITIES = ("delta_stale", "d_occ")

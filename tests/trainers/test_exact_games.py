@@ -1,4 +1,4 @@
-"""Exact team games (trainers/exact_games.py, trainers/exact_run.py): the enumerated quantities
+"""Exact team games (trainers/exact/: games.py, stages.py, run.py): the enumerated quantities
 against brute force, simulation through the real Runner/TeamEnv and the trainer's KL monitor;
 the exactness of TeamTR's surrogate with one round; the finite-horizon certificate; the exact
 stage runners; the sampled trainer path; and the benchmark's --quick JSON."""
@@ -18,8 +18,9 @@ import torch
 
 from teamtr_core.policy import SamplingParams
 from teamtr_env.runners import Runner
-from trainers import exact_games as eg
-from trainers.exact_run import (
+from trainers.exact import games as eg
+from trainers.exact import stages as es
+from trainers.exact.run import (
     relay_env_fn,
     relay_policies,
     run_sampled,
@@ -203,10 +204,10 @@ def test_token_kl_monitor_on_samples_estimates_the_exact_kl_tok() -> None:
 @pytest.mark.parametrize("n", [2, 3, 5])
 def test_one_round_teamtr_surrogate_is_exact(n: int) -> None:
     game = eg.RelayGame(n, 4, 1)
-    settings = eg.ExactSettings(steps=5, lr=0.3, delta=0.02)
+    settings = es.ExactSettings(steps=5, lr=0.3, delta=0.02)
     for seed in range(3):
         logits = eg.random_logits(game, np.random.default_rng(seed), 1.0, 4.0)
-        _, stage = eg.run_exact_stage(game, logits, "teamtr", settings)
+        _, stage = es.run_exact_stage(game, logits, "teamtr", settings)
         assert stage.l_used == pytest.approx(stage.j_after - stage.j_before, abs=1e-9)
         assert stage.surrogate_error < 1e-9 and stage.update_error < 1e-9
         assert stage.improvement != 0.0
@@ -220,7 +221,7 @@ def test_naive_stale_surrogate_error_is_positive(n: int) -> None:
     game = eg.RelayGame(n, 4, 1)
     for seed in range(3):
         logits = eg.random_logits(game, np.random.default_rng(seed), 1.0, 4.0)
-        _, stage = eg.run_exact_stage(game, logits, "naive_sequential", eg.ExactSettings())
+        _, stage = es.run_exact_stage(game, logits, "naive_sequential", es.ExactSettings())
         assert stage.surrogate_error > 1e-6
         assert stage.delta_stale > 1e-6
         first = stage.updates[0]  # the first update of a stage is fresh
@@ -233,7 +234,7 @@ def test_two_rounds_make_teamtr_inexact() -> None:
     errors = []
     for seed in range(3):
         logits = eg.random_logits(game, np.random.default_rng(seed), 1.0, 4.0)
-        _, stage = eg.run_exact_stage(game, logits, "teamtr", eg.ExactSettings())
+        _, stage = es.run_exact_stage(game, logits, "teamtr", es.ExactSettings())
         errors.append(stage.surrogate_error)
     assert max(errors) > 1e-6
 
@@ -250,14 +251,14 @@ def test_certificate_never_exceeds_the_true_improvement(n: int, rounds: int) -> 
         (new,) = eg.tables([np.log(team[k]) + size * rng.standard_normal((3, 3))])
         after = [*team[:k], new, *team[k + 1 :]]
         gain = eg.expected_return(game, after) - eg.expected_return(game, team)
-        cert = eg.update_certificate(game, team, k, new)
+        cert = es.update_certificate(game, team, k, new)
         assert cert.lower_bound <= gain + 1e-12
         assert cert.l_seq == pytest.approx(eg.surrogate(game, team, k, new), abs=1e-12)
         assert cert.kl_tok == pytest.approx(eg.token_kl(game, team, k, new), abs=1e-12)
-        radius = eg.radius_penalty(rounds, cert.kl_tok)
+        radius = es.radius_penalty(rounds, cert.kl_tok)
         assert cert.penalty <= radius + 1e-12  # the delta form is looser still
         if game.turns >= 2:
-            paper = eg.paper_certificate(game, [cert.l_seq], [cert.kl_tok]).lower_bound
+            paper = es.paper_certificate(game, [cert.l_seq], [cert.kl_tok]).lower_bound
             assert paper <= cert.lower_bound + 1e-12
         slack.append(gain - cert.l_seq)
     if rounds > 1:  # the surrogate alone is not a lower bound: the penalty is needed
@@ -265,18 +266,18 @@ def test_certificate_never_exceeds_the_true_improvement(n: int, rounds: int) -> 
 
 
 def test_radius_penalty_values() -> None:
-    assert eg.radius_penalty(1, 0.01) == 0.0
-    assert eg.radius_penalty(2, 0.01) == pytest.approx(2 * math.sqrt(0.01))
-    assert eg.radius_penalty(3, 0.02, a_max=0.5) == pytest.approx(math.sqrt(2 * 3 * 5 * 0.02) / 2)
+    assert es.radius_penalty(1, 0.01) == 0.0
+    assert es.radius_penalty(2, 0.01) == pytest.approx(2 * math.sqrt(0.01))
+    assert es.radius_penalty(3, 0.02, a_max=0.5) == pytest.approx(math.sqrt(2 * 3 * 5 * 0.02) / 2)
 
 
-@pytest.mark.parametrize("method", eg.METHODS)
-def test_exact_stages_certificates_hold(method: eg.Method) -> None:
+@pytest.mark.parametrize("method", es.METHODS)
+def test_exact_stages_certificates_hold(method: es.Method) -> None:
     game = eg.RelayGame(3, 3, 2)
-    settings = eg.ExactSettings(delta=0.02)
+    settings = es.ExactSettings(delta=0.02)
     for seed in range(4):
         logits = eg.random_logits(game, np.random.default_rng(seed), 1.0, 3.0)
-        _, stages = eg.run_exact(game, logits, method, settings, 3)
+        _, stages = es.run_exact(game, logits, method, settings, 3)
         for stage in stages:
             assert stage.certificate <= stage.improvement + 1e-12
             assert stage.certificate_paper <= stage.certificate + 1e-12
@@ -296,19 +297,19 @@ def test_stage_runner_equal_budget_and_validation() -> None:
     game = eg.RelayGame(2, 3)
     logits = eg.random_logits(game, np.random.default_rng(0), 1.0, 2.0)
     before = [z.copy() for z in logits]
-    new, stage = eg.run_exact_stage(game, logits, "teamtr", eg.ExactSettings(), order=[1, 0])
+    new, stage = es.run_exact_stage(game, logits, "teamtr", es.ExactSettings(), order=[1, 0])
     assert [u.agent for u in stage.updates] == [1, 0]
     assert all(np.array_equal(a, b) for a, b in zip(logits, before))  # inputs untouched
     assert eg.expected_return(game, eg.tables(new)) == pytest.approx(stage.j_after)
     with pytest.raises(ValueError, match="method must be one of"):
-        eg.run_exact_stage(game, logits, "joint", eg.ExactSettings())  # type: ignore[arg-type]
+        es.run_exact_stage(game, logits, "joint", es.ExactSettings())  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="permutation of 0..1"):
-        eg.run_exact_stage(game, logits, "teamtr", eg.ExactSettings(), order=[0, 0])
+        es.run_exact_stage(game, logits, "teamtr", es.ExactSettings(), order=[0, 0])
     with pytest.raises(ValueError, match="steps must be an integer >= 1.*delta must be > 0"):
-        eg.ExactSettings(steps=0, delta=0.0)
+        es.ExactSettings(steps=0, delta=0.0)
     # a radius too small for any halved step: the update is reverted, J unchanged
-    _, tiny = eg.run_exact_stage(
-        game, logits, "teamtr", eg.ExactSettings(delta=1e-30, max_backtracks=2)
+    _, tiny = es.run_exact_stage(
+        game, logits, "teamtr", es.ExactSettings(delta=1e-30, max_backtracks=2)
     )
     assert not any(u.accepted for u in tiny.updates) and tiny.improvement == 0.0
 

@@ -1,5 +1,6 @@
 """The paper's diagnostics in every run (``diagnostics: off | cheap | full``): what each level
-computes, what it costs, and each estimator against the exact relay game (trainers/exact_games.py)."""
+computes, what it costs, and each estimator against the exact relay game
+(trainers/exact/games.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from teamtr_core.errors import ConfigError
 from trainers.certificate import certificate_lower_bound
 from trainers.config import DiagnosticsConfig, TrainConfig, load_train_config
 from trainers.diagnostics import episode_log_weights, hashed_state
-from trainers.exact_games import (
+from trainers.exact.games import (
     RelayGame,
     context_occupancy_tv,
     expected_return,
@@ -29,7 +30,7 @@ from trainers.exact_games import (
     tables,
     token_kl,
 )
-from trainers.exact_run import relay_env_fn, relay_policies, sampled_config, team_tables
+from trainers.exact.run import relay_env_fn, relay_policies, sampled_config, team_tables
 from trainers.stage_diagnostics import UPDATE_KEYS
 from trainers.team_trainer import TeamTrainer
 

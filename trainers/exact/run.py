@@ -1,4 +1,4 @@
-"""The relay game of ``trainers.exact_games`` played through the real trainer machinery, sampled.
+"""The relay game of ``trainers.exact.games`` played through the real trainer machinery, sampled.
 
 Each agent is an :class:`adapters.tabular.TabularPolicy` whose states are the observed symbol
 (``featurize``: the rendered context -> the symbol of its last ``secret s`` / ``m x`` line; the
@@ -33,14 +33,8 @@ from tasks.relay.rules import observed_symbol
 from teamtr_core.config import from_dict
 from teamtr_env.env import TeamEnv
 from trainers.config import TrainConfig
-from trainers.exact_games import (
-    Array,
-    Method,
-    RelayGame,
-    expected_return,
-    surrogate,
-    token_kl,
-)
+from trainers.exact.games import Array, RelayGame, expected_return, surrogate, token_kl
+from trainers.exact.stages import Method
 from trainers.team_trainer import TeamTrainer
 
 TASK_ID = "teamtr/Relay-v0"
