@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from teamtr_core.config import json_schema
+from teamtr_core.config_schema import json_schema
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

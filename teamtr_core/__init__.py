@@ -4,8 +4,9 @@
   ``TokenLogprobs``, ``TrainablePolicy``, ``LoraSettings``;
 * :mod:`teamtr_core.toolcalls`: the tool-call text format (parsing, canonical rendering);
 * :mod:`teamtr_core.errors`: the one error hierarchy (``TeamTRError``, ``ConfigError``, ...);
-* :mod:`teamtr_core.config`: the typed-config machinery (JSON Schema from dataclasses, validation
-  reporting every problem, YAML/JSON files, ``--set`` overrides);
+* :mod:`teamtr_core.config`: the typed-config machinery (validation reporting every problem,
+  building, YAML/JSON files, ``--set`` overrides), on :mod:`teamtr_core.config_schema` (JSON
+  Schema from dataclasses, the wording of schema problems);
 * :mod:`teamtr_core.registry`: the plugin-registry plumbing (versioned ids, entry-point plugins)
   that the task and learner registries share;
 * :mod:`teamtr_core.choices`: checks of ``Literal`` choices read from the type itself;

@@ -1,9 +1,10 @@
 """Typed configuration machinery: frozen dataclasses are the single source of truth.
 
-:func:`json_schema` generates a JSON Schema (draft 2020-12) from a dataclass, :func:`from_dict`
-validates a mapping against it (reporting every problem at once) and builds the dataclass,
-:func:`to_dict` is its inverse, and :func:`load_config` / :func:`dump_config` read and write YAML
-or JSON files with ``--set``-style overrides (``"optim.lr=3e-4"``).
+:func:`~teamtr_core.config_schema.json_schema` (in :mod:`teamtr_core.config_schema`, with the
+wording of schema problems) generates a JSON Schema (draft 2020-12) from a dataclass;
+:func:`from_dict` validates a mapping against it (reporting every problem at once) and builds the
+dataclass, :func:`to_dict` is its inverse, and :func:`load_config` / :func:`dump_config` read and
+write YAML or JSON files with ``--set``-style overrides (``"optim.lr=3e-4"``).
 
 Two class attributes let a config evolve without breaking old files; both act on the plain data
 before it is validated, in every nested section:
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import enum
 import json
 import re
@@ -32,19 +32,26 @@ import typing
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Union
 
 import yaml
-from jsonschema import Draft202012Validator, ValidationError
+from jsonschema import Draft202012Validator
 
+from teamtr_core.config_schema import (
+    ARRAY_TYPES,
+    MAPPING_TYPES,
+    dotted_path,
+    init_fields,
+    is_dataclass_type,
+    jsonable,
+    schema_errors,
+    show_value,
+    type_schema,
+)
 from teamtr_core.errors import ConfigError
 
 _FAILED: Any = object()  # marks a value that could not be built (its problems are recorded)
-_ARRAYS = (list, tuple, Sequence)
-_MAPPINGS = (dict, Mapping)
-_TYPE_NAMES = {"object": "mapping", "array": "list"}
 _KEYED = re.compile(r"^[A-Za-z_][\w.\[\]]*: ")
-_SIMPLE = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null"}
 _T = typing.TypeVar("_T")
 
 
@@ -74,192 +81,19 @@ def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _represent_str)
 
 
-def _init_fields(cls: type) -> list[dataclasses.Field[Any]]:
-    return [f for f in dataclasses.fields(cls) if f.init]
-
-
-def _is_dataclass_type(tp: Any) -> bool:
-    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
-
-
-def _jsonable(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _jsonable(getattr(value, f.name)) for f in _init_fields(type(value))}
-    if isinstance(value, enum.Enum):
-        return _jsonable(value.value)
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, Mapping):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return value
-
-
-def json_schema(cls: type) -> dict[str, Any]:
-    """A JSON Schema (draft 2020-12) of a dataclass, generated recursively from its type hints.
-
-    Args:
-        cls: a dataclass; fields may be ``int``, ``float``, ``str``, ``bool``, ``Path``,
-            ``Literal``, ``Enum``, unions (``X | None``), nested dataclasses, ``tuple``, ``list``,
-            ``Sequence``, ``dict[str, X]``, ``Mapping[str, X]`` or ``Any``.
-
-    Returns:
-        The schema; ``metadata={"help": ...}`` becomes ``description``, JSON-serialisable
-        defaults become ``default``.
-
-    Raises:
-        TypeError: ``cls`` is not a dataclass, or a field's annotation is unsupported (named).
-    """
-    if not _is_dataclass_type(cls):
-        raise TypeError(f"json_schema: expected a dataclass type, got {cls!r}")
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **_object_schema(cls, ())}
-
-
-def _object_schema(cls: type, seen: tuple[type, ...]) -> dict[str, Any]:
-    if cls in seen:
-        raise TypeError(f"{cls.__qualname__}: recursive dataclasses are not supported")
-    hints = typing.get_type_hints(cls)
-    props: dict[str, Any] = {}
-    required: list[str] = []
-    for f in _init_fields(cls):
-        props[f.name] = prop = _schema(hints[f.name], f"{cls.__qualname__}.{f.name}", (*seen, cls))
-        if "help" in f.metadata:
-            prop["description"] = str(f.metadata["help"])
-        if f.default is not dataclasses.MISSING:
-            default: Any = f.default
-        elif f.default_factory is not dataclasses.MISSING:
-            default = f.default_factory()
-        else:
-            required.append(f.name)
-            continue
-        with contextlib.suppress(TypeError, ValueError):  # no "default" if not JSON-serialisable
-            prop["default"] = json.loads(json.dumps(_jsonable(default), allow_nan=False))
-    return {
-        "title": cls.__name__,
-        "type": "object",
-        "properties": props,
-        "required": required,
-        "additionalProperties": False,
-    }
-
-
-def _schema(tp: Any, where: str, seen: tuple[type, ...]) -> dict[str, Any]:
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if tp is Any:
-        return {}
-    if tp in _SIMPLE:
-        return {"type": _SIMPLE[tp]}
-    if isinstance(tp, type) and issubclass(tp, Path):
-        return {"type": "string"}
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return {"enum": [m.value for m in tp]}
-    if _is_dataclass_type(tp):
-        return _object_schema(tp, seen)
-    if origin is Literal:
-        return {"enum": list(args)}
-    if origin in (Union, types.UnionType):
-        return {"anyOf": [_schema(a, where, seen) for a in args]}
-    if tp in _ARRAYS or origin in _ARRAYS:
-        if origin is tuple and args and args[-1] is not ...:
-            items = [_schema(a, where, seen) for a in args]
-            return {"type": "array", "prefixItems": items, "items": False, "minItems": len(items)}
-        return {"type": "array", "items": _schema(args[0] if args else Any, where, seen)}
-    if (tp in _MAPPINGS or origin in _MAPPINGS) and (not args or args[0] is str):
-        values = _schema(args[1] if args else Any, where, seen)
-        return {"type": "object", "additionalProperties": values}
-    raise TypeError(
-        f"{where}: unsupported annotation {tp!r}; expected int, float, str, bool, Path, Literal, "
-        "Enum, X | None, a dataclass, tuple[X, ...], list[X], dict[str, X] or Any"
-    )
-
-
-def _where(path: Sequence[Any]) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "top level"
-
-
-def _show(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _describe(schema: Mapping[str, Any]) -> str:
-    if "enum" in schema:
-        return f"one of {schema['enum']!r}"
-    if "anyOf" in schema:
-        return " or ".join(_describe(s) for s in schema["anyOf"])
-    kind = schema.get("type")
-    return _TYPE_NAMES.get(kind, kind) if isinstance(kind, str) else "any value"
-
-
-def _format(err: ValidationError) -> list[tuple[list[Any], str]]:
-    path, where, kind = list(err.absolute_path), _where(err.absolute_path), err.validator
-    if kind == "additionalProperties" and err.schema.get("additionalProperties") is False:
-        allowed = list(err.schema.get("properties", {}))
-        where = "at top level" if not path else f"in {where}"
-        problems = []
-        for key in sorted((k for k in err.instance if k not in allowed), key=str):
-            near = difflib.get_close_matches(str(key), allowed, n=1)
-            hint = f"did you mean {near[0]!r}?" if near else "allowed: " + ", ".join(allowed)
-            problems.append((path, f"unknown key {key!r} {where} ({hint})"))
-        return problems
-    if kind == "required":
-        missing = [[*path, k] for k in err.validator_value if k not in err.instance]
-        return [(p, f"{_where(p)}: required key is missing (add it)") for p in missing]
-    if kind == "enum":
-        near = difflib.get_close_matches(str(err.instance), [str(v) for v in err.validator_value])
-        hint = f" (did you mean {near[0]!r}?)" if near else ""
-        return [
-            (path, f"{where}: {_show(err.instance)} is not one of {err.validator_value!r}{hint}")
-        ]
-    if kind == "anyOf" and err.instance is not None:  # X | None with a non-null value: look in X
-        arms = [i for i, s in enumerate(err.validator_value) if s != {"type": "null"}]
-        subs = [e for e in err.context or [] if [e.relative_schema_path[0]] == arms]
-        if subs and not any(e.validator == "type" and list(e.absolute_path) == path for e in subs):
-            return [p for sub in subs for p in _format(sub)]
-    if kind in ("type", "anyOf"):
-        return [(path, f"{where}: expected {_describe(err.schema)}, got {_show(err.instance)}")]
-    return [(path, f"{where}: {err.message}")]
-
-
-def _path_key(path: Sequence[Any]) -> list[tuple[int, int, str]]:
-    return [(0, p, "") if isinstance(p, int) else (1, 0, str(p)) for p in path]
-
-
-def _schema_errors(cls: type, data: Any) -> list[tuple[list[Any], str]]:
-    """Every schema problem as ``(path, text)``, sorted by path, texts without repeats."""
-    found = [
-        p for e in Draft202012Validator(json_schema(cls)).iter_errors(data) for p in _format(e)
-    ]
-    seen: set[str] = set()
-    unique = []
-    for path, text in sorted(found, key=lambda p: _path_key(p[0])):
-        if text not in seen:
-            seen.add(text)
-            unique.append((path, text))
-    return unique
-
-
-def _schema_problems(cls: type, data: Any) -> list[str]:
-    return [text for _, text in _schema_errors(cls, data)]
-
-
 def _field_checks(
     cls: Any, data: Any, path: tuple[Any, ...], bad: set[tuple[Any, ...]] | None = None
 ) -> list[str]:
     """Problems from the ``metadata={"check": fn}`` of ``cls``'s fields (``fn(value)`` returns
     one line per problem), run beside the schema so that they are reported with its problems;
     nested dataclass sections are checked too. The paths of failed fields are added to ``bad``."""
-    if not (_is_dataclass_type(cls) and isinstance(data, Mapping)):
+    if not (is_dataclass_type(cls) and isinstance(data, Mapping)):
         return []
     sections: dict[str, list[tuple[Any, dict[str, Any], tuple[Any, ...]]]] = {}
     for child, section, key in _sections(cls, data):
         sections.setdefault(key[0], []).append((child, section, key))
     problems = []
-    for f in _init_fields(cls):
+    for f in init_fields(cls):
         if f.name not in data:
             continue
         check = f.metadata.get("check")
@@ -276,7 +110,11 @@ def _field_checks(
 def _prefix(path: Sequence[Any], problem: str) -> str:
     if not path:
         return problem
-    return f"{_where(path)}.{problem}" if _KEYED.match(problem) else f"{_where(path)}: {problem}"
+    return (
+        f"{dotted_path(path)}.{problem}"
+        if _KEYED.match(problem)
+        else f"{dotted_path(path)}: {problem}"
+    )
 
 
 def _failed(values: typing.Iterable[Any]) -> bool:
@@ -298,13 +136,13 @@ def _build(
     are reported with the schema's problems."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     below = bool(bad) and any(b[: len(path)] == path for b in bad)
-    if _is_dataclass_type(tp):
+    if is_dataclass_type(tp):
         if not isinstance(value, Mapping):
             return _FAILED
         hints = typing.get_type_hints(tp)
         kwargs = {
             f.name: _build(hints[f.name], value[f.name], (*path, f.name), problems, bad)
-            for f in _init_fields(tp)
+            for f in init_fields(tp)
             if f.name in value
         }
         if _failed(kwargs.values()) or below:
@@ -329,10 +167,10 @@ def _build(
         return _FAILED
     if origin in (Union, types.UnionType):
         for arm in args:
-            if Draft202012Validator(_schema(arm, "", ())).is_valid(value):
+            if Draft202012Validator(type_schema(arm, "", ())).is_valid(value):
                 return _build(arm, value, path, problems, bad)
         if below:  # invalid inside: build the section anyway for its other problems
-            arm = next((a for a in args if _is_dataclass_type(a)), None)
+            arm = next((a for a in args if is_dataclass_type(a)), None)
             if arm is not None and isinstance(value, Mapping):
                 _build(arm, value, path, problems, bad)
             return _FAILED
@@ -341,7 +179,7 @@ def _build(
         return tp(value)
     if tp is float or (tp is int and isinstance(value, float)):
         return tp(value)
-    if origin in _ARRAYS and value is not None:
+    if origin in ARRAY_TYPES and value is not None:
         fixed = origin is tuple and args and args[-1] is not ...
         arms = args if fixed else (args[0] if args else Any,) * len(value)
         built = [
@@ -350,7 +188,7 @@ def _build(
         return _FAILED if _failed(built) else built if origin is list else tuple(built)
     if tp in (tuple, Sequence):
         return tuple(value)
-    if origin in _MAPPINGS:
+    if origin in MAPPING_TYPES:
         built_map = {k: _build(args[1], v, (*path, k), problems, bad) for k, v in value.items()}
         return _FAILED if _failed(built_map.values()) else built_map
     return value
@@ -381,19 +219,19 @@ def _sections(
     ``Section`` or ``Section | None`` field, or each value of a ``dict[str, Section]`` field."""
     hints = typing.get_type_hints(cls)
     found: list[tuple[Any, dict[str, Any], tuple[Any, ...]]] = []
-    for f in _init_fields(cls):
+    for f in init_fields(cls):
         value = data.get(f.name)
         if not isinstance(value, dict):
             continue
         tp = hints[f.name]
         origin, args = typing.get_origin(tp), typing.get_args(tp)
-        if origin in _MAPPINGS:
-            if len(args) == 2 and _is_dataclass_type(args[1]):
+        if origin in MAPPING_TYPES:
+            if len(args) == 2 and is_dataclass_type(args[1]):
                 found += [
                     (args[1], v, (f.name, k)) for k, v in value.items() if isinstance(v, dict)
                 ]
             continue
-        arm = next((a for a in (tp, *args) if _is_dataclass_type(a)), None)
+        arm = next((a for a in (tp, *args) if is_dataclass_type(a)), None)
         if arm is not None:
             found.append((arm, value, (f.name,)))
     return found
@@ -421,7 +259,9 @@ def _rename(
                 )
             else:
                 node[last] = data.pop(old)
-                moved.append(f"{_where((*path, old))} is now {_where((*path, *heads, last))}")
+                moved.append(
+                    f"{dotted_path((*path, old))} is now {dotted_path((*path, *heads, last))}"
+                )
     for child, section, key in _sections(cls, data):
         _rename(child, section, (*path, *key), problems, moved)
 
@@ -443,15 +283,15 @@ def inherit(parent: Any, own: Any, defaults: Any = None) -> Any:
     """
     if own is not None and not isinstance(own, dict):
         return own
-    merged = dict(_jsonable(defaults)) if defaults is not None else {}
+    merged = dict(jsonable(defaults)) if defaults is not None else {}
     merged.update(parent if isinstance(parent, dict) else {})
     merged.update(own or {})
     return merged
 
 
 def _checked_build(cls: type[_T], data: Any, what: str, problems: list[str]) -> _T:
-    plain = _jsonable(data) if isinstance(data, Mapping) else data
-    if isinstance(plain, dict) and _is_dataclass_type(cls):
+    plain = jsonable(data) if isinstance(data, Mapping) else data
+    if isinstance(plain, dict) and is_dataclass_type(cls):
         moved: list[str] = []
         _rename(cls, plain, (), problems, moved)
         if moved:
@@ -461,7 +301,7 @@ def _checked_build(cls: type[_T], data: Any, what: str, problems: list[str]) -> 
                 stacklevel=3,
             )
         _prepare(cls, plain)
-    errors = _schema_errors(cls, plain)
+    errors = schema_errors(cls, plain)
     problems += [text for _, text in errors]
     bad = {tuple(path) for path, _ in errors}
     problems += _field_checks(cls, plain, (), bad)
@@ -495,8 +335,8 @@ def to_dict(instance: Any) -> dict[str, Any]:
         TypeError: ``instance`` is not a dataclass instance.
     """
     if not dataclasses.is_dataclass(instance) or isinstance(instance, type):
-        raise TypeError(f"to_dict: expected a dataclass instance, got {_show(instance)}")
-    return typing.cast(dict[str, Any], _jsonable(instance))
+        raise TypeError(f"to_dict: expected a dataclass instance, got {show_value(instance)}")
+    return typing.cast(dict[str, Any], jsonable(instance))
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -529,7 +369,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 
 def _apply(data: Mapping[str, Any], overrides: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
-    result: dict[str, Any] = _jsonable(data)
+    result: dict[str, Any] = jsonable(data)
     problems: list[str] = []
     for text in overrides:
         try:
@@ -544,7 +384,7 @@ def _apply(data: Mapping[str, Any], overrides: Sequence[str]) -> tuple[dict[str,
             if not isinstance(node[key], dict):
                 head = ".".join(keys[: i + 1])
                 problems.append(
-                    f"override {text!r}: {head} is {_show(node[key])}, not a mapping; "
+                    f"override {text!r}: {head} is {show_value(node[key])}, not a mapping; "
                     f"set {head}=... instead"
                 )
                 break

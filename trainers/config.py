@@ -1,7 +1,8 @@
 """Training configuration: typed, frozen dataclasses are the single source of truth.
 
 The JSON Schema that validates YAML/JSON config files is generated from these classes
-(``teamtr_core.config.json_schema(TrainConfig)``); every problem in a file is reported at once.
+(``teamtr_core.config_schema.json_schema(TrainConfig)``); every problem in a file is reported at
+once.
 ``teamtr train --config FILE --set key=value`` loads one; ``teamtr train`` alone runs the defaults
 (the CPU demo).
 """

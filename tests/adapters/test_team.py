@@ -20,7 +20,8 @@ from adapters.team import (
     team_sampling,
 )
 from teamtr_cli import main
-from teamtr_core.config import json_schema, to_dict
+from teamtr_core.config import to_dict
+from teamtr_core.config_schema import json_schema
 from teamtr_core.policy import SamplingParams
 from teamtr_env import ConfigError
 

@@ -1,4 +1,5 @@
-"""teamtr_core.config: schema generation, validation reporting every problem, files and overrides."""
+"""teamtr_core.config and teamtr_core.config_schema: schema generation, validation reporting
+every problem, files and overrides."""
 
 from __future__ import annotations
 
@@ -19,11 +20,11 @@ from teamtr_core.config import (
     dump_config,
     from_dict,
     inherit,
-    json_schema,
     load_config,
     parse_override,
     to_dict,
 )
+from teamtr_core.config_schema import json_schema
 from teamtr_core.errors import ConfigError
 from teamtr_env.protocol import TeamProtocol
 

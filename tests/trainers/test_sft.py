@@ -15,7 +15,7 @@ import torch
 import teamtr_env
 from adapters.hf import HFPolicy
 from adapters.tabular import TabularPolicy
-from teamtr_core.config import json_schema
+from teamtr_core.config_schema import json_schema
 from teamtr_core.policy import SamplingParams, TokenLogprobs
 from trainers.sft import SFTConfig, behaviour_clone, collect_expert_data
 
