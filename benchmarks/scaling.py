@@ -47,6 +47,7 @@ import numpy as np
 from _bench import markdown_table, power_fit
 from exact_team import SHORT, mean_ci
 
+from trainers.callbacks import OnUpdate
 from trainers.config import TrainConfig
 from trainers.exact.games import RelayGame, context_occupancy_tv, random_logits, surrogate
 from trainers.exact.run import (
@@ -244,10 +245,13 @@ def sampled_run(
     for _ in range(stages):
         teams = [team_tables(game, policies)]
 
-        def snapshot(i: int, n: int, into: list[list[np.ndarray]] = teams) -> None:
+        def snapshot(record: Any, into: list[list[np.ndarray]] = teams) -> None:
             into.append(team_tables(game, policies))
 
-        report = trainer.run_stage(on_update=snapshot)
+        watch = OnUpdate(snapshot)
+        trainer.callbacks.append(watch)
+        report = trainer.run_stage()
+        trainer.callbacks.remove(watch)
         start = teams[0]
         exact_gap = 0.0
         for u, before, after in zip(report.updates, teams[:-1], teams[1:]):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from teamtr_core.errors import ConfigError
@@ -111,11 +111,35 @@ def load_callbacks(paths: Sequence[str]) -> list[Callback]:
     return out
 
 
-class CallbackList:
-    """Calls every callback's hook in order; a stop request names the callback."""
+class OnUpdate(Callback):
+    """A callback from a function called after each update with its record: what a test or a
+    script that watches the team between updates needs (e.g. snapshots of the policies)."""
 
-    def __init__(self, callbacks: Sequence[Callback]) -> None:
+    def __init__(self, fn: Callable[[Mapping[str, Any]], None]) -> None:
+        self.fn = fn
+
+    def on_update(self, record: Mapping[str, Any]) -> None:
+        self.fn(record)
+
+    def __repr__(self) -> str:
+        return f"OnUpdate({getattr(self.fn, '__name__', 'fn')})"
+
+
+class CallbackList:
+    """Calls every callback's hook in order; a stop request names the callback. The one hook
+    mechanism of training: ``TeamTrainer(callbacks=...)`` calls ``on_update`` after every
+    update, the recipe ``on_stage_end`` and ``on_eval``."""
+
+    def __init__(self, callbacks: Sequence[Callback] = ()) -> None:
         self.callbacks = list(callbacks)
+
+    def append(self, callback: Callback) -> None:
+        """Adds a callback, called after the others."""
+        self.callbacks.append(callback)
+
+    def remove(self, callback: Callback) -> None:
+        """Removes a callback."""
+        self.callbacks.remove(callback)
 
     def on_update(self, record: Mapping[str, Any]) -> None:
         for callback in self.callbacks:

@@ -31,6 +31,7 @@ uninterrupted run with the same seed: every random draw derives from (seed, stag
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -56,7 +57,7 @@ from teamtr_core.config import dump_config, from_dict, to_dict
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import TrainablePolicy
 from trainers import rundir
-from trainers.callbacks import Callback, CallbackList, EarlyStopping, load_callbacks
+from trainers.callbacks import Callback, CallbackList, EarlyStopping, OnUpdate, load_callbacks
 from trainers.config import TrainConfig
 from trainers.logger import (
     JsonlLogger,
@@ -177,8 +178,9 @@ class TrainingRecipe:
                 "train", ["no agent has a trainable policy (backend 'hf' or a TrainablePolicy)"]
             )
         sampling = agent_sampling(config, list(self.policies))
-        self.trainer = TeamTrainer(config, self.train_env, self.policies, sampling=sampling)
-        self.trainer.update_hooks.append(self.hooks.on_update)
+        self.trainer = TeamTrainer(
+            config, self.train_env, self.policies, sampling=sampling, callbacks=self.hooks
+        )
         start_step = self._found.state["trainer"]["stage"] if self._found else None
         self.logger = MultiLogger(
             JsonlLogger(self.run_dir / "metrics.jsonl", resume_step=start_step),
@@ -259,11 +261,12 @@ class TrainingRecipe:
                 update_bar = progress.add_task(
                     f"stage {trainer.stage + 1} updates", total=len(trainer.slots)
                 )
-
-                def advance(i: int, n: int, bar: TaskID = update_bar) -> None:
-                    progress.update(bar, completed=i)
-
-                report = trainer.run_stage(on_update=advance)
+                bar = OnUpdate(functools.partial(_advance, progress, update_bar))
+                self.hooks.append(bar)
+                try:
+                    report = trainer.run_stage()
+                finally:
+                    self.hooks.remove(bar)
                 progress.remove_task(update_bar)
                 metrics = dict(report.metrics)
                 stop = self._validate(metrics)
@@ -509,3 +512,8 @@ def _load_best(run_dir: Path, policies: dict[str, Any]) -> None:
     states = rundir.torch_load_plain(run_dir / "checkpoints" / "best.pt")
     for agent, state in states.items():
         policies[agent].load_state_dict(state)
+
+
+def _advance(progress: Progress, bar: TaskID, record: Any) -> None:
+    """An update's step of a stage's progress bar."""
+    progress.advance(bar)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -72,9 +71,7 @@ class Stage:
     :meth:`log`. :meth:`finish` returns the stage's report and costs; the trainer then advances.
     """
 
-    def __init__(
-        self, trainer: TeamTrainer, on_update: Callable[[int, int], None] | None = None
-    ) -> None:
+    def __init__(self, trainer: TeamTrainer) -> None:
         self.trainer = trainer
         self.config: TrainConfig = trainer.config
         self.schedule: ScheduleConfig = trainer.config.schedule
@@ -86,7 +83,6 @@ class Stage:
         self.timing: dict[str, float] = defaultdict(float)
         # per agent: [messages that hit the token limit, messages] of the training rollouts
         self.messages: dict[str, list[int]] = {}
-        self._on_update = on_update
         self._t0 = time.perf_counter()
         run_diag = trainer.diagnostics
         self.diag = StageDiagnostics(run_diag, self.n) if run_diag is not None else None
@@ -235,10 +231,7 @@ class Stage:
                 self.diag.after_update(self, agent, groups, batch, messages, weights, result)
             )
         self.report.updates.append(record)
-        for hook in trainer.update_hooks:
-            hook(record)
-        if self._on_update is not None:
-            self._on_update(len(self.report.updates), self.n)
+        trainer.callbacks.on_update(record)
         return record
 
     def finish(self) -> tuple[StageReport, dict[str, float]]:

@@ -139,7 +139,7 @@ class RunDiagnostics:
         ``L_i^seq`` is the update's logged surrogate; with raw centred advantages
         (``optim.normalize_advantages: false``, ``optim.a_clip: null``) it is put in J units
         as ``l_seq * m_i / (1 - 1/G)`` (``m_i``: the agent's messages per episode, see
-        :mod:`trainers.exact_run`), otherwise it stays in standardised-advantage units and the
+        :mod:`trainers.exact.run`), otherwise it stays in standardised-advantage units and the
         bound is not comparable with J. ``delta_i`` is the measured KL of the kept parameters
         (0 for a reverted update), ``zeta_i`` the zeta proxy.
         """

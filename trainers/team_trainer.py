@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import copy
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +54,7 @@ from teamtr_env.env import TeamEnv
 from teamtr_env.rollout import MessageRecord, RolloutBatch
 from teamtr_env.runners import make_runner
 from trainers.advantages import GroupAdvantages, group_advantages
+from trainers.callbacks import Callback, CallbackList
 from trainers.config import TrainConfig
 from trainers.learners.base import Learner, SamplingEvent
 from trainers.registry import make_learner
@@ -104,6 +105,8 @@ class TeamTrainer:
         sampling: each agent's rollout sampling (``trainers.team_eval.agent_sampling``: a team
             config's per-agent values); default: ``config.sampling`` for every agent. Each agent's messages are scored at its
             own temperature.
+        callbacks: :class:`trainers.callbacks.Callback` objects; ``on_update`` is called after
+            every update with its record (``trainer.callbacks.append`` adds more).
 
     Raises:
         ConfigError: the learner rejects the configuration (every problem listed).
@@ -116,6 +119,7 @@ class TeamTrainer:
         policies: Mapping[str, Any],
         learner: Learner | None = None,
         sampling: Mapping[str, SamplingParams] | None = None,
+        callbacks: CallbackList | Sequence[Callback] = (),
     ):
         self.config = config
         # A TrainConfig was checked by its own learner when it was built; a learner object given
@@ -156,8 +160,10 @@ class TeamTrainer:
         self.stage = 0  # completed stages
         self.samples: list[SampleEvent] = []
         self.totals: dict[str, float] = defaultdict(float)
-        # Called with each update's record (run_training's callbacks use it).
-        self.update_hooks: list[Callable[[dict[str, Any]], None]] = []
+        # Called after every update with its record (the recipe's callbacks, progress bars).
+        self.callbacks = (
+            callbacks if isinstance(callbacks, CallbackList) else CallbackList(callbacks)
+        )
         self.diagnostics: RunDiagnostics | None = None
         if config.diagnostics.cheap:
             probe = env_fn()
@@ -214,16 +220,16 @@ class TeamTrainer:
         and joint once, at the stage start), sized by ``schedule.budget``."""
         return self.learner.sampling_plan(n, self.config.schedule)
 
-    def run_stage(self, on_update: Callable[[int, int], None] | None = None) -> StageReport:
-        """Runs stage ``self.stage`` with the learner and advances it. ``on_update(i, n)``
-        reports progress."""
+    def run_stage(self) -> StageReport:
+        """Runs stage ``self.stage`` with the learner and advances it (``callbacks`` hear of
+        every update)."""
         lr = self.config.optim.lr_at(self.stage, self.config.schedule.stages)
         for slot in self.slots.values():
             for group in slot.optimizer.param_groups:
                 group["lr"] = lr
             if self.config.optim.ref_kl_coef > 0 and slot.reference is None:
                 slot.reference = _frozen_copy(slot.policy)  # the team as training starts
-        stage = Stage(self, on_update)
+        stage = Stage(self)
         self.learner.run_stage(stage)
         report, costs = stage.finish()
         report.metrics["stage/lr"] = lr

@@ -16,6 +16,7 @@ from helpers_trainers import config, env_fn, tabular_team
 from rich.console import Console
 
 from teamtr_core.errors import ConfigError
+from trainers.callbacks import OnUpdate
 from trainers.certificate import certificate_lower_bound
 from trainers.config import DiagnosticsConfig, TrainConfig, load_train_config
 from trainers.diagnostics import episode_log_weights, hashed_state
@@ -50,9 +51,10 @@ def run_relay(method: str, diagnostics: dict, seed: int = 1, **schedule):
         trust_region={"delta": 0.3},
     )
     policies = relay_policies(GAME, logits, seed=0)
-    trainer = TeamTrainer(cfg, relay_env_fn(GAME), policies)
     snaps = [team_tables(GAME, policies)]
-    report = trainer.run_stage(on_update=lambda i, n: snaps.append(team_tables(GAME, policies)))
+    watch = OnUpdate(lambda record: snaps.append(team_tables(GAME, policies)))
+    trainer = TeamTrainer(cfg, relay_env_fn(GAME), policies, callbacks=[watch])
+    report = trainer.run_stage()
     return trainer, report, snaps
 
 

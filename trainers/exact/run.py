@@ -32,6 +32,7 @@ from adapters.tabular import TabularPolicy
 from tasks.relay.rules import observed_symbol
 from teamtr_core.config import from_dict
 from teamtr_env.env import TeamEnv
+from trainers.callbacks import OnUpdate
 from trainers.config import TrainConfig
 from trainers.exact.games import Array, RelayGame, expected_return, surrogate, token_kl
 from trainers.exact.stages import Method
@@ -165,7 +166,7 @@ def run_sampled(
     """Trains the relay team from ``logits`` with :class:`TeamTrainer` for ``stages`` stages and
     measures every stage exactly.
 
-    Uses only the trainer's public surface: ``run_stage(on_update=...)`` (the callback snapshots
+    Uses only the trainer's public surface: ``run_stage()`` with an ``OnUpdate`` callback (the callback snapshots
     the tables after every update) and the update records' ``"agent"``, ``"l_seq"``,
     ``"kl_tok"`` and ``"accepted"``.
 
@@ -197,10 +198,15 @@ def run_sampled(
     for _ in range(stages):
         snapshots = [team_tables(game, policies)]
 
-        def snapshot(i: int, n: int, into: list[list[Array]] = snapshots) -> None:
+        def snapshot(record: Any, into: list[list[Array]] = snapshots) -> None:
             into.append(team_tables(game, policies))
 
-        report = trainer.run_stage(on_update=snapshot)
+        watch = OnUpdate(snapshot)
+        trainer.callbacks.append(watch)
+        try:
+            report = trainer.run_stage()
+        finally:
+            trainer.callbacks.remove(watch)
         l_seq, gains, kls = [], [], []
         for u, before, after in zip(report.updates, snapshots[:-1], snapshots[1:]):
             k = names.index(u["agent"])
