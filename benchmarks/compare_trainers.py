@@ -18,7 +18,7 @@ Usage::
     .venv/bin/python benchmarks/compare_trainers.py [--seeds 0 1 2 3 4] [--stages 8] [--agents 3]
         [--trainers ID ...] [--out runs/compare] [--quick] [--set KEY=VALUE ...]
 
-``--trainers`` takes any registered learner (``teamtr trainers`` lists them, plugins included) or
+``--trainers`` takes any registered learner (``teamtr learners`` lists them, plugins included) or
 a built-in's short name (default: ``teamtr naive_sequential joint``).
 
 ``--agents N`` sets the team size (the pipeline's chain gets N steps, agents step1..stepN).
@@ -44,7 +44,7 @@ from rich.table import Table
 
 from trainers.config import DEMO_TASK_OPTIONS, config_from_overrides
 from trainers.recipe import run_training
-from trainers.registry import RegistryError, trainer_spec
+from trainers.registry import RegistryError, learner_spec
 
 METHODS = ("teamtr", "naive_sequential", "joint")
 # Two-sided 95% t quantiles by degrees of freedom (no scipy dependency for one table).
@@ -100,7 +100,7 @@ def main() -> int:
         nargs="+",
         default=list(METHODS),
         metavar="ID",
-        help="registered learner ids or short names (`teamtr trainers`); default: the built-ins",
+        help="registered learner ids or short names (`teamtr learners`); default: the built-ins",
     )
     parser.add_argument("--out", type=Path, default=Path("runs/compare"))
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
@@ -113,7 +113,7 @@ def main() -> int:
     args = parser.parse_args()
     try:
         for method in args.methods:
-            trainer_spec(method).load()
+            learner_spec(method).load()
     except RegistryError as exc:
         parser.error(str(exc))
     if args.quick:
@@ -131,7 +131,7 @@ def main() -> int:
             config = config_from_overrides(
                 [
                     *args.overrides,
-                    f"schedule.method={method}",
+                    f"schedule.learner={method}",
                     "diagnostics=full",
                     f"seed={seed}",
                     f"run_dir={args.out / (method.replace('/', '_') + f'-seed{seed}')}",

@@ -12,7 +12,7 @@ of ``update_speed.py``: a solver and an aggregator, each its own copy of the tin
 12 new tokens, temperature 0.8, top-k off, top-p 1, lr 1e-4, fp32, no gradient checkpointing, one
 update per agent per batch, one torch thread, the median over ``--steps`` steps after a warm-up.
 
-- teamtr (:func:`teamtr_two_agent_stages`): one ``TeamTrainer`` stage of ``schedule.method:
+- teamtr (:func:`teamtr_two_agent_stages`): one ``TeamTrainer`` stage of ``schedule.learner:
   teamtr`` per step. A stage updates each agent once, sampling 16 x 4 fresh episodes (the solver
   speaks, then the aggregator reads it and answers; the aggregator's answer is graded) before
   each of the two updates: 128 episodes per stage. ``optim.epochs=1``, the trust region on
@@ -188,7 +188,7 @@ def teamtr_two_agent_stages(model_dir: Path, steps: int, digits: int) -> dict:
     model = slot.policy.model
     optimizer = slot.optimizer
     out["settings"] = {
-        "method": config.schedule.method,
+        "method": config.schedule.learner,
         "problems_per_batch": config.schedule.problems_per_batch,
         "group_size": config.schedule.group_size,
         "budget": config.schedule.budget,

@@ -361,7 +361,7 @@ def pipeline_run(args: argparse.Namespace, n: int, method: str, seed: int) -> di
     config = config_from_overrides(
         [
             *team_overrides(n),
-            f"schedule.method={method}",
+            f"schedule.learner={method}",
             f"schedule.stages={args.pipeline_stages}",
             f"schedule.problems_per_batch={args.pipeline_problems}",
             f"sft.steps={args.pipeline_sft_steps}",

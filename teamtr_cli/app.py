@@ -37,6 +37,11 @@ def _quiet_libraries() -> None:
         hf_logging.set_verbosity_error()
 
 
+def _renamed(console: Console, old: str, new: str) -> None:
+    """A notice on stderr that ``old`` (still accepted) is now ``new``."""
+    Console(stderr=True).print(f"[yellow]note:[/] {old} is now {new}", highlight=False)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``teamtr`` console script."""
     parser = build_parser()
@@ -49,8 +54,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "tasks":
             return listing.cmd_tasks(console)
-        if args.command == "trainers":
-            return listing.cmd_trainers(console)
+        if args.command in ("learners", "trainers"):
+            if args.command == "trainers":
+                _renamed(console, "teamtr trainers", "teamtr learners")
+            return listing.cmd_learners(console)
         if args.command == "play":
             return play.cmd_play(args, console)
         if args.command == "models":

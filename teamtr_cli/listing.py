@@ -1,4 +1,4 @@
-"""``teamtr tasks`` and ``teamtr trainers``: the registered task ids and learners."""
+"""``teamtr tasks`` and ``teamtr learners``: the registered task ids and learners."""
 
 from __future__ import annotations
 
@@ -12,7 +12,11 @@ from teamtr_env.registration import registry
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     sub.add_parser("tasks", help="list registered task ids with descriptions")
-    sub.add_parser("trainers", help="list registered learners (teamtr train --trainer ID)")
+    sub.add_parser(
+        "learners",
+        aliases=["trainers"],  # the old name, still accepted with a notice
+        help="list registered learners (teamtr train --learner ID)",
+    )
 
 
 def cmd_tasks(console: Console) -> int:
@@ -29,9 +33,9 @@ def cmd_tasks(console: Console) -> int:
     return 0
 
 
-def cmd_trainers(console: Console) -> int:
+def cmd_learners(console: Console) -> int:
     from trainers.registry import ALIASES
-    from trainers.registry import registry as trainers
+    from trainers.registry import registry as learners
 
     short = {v: k for k, v in ALIASES.items()}
     table = Table(title="Registered learners")
@@ -39,12 +43,12 @@ def cmd_trainers(console: Console) -> int:
     table.add_column("short name")
     table.add_column("description")
     table.add_column("from")
-    for trainer_id in trainers:
-        spec = trainers[trainer_id]
+    for trainer_id in learners:
+        spec = learners[trainer_id]
         table.add_row(
             trainer_id, short.get(trainer_id, ""), spec.description, spec.plugin or "built-in"
         )
     console.print(table)
-    for err in trainers.plugin_errors:
+    for err in learners.plugin_errors:
         console.print(f"[yellow]warning:[/] {err}")
     return 0

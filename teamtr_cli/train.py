@@ -22,14 +22,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a config value, e.g. --set schedule.method=naive_sequential; repeatable",
+        help="override a config value, e.g. --set schedule.learner=naive_sequential; repeatable",
     )
     train.add_argument(
-        "--trainer",
+        "--learner",
         metavar="ID",
-        help="the learner: a registered id (teamtr trainers) or short name; same as "
-        "--set schedule.method=ID",
+        help="the learner: a registered id (teamtr learners) or short name; same as "
+        "--set schedule.learner=ID",
     )
+    train.add_argument("--trainer", metavar="ID", help=argparse.SUPPRESS)  # the old --learner
     train.add_argument("--run-dir", help="where logs, checkpoints and the summary go")
     train.add_argument(
         "--resume",
@@ -55,7 +56,10 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
         return 0
     overrides = list(args.train_set) + ([f"run_dir={args.run_dir}"] if args.run_dir else [])
     if args.trainer:
-        overrides.append(f"schedule.method={args.trainer}")
+        Console(stderr=True).print("[yellow]note:[/] --trainer is now --learner", highlight=False)
+    learner = args.learner or args.trainer
+    if learner:
+        overrides.append(f"schedule.learner={learner}")
     saved = Path(args.run_dir or TrainConfig().run_dir) / "config.yaml"
     path = args.config
     if path is None and args.resume and saved.exists():  # a resume continues with its own config

@@ -3,7 +3,7 @@
 entry-point group, loaded lazily and isolated when they fail, and "did you mean" messages.
 
 The task registry (:class:`teamtr_env.registration.Registry`) and the learner registry
-(:class:`trainers.registry.TrainerRegistry`) subclass :class:`PluginRegistry`.
+(:class:`trainers.registry.LearnerRegistry`) subclass :class:`PluginRegistry`.
 """
 
 from __future__ import annotations

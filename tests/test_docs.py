@@ -89,7 +89,7 @@ def test_adding_a_trainer_cli_lines_run(tmp_path: Path) -> None:
         outputs.append(proc.stdout)
     assert "example/IndependentGRPO-v0" in outputs[0] and "teamtr/TeamTR-v0" in outputs[0]
     summary = (tmp_path / "runs/independent/summary.json").read_text()
-    assert '"method": "example/IndependentGRPO-v0"' in summary
+    assert '"learner": "example/IndependentGRPO-v0"' in summary
     assert (tmp_path / "runs/compare-quick/compare.json").exists()
 
 

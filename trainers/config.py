@@ -48,12 +48,12 @@ DEMO_TASK_OPTIONS: dict[str, Any] = {
 
 def _unknown_learner(value: Any) -> list[str]:
     """``[problem]`` when ``value`` names no registered learner (checked beside the schema)."""
-    from trainers.registry import RegistryError, trainer_spec
+    from trainers.registry import RegistryError, learner_spec
 
     if not isinstance(value, str):
         return []
     try:
-        trainer_spec(value).load()
+        learner_spec(value).load()
     except RegistryError as exc:
         return [str(exc)]
     return []
@@ -61,11 +61,11 @@ def _unknown_learner(value: Any) -> list[str]:
 
 def _learner_problems(config: TrainConfig) -> list[str]:
     """The learner's own check of the configuration (:meth:`Learner.check`), run once, when the
-    configuration is built; an unknown learner id is reported by ``schedule.method``'s check."""
+    configuration is built; an unknown learner id is reported by ``schedule.learner``'s check."""
     from trainers.registry import RegistryError, make_learner
 
     try:
-        learner = make_learner(config.schedule.method)
+        learner = make_learner(config.schedule.learner)
     except RegistryError:
         return []
     return list(learner.check(config))
@@ -79,13 +79,13 @@ def _help(text: str, default: Any) -> Any:
 class ScheduleConfig:
     """Which learner, in which order, on how many rollouts."""
 
-    method: str = field(
+    learner: str = field(
         default="teamtr/TeamTR-v0",
         metadata={
             "help": "the learner: a registered id (teamtr/TeamTR-v0: fresh rollouts under the "
             "partially updated team before every agent update; teamtr/NaiveSequential-v0: "
             "stage-start rollouts reused for every update; teamtr/Joint-v0: all agents on one "
-            "batch; plugins: `teamtr trainers`) or a built-in's short name (teamtr, "
+            "batch; plugins: `teamtr learners`) or a built-in's short name (teamtr, "
             "naive_sequential, joint)",
             "check": lambda value: _unknown_learner(value),
         },
@@ -114,6 +114,8 @@ class ScheduleConfig:
         "naive_sequential ablation: reweight stale rollouts by the already-updated agents' ratios",
         False,
     )
+
+    _renamed_keys: ClassVar[dict[str, str]] = {"method": "learner"}
 
     def __post_init__(self) -> None:
         problems = []

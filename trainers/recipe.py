@@ -67,7 +67,7 @@ from trainers.logger import (
     missing_loggers,
     plot_learning_curves,
 )
-from trainers.registry import trainer_spec
+from trainers.registry import learner_spec
 from trainers.run_report import build_summary, json_finite, metrics_line, print_summary, stage_line
 from trainers.run_state import BestStage, RunState
 from trainers.team_eval import (
@@ -253,7 +253,7 @@ class TrainingRecipe:
             transient=True,
         ) as progress:
             stages_bar = progress.add_task(
-                f"{trainer_spec(config.schedule.method).id} stages",
+                f"{learner_spec(config.schedule.learner).id} stages",
                 total=total,
                 completed=trainer.stage,
             )
@@ -332,7 +332,7 @@ class TrainingRecipe:
             plot_learning_curves(
                 self.run_dir / "metrics.jsonl",
                 self.run_dir / "curves.png",
-                title=f"{trainer_spec(config.schedule.method).id} on {config.task}",
+                title=f"{learner_spec(config.schedule.learner).id} on {config.task}",
             )
         summary_text = json.dumps(json_finite(summary), indent=2, default=str)
         (self.run_dir / "summary.json").write_text(summary_text)

@@ -1,13 +1,13 @@
 """The registry of learners: versioned ids (``teamtr/TeamTR-v0``), built-ins and third-party
-plugins from the ``teamtr.trainers`` entry-point group, modelled on the task registry.
+plugins from the ``teamtr.learners`` entry-point group, modelled on the task registry.
 
 A plugin's entry point names a function ``register(registry)`` that calls
 ``registry.register(id, "module:Class", description=...)`` for each of its learners::
 
-    [project.entry-points."teamtr.trainers"]
+    [project.entry-points."teamtr.learners"]
     mylab = "mylab_learners:register"
 
-``schedule.method`` in a training config, ``teamtr train --trainer`` and
+``schedule.learner`` in a training config, ``teamtr train --learner`` and
 ``benchmarks/compare_trainers.py --trainers`` take any registered id, or one of the short names
 ``teamtr``, ``naive_sequential`` and ``joint`` of the built-ins.
 """
@@ -15,34 +15,38 @@ A plugin's entry point names a function ``register(registry)`` that calls
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+import warnings
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from teamtr_core.errors import RegistryError
 
 __all__ = [
     "ALIASES",
-    "DuplicateTrainerError",
-    "InvalidTrainerIdError",
+    "DuplicateLearnerError",
+    "InvalidLearnerIdError",
+    "LearnerPluginError",
+    "LearnerRegistry",
+    "LearnerSpec",
     "RegistryError",
-    "TrainerPluginError",
-    "TrainerRegistry",
-    "TrainerSpec",
-    "UnknownTrainerError",
+    "UnknownLearnerError",
+    "learner_ids",
+    "learner_spec",
     "make_learner",
-    "register_trainer",
+    "register_learner",
     "registry",
-    "trainer_ids",
-    "trainer_spec",
 ]
 from teamtr_core.registry import PluginRegistry
 
 if TYPE_CHECKING:
     from trainers.learners.base import Learner
 
-ENTRY_POINT_GROUP = "teamtr.trainers"
-# Short names of the built-in learners (the values of ``schedule.method`` before the registry).
+ENTRY_POINT_GROUP = "teamtr.learners"
+LEGACY_GROUP = "teamtr.trainers"
+"""The group's old name: its plugins still load, with a FutureWarning naming them."""
+# Short names of the built-in learners (the values of ``schedule.learner`` before the registry).
 ALIASES = {
     "teamtr": "teamtr/TeamTR-v0",
     "naive_sequential": "teamtr/NaiveSequential-v0",
@@ -50,27 +54,43 @@ ALIASES = {
 }
 
 
-class InvalidTrainerIdError(RegistryError, ValueError):
+def installed_entry_points() -> list[metadata.EntryPoint]:
+    """The installed plugins of :data:`ENTRY_POINT_GROUP` and of its old name
+    :data:`LEGACY_GROUP` (with a FutureWarning naming them; a name in both counts once)."""
+    found = list(metadata.entry_points(group=ENTRY_POINT_GROUP))
+    names = {ep.name for ep in found}
+    legacy = [ep for ep in metadata.entry_points(group=LEGACY_GROUP) if ep.name not in names]
+    if legacy:
+        warnings.warn(
+            f"learner plugins {sorted(ep.name for ep in legacy)} use the entry-point group "
+            f"{LEGACY_GROUP!r}, now {ENTRY_POINT_GROUP!r}: rename it in their pyproject.toml",
+            FutureWarning,
+            stacklevel=2,
+        )
+    return found + legacy
+
+
+class InvalidLearnerIdError(RegistryError, ValueError):
     """A learner id that does not have the form ``namespace/Name-vN``."""
 
 
-class UnknownTrainerError(RegistryError, KeyError):
+class UnknownLearnerError(RegistryError, KeyError):
     """No learner is registered under the id (the message suggests close matches)."""
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
 
 
-class DuplicateTrainerError(RegistryError, ValueError):
+class DuplicateLearnerError(RegistryError, ValueError):
     """An id registered twice without ``override=True``."""
 
 
-class TrainerPluginError(RegistryError, ImportError):
-    """A plugin of the ``teamtr.trainers`` group failed to import or to register its learners."""
+class LearnerPluginError(RegistryError, ImportError):
+    """A plugin of the ``teamtr.learners`` group failed to import or to register its learners."""
 
 
 @dataclass(frozen=True)
-class TrainerSpec:
+class LearnerSpec:
     """A registered learner: its id, where its class lives, and one line for listings."""
 
     id: str
@@ -88,12 +108,12 @@ class TrainerSpec:
             try:
                 target = getattr(importlib.import_module(module), attr)
             except (ImportError, AttributeError) as exc:
-                raise TrainerPluginError(
+                raise LearnerPluginError(
                     f"Learner {self.id!r}: cannot import {self.entry_point!r} "
                     f"({type(exc).__name__}: {exc})"
                 ) from exc
         if not (isinstance(target, type) and issubclass(target, Learner)):
-            raise TrainerPluginError(
+            raise LearnerPluginError(
                 f"Learner {self.id!r}: {self.entry_point!r} is not a subclass of "
                 "trainers.learners.Learner"
             )
@@ -104,23 +124,31 @@ class TrainerSpec:
         return self.load()()
 
 
-class TrainerRegistry(PluginRegistry[TrainerSpec]):
-    """A mapping ``id -> TrainerSpec`` with ``register`` and ``make``; plugins come from the
-    ``teamtr.trainers`` entry-point group (the plumbing is the task registry's).
+class LearnerRegistry(PluginRegistry[LearnerSpec]):
+    """A mapping ``id -> LearnerSpec`` with ``register`` and ``make``; plugins come from the
+    ``teamtr.learners`` entry-point group (the plumbing is the task registry's).
 
     Args:
-        plugins: load third-party learners from the ``teamtr.trainers`` entry-point group on
+        plugins: load third-party learners from the ``teamtr.learners`` entry-point group on
             first use.
         entry_points: where to find plugins (default: the installed distributions).
     """
 
     group = ENTRY_POINT_GROUP
     kind = "Learner"
-    plugin_error = TrainerPluginError
-    id_error = InvalidTrainerIdError
-    duplicate_error = DuplicateTrainerError
+    plugin_error = LearnerPluginError
+    id_error = InvalidLearnerIdError
+    duplicate_error = DuplicateLearnerError
     example_id = "teamtr/TeamTR-v0"
-    listing = "teamtr trainers"
+    listing = "teamtr learners"
+
+    def __init__(
+        self,
+        *,
+        plugins: bool = True,
+        entry_points: Callable[[], Iterable[metadata.EntryPoint]] | None = None,
+    ) -> None:
+        super().__init__(plugins=plugins, entry_points=entry_points or installed_entry_points)
 
     def register(
         self,
@@ -129,35 +157,35 @@ class TrainerRegistry(PluginRegistry[TrainerSpec]):
         *,
         description: str = "",
         override: bool = False,
-    ) -> TrainerSpec:
+    ) -> LearnerSpec:
         """Registers a learner under ``id`` (``namespace/Name-vN``).
 
         Args:
             id: the versioned id.
             entry_point: ``"module:Class"`` or the class, a subclass of ``Learner``.
-            description: one line for ``teamtr trainers``.
+            description: one line for ``teamtr learners``.
             override: replace an existing registration instead of raising.
 
         Raises:
-            InvalidTrainerIdError: malformed id or no version.
-            DuplicateTrainerError: the id is taken and ``override`` is false.
+            InvalidLearnerIdError: malformed id or no version.
+            DuplicateLearnerError: the id is taken and ``override`` is false.
         """
         self._check_new_id(id, override=override)
-        spec = TrainerSpec(id, entry_point, description, self._loading)
+        spec = LearnerSpec(id, entry_point, description, self._loading)
         self._specs[id] = spec
         return spec
 
-    def spec(self, id: str) -> TrainerSpec:
+    def spec(self, id: str) -> LearnerSpec:
         """The spec of ``id`` (a registered id or a built-in's short name).
 
         Raises:
-            UnknownTrainerError: with close matches ("did you mean").
+            UnknownLearnerError: with close matches ("did you mean").
         """
         self._ensure_plugins()
         key = ALIASES.get(id, id)
         if key in self._specs:
             return self._specs[key]
-        raise UnknownTrainerError(self._unknown_message(id, ALIASES))
+        raise UnknownLearnerError(self._unknown_message(id, ALIASES))
 
     def canonical(self, id: str) -> str:
         """The registered id that ``id`` names (short names resolve to their built-in)."""
@@ -168,7 +196,7 @@ class TrainerRegistry(PluginRegistry[TrainerSpec]):
         return self.spec(id).make()
 
 
-registry = TrainerRegistry()
+registry = LearnerRegistry()
 registry.register(
     "teamtr/TeamTR-v0",
     "trainers.learners.teamtr:TeamTR",
@@ -186,8 +214,8 @@ registry.register(
 )
 
 
-def register_trainer(id: str, entry_point: str | type, **kwargs: Any) -> TrainerSpec:
-    """Registers a learner in the default registry (see :meth:`TrainerRegistry.register`)."""
+def register_learner(id: str, entry_point: str | type, **kwargs: Any) -> LearnerSpec:
+    """Registers a learner in the default registry (see :meth:`LearnerRegistry.register`)."""
     return registry.register(id, entry_point, **kwargs)
 
 
@@ -196,11 +224,11 @@ def make_learner(id: str) -> Learner:
     return registry.make(id)
 
 
-def trainer_spec(id: str) -> TrainerSpec:
+def learner_spec(id: str) -> LearnerSpec:
     """The spec of a registered learner id (or short name) in the default registry."""
     return registry.spec(id)
 
 
-def trainer_ids() -> Mapping[str, TrainerSpec]:
+def learner_ids() -> Mapping[str, LearnerSpec]:
     """Every registered learner, by id."""
     return {i: registry.spec(i) for i in registry}

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from trainers.config import TrainConfig
-from trainers.registry import trainer_spec
+from trainers.registry import learner_spec
 from trainers.run_state import RunState
 from trainers.team_eval import distinct_key
 from trainers.team_trainer import TeamTrainer
@@ -73,7 +73,7 @@ def build_summary(
         return None if value is None else int(value)
 
     return {
-        "method": trainer_spec(config.schedule.method).id,
+        "learner": learner_spec(config.schedule.learner).id,
         "task": config.task,
         "seed": config.seed,
         "stages": trainer.stage,
@@ -145,7 +145,7 @@ def print_summary(
 ) -> None:
     k = config.eval.k
     table = Table(
-        title=f"{trainer_spec(config.schedule.method).id} on {config.task}: {summary['stages']} stages, "
+        title=f"{learner_spec(config.schedule.learner).id} on {config.task}: {summary['stages']} stages, "
         f"{summary['wall_s']:.0f} s; 95% bootstrap CIs over distinct problems"
     )
     for col in ("metric", "before", "after"):

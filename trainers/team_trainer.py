@@ -5,7 +5,7 @@ parameters, the update order, advantages, scoring, checkpoints; ``run_stage`` ru
 
 One stage updates every trainable agent once, in an update order sigma (fixed, reverse or random).
 What a stage samples and which agent is updated on what is the learner's (``trainers/learners/``,
-looked up by ``schedule.method`` in ``trainers/registry.py``):
+looked up by ``schedule.learner`` in ``trainers/registry.py``):
 
 * ``teamtr/TeamTR-v0``: before EVERY agent update (every ``resample_every`` updates in the ablation)
   fresh rollouts are sampled under the partially updated team pi_hat^{i-1};
@@ -101,7 +101,7 @@ class TeamTrainer:
         policies: one policy per agent; agents whose policy is not a ``TrainablePolicy`` take part
             in rollouts but are never updated (fixed teammates).
         learner: what each stage samples and updates; default: the learner registered as
-            ``config.schedule.method`` (see :mod:`trainers.registry`).
+            ``config.schedule.learner`` (see :mod:`trainers.registry`).
         sampling: each agent's rollout sampling (``trainers.team_eval.agent_sampling``: a team
             config's per-agent values); default: ``config.sampling`` for every agent. Each agent's messages are scored at its
             own temperature.
@@ -124,7 +124,7 @@ class TeamTrainer:
         self.config = config
         # A TrainConfig was checked by its own learner when it was built; a learner object given
         # here may be another, so it checks the configuration itself.
-        self.learner = learner if learner is not None else make_learner(config.schedule.method)
+        self.learner = learner if learner is not None else make_learner(config.schedule.learner)
         problems = self.learner.check(config) if learner is not None else []
         if problems:
             raise ConfigError("training config", problems)

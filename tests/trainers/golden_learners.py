@@ -28,16 +28,16 @@ from trainers.team_trainer import TeamTrainer
 
 AGENTS = ("a", "b", "c")
 CASES: dict[str, dict[str, Any]] = {
-    "teamtr": {"schedule__method": "teamtr"},
-    "teamtr_resample2": {"schedule__method": "teamtr", "schedule__resample_every": 2},
-    "teamtr_random_order": {"schedule__method": "teamtr", "schedule__order": "random"},
-    "naive": {"schedule__method": "naive_sequential"},
-    "naive_iw": {"schedule__method": "naive_sequential", "schedule__importance_weighting": True},
-    "naive_matched": {"schedule__method": "naive_sequential", "schedule__budget": "matched"},
-    "naive_per_sample": {"schedule__method": "naive_sequential", "schedule__budget": "per_sample"},
-    "joint": {"schedule__method": "joint"},
+    "teamtr": {"schedule__learner": "teamtr"},
+    "teamtr_resample2": {"schedule__learner": "teamtr", "schedule__resample_every": 2},
+    "teamtr_random_order": {"schedule__learner": "teamtr", "schedule__order": "random"},
+    "naive": {"schedule__learner": "naive_sequential"},
+    "naive_iw": {"schedule__learner": "naive_sequential", "schedule__importance_weighting": True},
+    "naive_matched": {"schedule__learner": "naive_sequential", "schedule__budget": "matched"},
+    "naive_per_sample": {"schedule__learner": "naive_sequential", "schedule__budget": "per_sample"},
+    "joint": {"schedule__learner": "joint"},
     "teamtr_adaptive_no_diag": {
-        "schedule__method": "teamtr",
+        "schedule__learner": "teamtr",
         "trust_region__delta_mode": "adaptive",
         "diagnostics": False,
     },

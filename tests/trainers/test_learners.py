@@ -19,13 +19,13 @@ from trainers.learners.joint import Joint
 from trainers.learners.naive_sequential import NaiveSequential
 from trainers.learners.teamtr import TeamTR
 from trainers.registry import (
-    DuplicateTrainerError,
-    InvalidTrainerIdError,
-    TrainerRegistry,
-    UnknownTrainerError,
+    DuplicateLearnerError,
+    InvalidLearnerIdError,
+    LearnerRegistry,
+    UnknownLearnerError,
+    learner_spec,
     make_learner,
     registry,
-    trainer_spec,
 )
 from trainers.stage import Stage
 from trainers.team_trainer import TeamTrainer
@@ -57,32 +57,32 @@ def test_builtins_are_registered_under_versioned_ids_and_short_names() -> None:
     assert type(make_learner("teamtr")) is TeamTR
     assert type(make_learner("teamtr/NaiveSequential-v0")) is NaiveSequential
     assert type(make_learner("joint")) is Joint
-    assert trainer_spec("naive_sequential").id == "teamtr/NaiveSequential-v0"
+    assert learner_spec("naive_sequential").id == "teamtr/NaiveSequential-v0"
 
 
 def test_unknown_ids_suggest_close_matches_and_bad_ids_are_refused() -> None:
-    with pytest.raises(UnknownTrainerError, match="Did you mean 'teamtr/TeamTR-v0'"):
-        trainer_spec("teamtr/TeamTr-v0")
-    with pytest.raises(UnknownTrainerError, match="Did you mean 'naive_sequential'"):
-        trainer_spec("naive_sequental")
-    fresh = TrainerRegistry(plugins=False)
-    with pytest.raises(InvalidTrainerIdError, match="no version"):
+    with pytest.raises(UnknownLearnerError, match="Did you mean 'teamtr/TeamTR-v0'"):
+        learner_spec("teamtr/TeamTr-v0")
+    with pytest.raises(UnknownLearnerError, match="Did you mean 'naive_sequential'"):
+        learner_spec("naive_sequental")
+    fresh = LearnerRegistry(plugins=False)
+    with pytest.raises(InvalidLearnerIdError, match="no version"):
         fresh.register("mylab/Mine", TeamTR)
-    with pytest.raises(InvalidTrainerIdError, match="Malformed learner id 'no good!'.*TeamTR-v0"):
+    with pytest.raises(InvalidLearnerIdError, match="Malformed learner id 'no good!'.*TeamTR-v0"):
         fresh.register("no good!", TeamTR)
     fresh.register("mylab/Mine-v0", TeamTR)
-    with pytest.raises(DuplicateTrainerError):
+    with pytest.raises(DuplicateLearnerError):
         fresh.register("mylab/Mine-v0", Joint)
 
 
 def test_config_reports_an_unknown_learner_with_the_other_problems() -> None:
     with pytest.raises(ConfigError) as err:
-        config(schedule__method="teamtr/TeamTr-v0", optim__lr="fast")
+        config(schedule__learner="teamtr/TeamTr-v0", optim__lr="fast")
     text = str(err.value)
-    assert "schedule.method: No learner registered as 'teamtr/TeamTr-v0'" in text
+    assert "schedule.learner: No learner registered as 'teamtr/TeamTr-v0'" in text
     assert "Did you mean 'teamtr/TeamTR-v0'" in text and "optim.lr: expected number" in text
     with pytest.raises(ConfigError, match="importance_weighting is not supported by 'teamtr'"):
-        config(schedule__method="teamtr", schedule__importance_weighting=True)
+        config(schedule__learner="teamtr", schedule__importance_weighting=True)
 
 
 class EveryAgentOnOneBatch(Learner):
@@ -112,7 +112,7 @@ def test_a_learner_object_or_a_registered_class_drives_the_shared_machinery() ->
     assert trainer.sampling_plan(3) == [(0, 3, cfg.schedule.problems_per_batch)]
     registry.register("tests/EveryAgent-v0", EveryAgentOnOneBatch)
     try:
-        cfg = config(diagnostics=False, schedule__stages=1, schedule__method="tests/EveryAgent-v0")
+        cfg = config(diagnostics=False, schedule__stages=1, schedule__learner="tests/EveryAgent-v0")
         assert type(TeamTrainer(cfg, lambda: env_fn(AGENTS), tabular_team(AGENTS)).learner) is (
             EveryAgentOnOneBatch
         )
@@ -123,17 +123,17 @@ def test_a_learner_object_or_a_registered_class_drives_the_shared_machinery() ->
 def test_a_broken_plugin_is_skipped_with_a_warning_and_named_in_errors() -> None:
     from importlib import metadata
 
-    broken = metadata.EntryPoint("broken", "no_such_module_xyz:register", "teamtr.trainers")
+    broken = metadata.EntryPoint("broken", "no_such_module_xyz:register", "teamtr.learners")
 
-    def hook(registry: TrainerRegistry) -> None:
+    def hook(registry: LearnerRegistry) -> None:
         registry.register("good/Joint-v0", Joint)
 
-    fake = metadata.EntryPoint("ok", f"{__name__}:_hook", "teamtr.trainers")
+    fake = metadata.EntryPoint("ok", f"{__name__}:_hook", "teamtr.learners")
     globals()["_hook"] = hook
-    reg = TrainerRegistry(entry_points=lambda: [fake, broken])
+    reg = LearnerRegistry(entry_points=lambda: [fake, broken])
     with pytest.warns(Warning, match="Learner plugin 'broken'"):
         assert "good/Joint-v0" in list(reg)
-    with pytest.raises(UnknownTrainerError, match="plugin\\(s\\) \\['broken'\\] failed to load"):
+    with pytest.raises(UnknownLearnerError, match="plugin\\(s\\) \\['broken'\\] failed to load"):
         reg.spec("broken/Thing-v0")
 
 
@@ -142,7 +142,7 @@ def test_the_learner_checks_a_config_once_when_it_is_built(monkeypatch: pytest.M
     original = TeamTR.check
 
     def counting(self: TeamTR, cfg: Any) -> list[str]:
-        calls.append(cfg.schedule.method)
+        calls.append(cfg.schedule.learner)
         return original(self, cfg)
 
     monkeypatch.setattr(TeamTR, "check", counting)

@@ -26,7 +26,7 @@ def _ray(local_ray: None) -> None:
 def test_teamtr_on_ray_samples_every_update_from_the_team_after_the_previous_one() -> None:
     cfg = config(
         schedule__stages=2,
-        schedule__method="teamtr",
+        schedule__learner="teamtr",
         diagnostics=False,
         runner__backend="ray",
         runner__workers=2,

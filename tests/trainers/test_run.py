@@ -52,13 +52,13 @@ def _check_finished_run(run_dir: Path, summary: dict) -> None:
 
 def test_a_teamtr_run_writes_every_file(trained: TrainedRun) -> None:
     _check_finished_run(trained.run_dir, trained.summary)
-    assert trained.summary["method"] == "teamtr/TeamTR-v0"
+    assert trained.summary["learner"] == "teamtr/TeamTR-v0"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("method", ["naive_sequential", "joint"])
 def test_every_schedule_runs_end_to_end(method: str, tmp_path: Path) -> None:
-    cfg = small(tmp_path / method, schedule__method=method, loggers=["tensorboard"], plot=True)
+    cfg = small(tmp_path / method, schedule__learner=method, loggers=["tensorboard"], plot=True)
     summary = run_training(cfg, console=Console(file=io.StringIO()))
     _check_finished_run(Path(cfg.run_dir), summary)
 
@@ -104,7 +104,7 @@ def test_cli_reports_every_config_problem(tmp_path: Path, capsys) -> None:
             "--run-dir",
             str(tmp_path),
             "--set",
-            "schedule.method=teamtrr",
+            "schedule.learner=teamtrr",
             "--set",
             "optim.lr=fast",
             "--set",
@@ -113,7 +113,7 @@ def test_cli_reports_every_config_problem(tmp_path: Path, capsys) -> None:
     )
     assert code == 2
     err = capsys.readouterr().err
-    assert "schedule.method: No learner registered as 'teamtrr'. Did you mean 'teamtr'" in err
+    assert "schedule.learner: No learner registered as 'teamtrr'. Did you mean 'teamtr'" in err
     assert "optim.lr: expected number" in err
     assert "'stagez'" in err and "did you mean 'stages'" in err
 

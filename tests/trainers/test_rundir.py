@@ -36,14 +36,14 @@ def test_a_resume_that_changes_the_results_is_refused_with_every_difference(tmp_
     before = _snapshot(tmp_path / "run")
     changed = small(
         tmp_path / "run",
-        schedule__method="naive_sequential",
+        schedule__learner="naive_sequential",
         optim__lr=1e-3,
         tiny_model__hidden_size=64,
     )
     with pytest.raises(ConfigError) as excinfo:
         run_training(changed, resume=True, console=QUIET)
     text = "\n".join(excinfo.value.problems)
-    assert "schedule.method:" in text and '-> "naive_sequential"' in text
+    assert "schedule.learner:" in text and '-> "naive_sequential"' in text
     assert "optim.lr:" in text and "tiny_model.hidden_size: 128 -> 64" in text
     assert "config.yaml" in text and "stage_0001.pt" in text  # both records are checked
     assert _snapshot(tmp_path / "run") == before  # nothing written, config.yaml kept

@@ -167,7 +167,7 @@ def test_the_empirical_certificate_subtracts_the_finite_sample_correction() -> N
 def test_importance_weight_summary_is_logged_for_the_reweighting_ablation() -> None:
     trainer = TeamTrainer(
         config(
-            schedule__method="naive_sequential",
+            schedule__learner="naive_sequential",
             schedule__importance_weighting=True,
             diagnostics="cheap",
         ),

@@ -22,7 +22,7 @@ def run(cfg, agents=("a", "b"), seed=0, stages=None) -> TeamTrainer:
 
 
 def test_teamtr_resamples_under_the_intermediate_team_before_every_update() -> None:
-    trainer = run(config(schedule__method="teamtr", schedule__stages=2), agents=("a", "b", "c"))
+    trainer = run(config(schedule__learner="teamtr", schedule__stages=2), agents=("a", "b", "c"))
     train = [e for e in trainer.samples if e.purpose == "train"]
     assert [(e.stage, e.index) for e in train] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
     # Rollout i of a stage was produced after i accepted updates of that stage.
@@ -57,7 +57,7 @@ def test_stale_gap_is_measured_on_independent_batches_with_a_noise_floor() -> No
 
 def test_naive_sequential_reuses_stage_start_rollouts() -> None:
     trainer = run(
-        config(schedule__method="naive_sequential", schedule__stages=2, diagnostics=False),
+        config(schedule__learner="naive_sequential", schedule__stages=2, diagnostics=False),
         agents=("a", "b", "c"),
     )
     train = [e for e in trainer.samples if e.purpose == "train"]
@@ -72,7 +72,7 @@ def test_disjoint_budget_gives_every_update_its_own_slice() -> None:
     per_update = 4 * 4  # B prompts x G rollouts, one message per agent each
     for method in ("naive_sequential", "teamtr", "joint"):
         trainer = TeamTrainer(
-            config(schedule__method=method, diagnostics=False),
+            config(schedule__learner=method, diagnostics=False),
             lambda: env_fn(agents),
             tabular_team(agents),
         )
@@ -81,13 +81,13 @@ def test_disjoint_budget_gives_every_update_its_own_slice() -> None:
         assert report.metrics["stage/rollouts"] == 3 * per_update, method
     # The slices are disjoint: agent i is updated on groups [i*B, (i+1)*B) of the stage batch.
     trainer = TeamTrainer(
-        config(schedule__method="naive_sequential", diagnostics=False),
+        config(schedule__learner="naive_sequential", diagnostics=False),
         lambda: env_fn(agents),
         tabular_team(agents),
     )
     assert trainer.sampling_plan(3) == [(0, 3, 12)]
     matched = TeamTrainer(
-        config(schedule__method="naive_sequential", schedule__budget="matched", diagnostics=False),
+        config(schedule__learner="naive_sequential", schedule__budget="matched", diagnostics=False),
         lambda: env_fn(agents),
         tabular_team(agents),
     )
@@ -100,7 +100,7 @@ def test_disjoint_naive_updates_on_the_slices_of_the_stage_start_batch() -> None
     from trainers.update import score, update_agent
 
     agents = ("a", "b")
-    cfg = config(schedule__method="naive_sequential", diagnostics=False, schedule__stages=1)
+    cfg = config(schedule__learner="naive_sequential", diagnostics=False, schedule__stages=1)
     trainer = run(cfg, agents=agents)
     by_hand = TeamTrainer(cfg, lambda: env_fn(agents), tabular_team(agents))
     batch = by_hand.sample(0, 0, 2 * 4)
@@ -131,7 +131,7 @@ def test_disjoint_naive_updates_on_the_slices_of_the_stage_start_batch() -> None
 def test_per_sample_budget_and_resample_every() -> None:
     naive = run(
         config(
-            schedule__method="naive_sequential",
+            schedule__learner="naive_sequential",
             schedule__budget="per_sample",
             schedule__stages=1,
             diagnostics=False,
@@ -140,29 +140,29 @@ def test_per_sample_budget_and_resample_every() -> None:
     )
     assert [e.episodes for e in naive.samples] == [16]
     every2 = run(
-        config(schedule__method="teamtr", schedule__resample_every=2, schedule__stages=1),
+        config(schedule__learner="teamtr", schedule__resample_every=2, schedule__stages=1),
         agents=("a", "b", "c"),
     )
     assert [e.index for e in every2.samples if e.purpose == "train"] == [0, 2]
 
 
 def test_one_agent_teamtr_equals_naive_sequential() -> None:
-    a = run(config(schedule__method="teamtr"), agents=("solo",))
-    b = run(config(schedule__method="naive_sequential"), agents=("solo",))
+    a = run(config(schedule__learner="teamtr"), agents=("solo",))
+    b = run(config(schedule__learner="naive_sequential"), agents=("solo",))
     assert torch.equal(a.slots["solo"].policy.logits, b.slots["solo"].policy.logits)
     assert a.slots["solo"].beta == b.slots["solo"].beta
 
 
 def test_joint_equals_naive_sequential_with_separate_parameters() -> None:
-    a = run(config(schedule__method="joint", diagnostics=False))
-    b = run(config(schedule__method="naive_sequential", diagnostics=False))
+    a = run(config(schedule__learner="joint", diagnostics=False))
+    b = run(config(schedule__learner="naive_sequential", diagnostics=False))
     for agent in ("a", "b"):
         assert torch.equal(a.slots[agent].policy.logits, b.slots[agent].policy.logits)
 
 
 def test_teamtr_differs_from_naive_with_two_agents() -> None:
-    a = run(config(schedule__method="teamtr"))
-    b = run(config(schedule__method="naive_sequential"))
+    a = run(config(schedule__learner="teamtr"))
+    b = run(config(schedule__learner="naive_sequential"))
     assert not torch.equal(a.slots["b"].policy.logits, b.slots["b"].policy.logits)
 
 
@@ -229,7 +229,7 @@ def test_stage_metrics_carry_each_agents_share_of_clipped_messages() -> None:
 
 
 def test_naive_diagnostics_sample_intermediate_batches_outside_the_budget() -> None:
-    trainer = TeamTrainer(config(schedule__method="naive_sequential"), env_fn, tabular_team())
+    trainer = TeamTrainer(config(schedule__learner="naive_sequential"), env_fn, tabular_team())
     report = trainer.run_stage()
     diag = [e for e in trainer.samples if e.purpose == "diagnostic"]
     start = {"a": 0, "b": 0}
@@ -263,10 +263,10 @@ def test_update_orders() -> None:
 
 
 def test_importance_weighting_ablation_runs_and_changes_the_update() -> None:
-    plain = run(config(schedule__method="naive_sequential", diagnostics=False), stages=1)
+    plain = run(config(schedule__learner="naive_sequential", diagnostics=False), stages=1)
     weighted = run(
         config(
-            schedule__method="naive_sequential",
+            schedule__learner="naive_sequential",
             schedule__importance_weighting=True,
             diagnostics=False,
         ),
@@ -324,7 +324,7 @@ def test_reward_start_is_the_stage_start_teams_batch(monkeypatch) -> None:
 
     monkeypatch.setattr(Stage, "sample", recording)
     trainer = TeamTrainer(
-        config(schedule__method="teamtr", diagnostics=False),
+        config(schedule__learner="teamtr", diagnostics=False),
         lambda: env_fn(("a", "b", "c")),
         tabular_team(("a", "b", "c")),
     )

@@ -110,3 +110,47 @@ def test_a_file_that_is_not_a_config_names_itself(tmp_path: Path) -> None:
     path.write_bytes(bytes(range(128, 256)))
     with pytest.raises(ConfigError, match=str(path)):
         load_train_config(path, [])
+
+
+def test_learner_is_the_word_and_the_old_names_still_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``schedule.learner``, ``--learner`` and ``teamtr learners``; the old ``schedule.method``,
+    ``--trainer`` and ``teamtr trainers`` give the same result with a FutureWarning or a note."""
+    import trainers.recipe
+    from teamtr_core.config import from_dict
+    from trainers.config import TrainConfig
+
+    with pytest.warns(FutureWarning, match="schedule.method is now schedule.learner"):
+        old = from_dict(TrainConfig, {"schedule": {"method": "joint"}})
+    assert old == from_dict(TrainConfig, {"schedule": {"learner": "joint"}})
+    seen = []
+    monkeypatch.setattr(trainers.recipe, "run_training", lambda config, **kw: seen.append(config))
+    run = ["--run-dir", str(tmp_path / "run")]
+    assert main(["train", "--learner", "joint", *run]) == 0
+    assert main(["train", "--trainer", "joint", *run]) == 0
+    assert seen[0] == seen[1] and seen[0].schedule.learner == "joint"
+    assert "--trainer is now --learner" in capsys.readouterr().err
+    assert main(["learners"]) == 0 and "Registered learners" in capsys.readouterr().out
+    assert main(["trainers"]) == 0
+    out = capsys.readouterr()
+    assert "Registered learners" in out.out and "teamtr trainers is now teamtr learners" in out.err
+
+
+def test_plugins_of_the_old_entry_point_group_load_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from importlib import metadata
+
+    import trainers.registry as reg
+
+    new = metadata.EntryPoint("new", "mod:register", reg.ENTRY_POINT_GROUP)
+    old = metadata.EntryPoint("old", "mod:register", reg.LEGACY_GROUP)
+    both = metadata.EntryPoint("new", "mod:register", reg.LEGACY_GROUP)  # renamed: counted once
+    groups = {reg.ENTRY_POINT_GROUP: [new], reg.LEGACY_GROUP: [old, both]}
+    monkeypatch.setattr(reg.metadata, "entry_points", lambda group: groups[group])
+    with pytest.warns(
+        FutureWarning, match=r"\['old'\] use the entry-point group 'teamtr.trainers'"
+    ):
+        found = reg.installed_entry_points()
+    assert [ep.name for ep in found] == ["new", "old"]

@@ -112,7 +112,7 @@ def sampled_config(method: Method, **sections: Any) -> TrainConfig:
         "sft": None,
         "diagnostics": "off",
         "progress": False,
-        "schedule": {"method": method, "stages": 1, "problems_per_batch": 8, "group_size": 8},
+        "schedule": {"learner": method, "stages": 1, "problems_per_batch": 8, "group_size": 8},
         "optim": {"lr": 0.1, "epochs": 4, "normalize_advantages": False, "a_clip": None},
         "trust_region": {"delta": 0.01, "beta": 0.1},
     }
@@ -129,7 +129,7 @@ class SampledStage:
     """One sampled stage, measured exactly.
 
     Attributes:
-        method: the trainer's ``schedule.method``.
+        method: the trainer's ``schedule.learner``.
         j_before, j_after: exact ``J`` of the team before and after the stage.
         l_hat: per update, the trainer's ``l_seq`` in ``J`` units (``l_seq R / (1 - 1/G)``).
         l_seq: per update, the exact ``L^seq`` of the kept table under the pre-update team.
@@ -215,7 +215,7 @@ def run_sampled(
             kls.append(token_kl(game, before, k, after[k]))
         out.append(
             SampledStage(
-                method=trainer.config.schedule.method,
+                method=trainer.config.schedule.learner,
                 j_before=expected_return(game, snapshots[0]),
                 j_after=expected_return(game, snapshots[-1]),
                 l_hat=tuple(float(u["l_seq"]) * scale for u in report.updates),

@@ -3,7 +3,7 @@
 Each built-in reads top to bottom in one short file; the shared machinery (sampling through the
 runner, the trust-region update, diagnostics, logging, checkpoints) lives in
 :class:`trainers.team_trainer.Stage` and :class:`trainers.team_trainer.TeamTrainer`. Register a
-new learner with :func:`trainers.registry.register_trainer` or the ``teamtr.trainers`` entry-point
+new learner with :func:`trainers.registry.register_learner` or the ``teamtr.learners`` entry-point
 group (see docs/adding-a-trainer.md).
 """
 

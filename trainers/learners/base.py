@@ -49,7 +49,7 @@ class Learner(ABC):
         object passed to it)."""
         if config.schedule.importance_weighting and not self.importance_weighting:
             return [
-                f"schedule.importance_weighting is not supported by {config.schedule.method!r} "
+                f"schedule.importance_weighting is not supported by {config.schedule.learner!r} "
                 "(only by learners that reuse stale rollouts, e.g. teamtr/NaiveSequential-v0)"
             ]
         return []
