@@ -56,7 +56,7 @@ from teamtr_env.runners import make_runner
 from trainers.advantages import GroupAdvantages, group_advantages
 from trainers.callbacks import Callback, CallbackList
 from trainers.config import TrainConfig
-from trainers.learners.base import Learner, SamplingEvent
+from trainers.learners.base import Learner, SamplePlan
 from trainers.registry import make_learner
 from trainers.stage import Stage, StageReport
 from trainers.stage_diagnostics import RunDiagnostics
@@ -214,7 +214,7 @@ class TeamTrainer:
         return order
 
     # -- one stage ----------------------------------------------------------------------------
-    def sampling_plan(self, n: int) -> list[SamplingEvent]:
+    def sampling_plan(self, n: int) -> list[SamplePlan]:
         """The stage's sampling events as ``(first update, updates covered, problems)``: the
         learner's plan (TeamTR samples before every ``resample_every``-th update; naive sequential
         and joint once, at the stage start), sized by ``schedule.budget``."""

@@ -78,6 +78,40 @@ class UpdateResult:
     diagnostics: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @classmethod
+    def kept(
+        cls,
+        step: PolicyStep,
+        n_messages: int,
+        *,
+        kl_raw: float = math.nan,
+        kl: float = math.nan,
+        delta: float | None = None,
+        backtracks: int = 0,
+        scale: float = 1.0,
+        l_seq: float = math.nan,
+        monitor_s: float = 0.0,
+        diagnostics: dict[str, float] | None = None,
+    ) -> UpdateResult:
+        """An accepted update of ``step`` (monitored: ``kl``/``l_seq``; NaN when unmonitored)."""
+        return cls(
+            accepted=True,
+            reason="backtracked" if backtracks else "ok",
+            kl_raw=kl_raw,
+            kl=kl,
+            in_region=delta is None or kl <= delta,
+            backtracks=backtracks,
+            step_scale=scale,
+            l_seq=l_seq,
+            ratio_clip_frac=step.clip_frac,
+            n_messages=n_messages,
+            n_tokens=step.n_tokens,
+            update_s=step.seconds,
+            monitor_s=monitor_s,
+            ref_kl=step.ref_kl,
+            diagnostics=diagnostics or {},
+        )
+
+    @classmethod
     def rejected(
         cls,
         reason: str,
@@ -320,21 +354,16 @@ def enforce_trust_region(
         if flip_trials > 0
         else {}
     )
-    return UpdateResult(
-        accepted=True,
-        reason="backtracked" if backtracks else "ok",
+    return UpdateResult.kept(
+        step,
+        n,
         kl_raw=kl_raw,
         kl=kl,
-        in_region=delta is None or kl <= delta,
+        delta=delta,
         backtracks=backtracks,
-        step_scale=scale,
+        scale=scale,
         l_seq=l_seq,
-        ratio_clip_frac=step.clip_frac,
-        n_messages=n,
-        n_tokens=step.n_tokens,
-        update_s=step.seconds,
         monitor_s=monitor_s,
-        ref_kl=step.ref_kl,
         diagnostics=diagnostics,
     )
 
@@ -391,20 +420,11 @@ def update_agent(
         raise ValueError(f"optim.epochs must be >= 1, got {optim.epochs}")
     n = len(messages)
     if n == 0:
-        return UpdateResult(
-            accepted=True,
+        return dataclasses.replace(
+            UpdateResult.kept(PolicyStep([], 0, ref_kl=math.nan), 0, kl_raw=0.0, kl=0.0),
             reason="no_messages",
-            kl_raw=0.0,
-            kl=0.0,
-            in_region=True,
-            backtracks=0,
             step_scale=0.0,
             l_seq=0.0,
-            ratio_clip_frac=0.0,
-            n_messages=0,
-            n_tokens=0,
-            update_s=0.0,
-            monitor_s=0.0,
         )
     params = list(policy.parameters())
     snapshot = [p.detach().clone() for p in params]
@@ -435,22 +455,7 @@ def update_agent(
         )
     if delta is None and not region.monitor_without_region:
         # No region to enforce: the post-update scoring pass would only be logged; skip it.
-        return UpdateResult(
-            accepted=True,
-            reason="ok",
-            kl_raw=math.nan,
-            kl=math.nan,
-            in_region=True,
-            backtracks=0,
-            step_scale=1.0,
-            l_seq=math.nan,
-            ratio_clip_frac=step.clip_frac,
-            n_messages=n,
-            n_tokens=step.n_tokens,
-            update_s=step.seconds,
-            monitor_s=0.0,
-            ref_kl=step.ref_kl,
-        )
+        return UpdateResult.kept(step, n)
     result = enforce_trust_region(
         policy,
         messages,

@@ -14,7 +14,7 @@ from golden_learners import AGENTS, CASES, comparable, differences, record
 from helpers_trainers import config, env_fn, tabular_team
 
 from teamtr_core.errors import ConfigError
-from trainers.learners import Learner, SamplingEvent
+from trainers.learners import Learner, SamplePlan
 from trainers.learners.joint import Joint
 from trainers.learners.naive_sequential import NaiveSequential
 from trainers.learners.teamtr import TeamTR
@@ -91,8 +91,8 @@ class EveryAgentOnOneBatch(Learner):
 
     stale_diagnostics = False
 
-    def sampling_plan(self, n: int, schedule: Any) -> list[SamplingEvent]:
-        return [SamplingEvent(0, n, schedule.problems_per_batch)]
+    def sampling_plan(self, n: int, schedule: Any) -> list[SamplePlan]:
+        return [SamplePlan(0, n, schedule.problems_per_batch)]
 
     def run_stage(self, stage: Stage) -> None:
         batch = stage.sample(0, stage.schedule.problems_per_batch)

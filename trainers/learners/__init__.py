@@ -7,6 +7,6 @@ new learner with :func:`trainers.registry.register_learner` or the ``teamtr.lear
 group (see docs/adding-a-trainer.md).
 """
 
-from trainers.learners.base import Learner, SamplingEvent
+from trainers.learners.base import Learner, SamplePlan
 
-__all__ = ["Learner", "SamplingEvent"]
+__all__ = ["Learner", "SamplePlan"]

@@ -11,9 +11,10 @@ if TYPE_CHECKING:
     from trainers.stage import Stage
 
 
-class SamplingEvent(NamedTuple):
-    """One sampling event of a stage: before update ``first``, ``problems`` prompts (x G rollouts)
-    that serve ``covered`` updates (under the ``disjoint`` budget, each its own slice)."""
+class SamplePlan(NamedTuple):
+    """A learner's plan of one sampling in a stage: before update ``first``, ``problems`` prompts
+    (x G rollouts) that serve ``covered`` updates (under the ``disjoint`` budget, each its own
+    slice). What was actually sampled is recorded as a :class:`trainers.team_trainer.SampleEvent`."""
 
     first: int
     covered: int
@@ -55,7 +56,7 @@ class Learner(ABC):
         return []
 
     @abstractmethod
-    def sampling_plan(self, n: int, schedule: ScheduleConfig) -> list[SamplingEvent]:
+    def sampling_plan(self, n: int, schedule: ScheduleConfig) -> list[SamplePlan]:
         """The stage's sampling events for ``n`` updates (what it samples, and when)."""
 
     @abstractmethod
@@ -63,7 +64,7 @@ class Learner(ABC):
         """Samples and updates every agent of ``stage.order`` once."""
 
 
-def single_batch_plan(n: int, schedule: ScheduleConfig) -> list[SamplingEvent]:
+def single_batch_plan(n: int, schedule: ScheduleConfig) -> list[SamplePlan]:
     """One stage-start batch for all ``n`` updates, sized by ``schedule.budget``: ``disjoint``
     n*B prompts (a slice of B per update), ``matched`` as many as TeamTR samples in a stage,
     ``per_sample`` B."""
@@ -74,4 +75,4 @@ def single_batch_plan(n: int, schedule: ScheduleConfig) -> list[SamplingEvent]:
         problems = b * math.ceil(n / schedule.resample_every)
     else:
         problems = b
-    return [SamplingEvent(0, n, problems)]
+    return [SamplePlan(0, n, problems)]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from trainers.learners.base import Learner, SamplingEvent, single_batch_plan
+from trainers.learners.base import Learner, SamplePlan, single_batch_plan
 
 if TYPE_CHECKING:
     from trainers.config import ScheduleConfig
@@ -20,7 +20,7 @@ class Joint(Learner):
 
     stale_diagnostics: ClassVar[bool] = False
 
-    def sampling_plan(self, n: int, schedule: ScheduleConfig) -> list[SamplingEvent]:
+    def sampling_plan(self, n: int, schedule: ScheduleConfig) -> list[SamplePlan]:
         return single_batch_plan(n, schedule)
 
     def run_stage(self, stage: Stage) -> None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
-from trainers.learners.base import Learner, SamplingEvent, single_batch_plan
+from trainers.learners.base import Learner, SamplePlan, single_batch_plan
 
 if TYPE_CHECKING:
     from trainers.config import ScheduleConfig
@@ -25,7 +25,7 @@ class NaiveSequential(Learner):
 
     importance_weighting: ClassVar[bool] = True
 
-    def sampling_plan(self, n: int, schedule: ScheduleConfig) -> list[SamplingEvent]:
+    def sampling_plan(self, n: int, schedule: ScheduleConfig) -> list[SamplePlan]:
         return single_batch_plan(n, schedule)
 
     def run_stage(self, stage: Stage) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from trainers.learners.base import Learner, SamplingEvent
+from trainers.learners.base import Learner, SamplePlan
 
 if TYPE_CHECKING:
     from trainers.config import ScheduleConfig
@@ -19,13 +19,13 @@ if TYPE_CHECKING:
 class TeamTR(Learner):
     """Resample before every agent update (every ``resample_every`` updates in the ablation)."""
 
-    def sampling_plan(self, n: int, schedule: ScheduleConfig) -> list[SamplingEvent]:
+    def sampling_plan(self, n: int, schedule: ScheduleConfig) -> list[SamplePlan]:
         r, b = schedule.resample_every, schedule.problems_per_batch
         events = []
         for first in range(0, n, r):
             covered = min(r, n - first)
             problems = b * covered if schedule.budget == "disjoint" else b
-            events.append(SamplingEvent(first, covered, problems))
+            events.append(SamplePlan(first, covered, problems))
         return events
 
     def run_stage(self, stage: Stage) -> None:
