@@ -117,6 +117,22 @@ class ScheduleConfig:
 
     _renamed_keys: ClassVar[dict[str, str]] = {"method": "learner"}
 
+    def batch_prompts(self, covered: int) -> int:
+        """Prompts of one batch that serves ``covered`` updates, by ``budget`` (the one place
+        it is read for sizes): ``disjoint``, B per update it serves (each update gets its own
+        slice); ``matched``, B per ``resample_every`` updates (a single stage-start batch as
+        large as TeamTR's batches of the stage together); ``per_sample``, B."""
+        b = self.problems_per_batch
+        if self.budget == "disjoint":
+            return b * covered
+        if self.budget == "matched":
+            return b * math.ceil(covered / self.resample_every)
+        return b
+
+    def sliced(self, covered: int) -> bool:
+        """A batch that serves ``covered`` updates gives each its own slice (``disjoint``)."""
+        return self.budget == "disjoint" and covered > 1
+
     def __post_init__(self) -> None:
         problems = []
         for name in ("stages", "resample_every", "problems_per_batch", "group_size"):

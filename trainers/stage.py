@@ -107,7 +107,7 @@ class Stage:
     def part(self, batch: RolloutBatch, j: int, covered: int) -> tuple[RolloutBatch, int]:
         """The ``j``-th of ``covered`` disjoint slices of ``batch`` under the ``disjoint`` budget
         (the whole batch otherwise), and the index of its first episode in ``batch``."""
-        if self.schedule.budget != "disjoint" or covered <= 1:
+        if not self.schedule.sliced(covered):
             return batch, 0
         size = batch.num_groups // covered
         return batch.groups(j * size, (j + 1) * size), j * size * batch.group_size

@@ -390,3 +390,19 @@ def test_reference_kl_holds_the_team_near_where_training_started() -> None:
         else:
             assert trainer.slots["a"].reference is None and all(math.isnan(k) for k in ref_kls)
     assert drift[50.0] < 0.5 * drift[0.0]
+
+
+def test_the_budget_sizes_every_batch_in_one_place() -> None:
+    from trainers.config import ScheduleConfig
+    from trainers.learners.base import single_batch_plan
+    from trainers.learners.teamtr import TeamTR
+
+    def schedule(budget: str) -> ScheduleConfig:
+        return ScheduleConfig(budget=budget, problems_per_batch=4, resample_every=2)  # type: ignore[arg-type]
+
+    disjoint, matched, per_sample = (schedule(b) for b in ("disjoint", "matched", "per_sample"))
+    assert [s.batch_prompts(3) for s in (disjoint, matched, per_sample)] == [12, 8, 4]
+    assert single_batch_plan(3, matched) == [(0, 3, 8)]  # as many prompts as TeamTR's stage
+    assert TeamTR().sampling_plan(3, matched) == [(0, 2, 4), (2, 1, 4)]
+    assert TeamTR().sampling_plan(3, disjoint) == [(0, 2, 8), (2, 1, 4)]
+    assert disjoint.sliced(2) and not disjoint.sliced(1) and not matched.sliced(3)

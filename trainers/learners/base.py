@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
@@ -68,11 +67,4 @@ def single_batch_plan(n: int, schedule: ScheduleConfig) -> list[SamplePlan]:
     """One stage-start batch for all ``n`` updates, sized by ``schedule.budget``: ``disjoint``
     n*B prompts (a slice of B per update), ``matched`` as many as TeamTR samples in a stage,
     ``per_sample`` B."""
-    b = schedule.problems_per_batch
-    if schedule.budget == "disjoint":
-        problems = b * n
-    elif schedule.budget == "matched":
-        problems = b * math.ceil(n / schedule.resample_every)
-    else:
-        problems = b
-    return [SamplePlan(0, n, problems)]
+    return [SamplePlan(0, n, schedule.batch_prompts(n))]

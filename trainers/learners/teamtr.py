@@ -20,13 +20,9 @@ class TeamTR(Learner):
     """Resample before every agent update (every ``resample_every`` updates in the ablation)."""
 
     def sampling_plan(self, n: int, schedule: ScheduleConfig) -> list[SamplePlan]:
-        r, b = schedule.resample_every, schedule.problems_per_batch
-        events = []
-        for first in range(0, n, r):
-            covered = min(r, n - first)
-            problems = b * covered if schedule.budget == "disjoint" else b
-            events.append(SamplePlan(first, covered, problems))
-        return events
+        r = schedule.resample_every
+        covers = [(first, min(r, n - first)) for first in range(0, n, r)]
+        return [SamplePlan(first, c, schedule.batch_prompts(c)) for first, c in covers]
 
     def run_stage(self, stage: Stage) -> None:
         for first, covered, problems in self.sampling_plan(stage.n, stage.schedule):
