@@ -427,10 +427,21 @@ class JsonRows:
     path: str
     rows: list[JsonRow] = field(default_factory=list)
     bad: list[tuple[int, str]] = field(default_factory=list)
+    first_line: dict[str, int] = field(default_factory=dict)
 
     def add(self, row: JsonRow, message: str) -> None:
         """Records ``"<row.where>: <message>"`` as a bad line."""
         self.bad.append((row.line, f"{row.where}: {message}"))
+
+    def keep(self, row: JsonRow, problem: Problem, kept: list[Problem]) -> bool:
+        """Appends ``problem`` to ``kept`` and returns ``True``, or records ``row`` as bad and
+        returns ``False`` when its id repeats an earlier row's (:func:`repeated_id`)."""
+        repeat = repeated_id(self.first_line, problem.id, row.line)
+        if repeat is not None:
+            self.add(row, repeat)
+            return False
+        kept.append(problem)
+        return True
 
     def problems(self, limit: int = MAX_LISTED_ROWS) -> list[str]:
         """Every bad line, in line order (one line's messages in the order added), capped with
@@ -651,20 +662,15 @@ def load_problems(path: str | Path, check: ProblemCheck | None = None) -> list[P
     expected = "a JSON object with at least an 'id' field (the format of tasks.save_problems)"
     read = read_json_rows(path, expected=expected)
     problems: list[Problem] = []
-    first_line: dict[str, int] = {}
     for row in read.rows:
         try:
             problem = Problem.from_dict(row.value)
         except (KeyError, TypeError, ValueError) as exc:
             read.add(row, f"expected {expected}, got: {row.text[:80]!r} ({exc!s:.200}).")
             continue
-        repeat = repeated_id(first_line, problem.id, row.line)
-        if repeat is not None:
-            read.add(row, repeat)
-            continue
-        for issue in _checked(check, problem):
-            read.add(row, f"problem {problem.id!r}: {issue}")
-        problems.append(problem)
+        if read.keep(row, problem, problems):
+            for issue in _checked(check, problem):
+                read.add(row, f"problem {problem.id!r}: {issue}")
     if read.bad:
         raise ConfigError(f"data file {path}", read.problems())
     return problems

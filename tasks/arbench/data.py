@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.arbench import dc_rules, gn_rules
-from tasks.base import Problem, Split, read_json_rows, repeated_id
+from tasks.base import Problem, Split, read_json_rows
 from teamtr_core.errors import ConfigError
 
 Converter = Callable[[Any, int, Split], Problem]
@@ -52,8 +52,7 @@ def load_file(path: str | Path, convert: Converter, split: Split = "test") -> li
         FileNotFoundError: if ``path`` does not exist.
     """
     read = read_json_rows(path, layout="document", objects=False, expected=EXPECTED)
-    problems = []
-    first: dict[str, int] = {}
+    problems: list[Problem] = []
     for row in read.rows:
         value = row.value
         try:
@@ -65,11 +64,7 @@ def load_file(path: str | Path, convert: Converter, split: Split = "test") -> li
         except (KeyError, TypeError, ValueError) as exc:
             read.add(row, str(exc))
             continue
-        repeat = repeated_id(first, problem.id, row.line)
-        if repeat is not None:
-            read.add(row, repeat)
-            continue
-        problems.append(problem)
+        read.keep(row, problem, problems)
     if read.bad:
         raise ArbenchDataError(f"data file {path}", read.problems())
     if not problems:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tasks.base import SPLITS, Problem, read_json_rows, repeated_id
+from tasks.base import SPLITS, Problem, read_json_rows
 from tasks.math.extract import last_boxed
 from teamtr_core.errors import ConfigError
 
@@ -142,7 +142,6 @@ def load_math_file(path: str | Path, *, split: str = "test") -> list[Problem]:
     path = Path(path)
     read = read_json_rows(path, expected=EXPECTED)
     problems: list[Problem] = []
-    seen: dict[str, int] = {}
     for row in read.rows:
         try:
             is_project = isinstance(row.value.get("data"), dict) and "id" in row.value
@@ -156,11 +155,7 @@ def load_math_file(path: str | Path, *, split: str = "test") -> list[Problem]:
             for issue in made:
                 read.add(row, issue)
             continue
-        repeat = repeated_id(seen, made.id, row.line)
-        if repeat is not None:
-            read.add(row, repeat)
-            continue
-        problems.append(made)
+        read.keep(row, made, problems)
     if read.bad:
         raise ConfigError(f"data file {path}", read.problems())
     if not problems:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tasks.base import Problem, Split, read_json_rows, repeated_id
+from tasks.base import Problem, Split, read_json_rows
 from tasks.zebra.grading import gold_table, size_bucket, zeroeval_group
 from teamtr_core.errors import ConfigError
 
@@ -104,8 +104,7 @@ def load_file(path: str | Path, split: Split = "test") -> list[Problem]:
         OSError: the file cannot be read.
     """
     read = read_json_rows(path, layout="array", expected=EXPECTED)
-    problems = []
-    first: dict[str, int] = {}
+    problems: list[Problem] = []
     for row in read.rows:
         try:
             if "data" in row.value and "puzzle" not in row.value:
@@ -119,11 +118,7 @@ def load_file(path: str | Path, split: Split = "test") -> list[Problem]:
                 f"project row (id, data, answer): {exc}",
             )
             continue
-        repeat = repeated_id(first, problem.id, row.line)
-        if repeat is not None:
-            read.add(row, repeat)
-            continue
-        problems.append(problem)
+        read.keep(row, problem, problems)
     if read.bad:
         raise ConfigError(f"data file {path}", read.problems())
     if not problems:
