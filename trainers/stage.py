@@ -28,7 +28,14 @@ import torch
 from teamtr_env.rollout import MessageRecord, RolloutBatch
 from trainers.config import ScheduleConfig, TrainConfig
 from trainers.stage_diagnostics import DIAGNOSTIC_FIELDS, StageDiagnostics
-from trainers.update import adapt_beta, adapt_delta, joined_logprobs, score, update_agent
+from trainers.update import (
+    UpdateResult,
+    adapt_beta,
+    adapt_delta,
+    joined_logprobs,
+    score,
+    update_agent,
+)
 
 if TYPE_CHECKING:
     from trainers.team_trainer import TeamTrainer
@@ -202,7 +209,27 @@ class Stage:
         if cfg.trust_region.delta_mode == "adaptive":
             tr = cfg.trust_region
             slot.delta = adapt_delta(slot.delta, result, low=tr.delta_min, high=tr.delta_max)
-        record = {
+        record = self._record(agent, index, batch, groups.clip_frac, result, delta)
+        if self.diag is not None:
+            record.update(
+                self.diag.after_update(self, agent, groups, batch, messages, weights, result)
+            )
+        self.report.updates.append(record)
+        trainer.callbacks.on_update(record)
+        return record
+
+    def _record(
+        self,
+        agent: str,
+        index: int,
+        batch: RolloutBatch,
+        adv_clip_frac: float,
+        result: UpdateResult,
+        delta: float | None,
+    ) -> dict[str, Any]:
+        """An update's record (the diagnostics' fields NaN until they fill them)."""
+        slot = self.trainer.slots[agent]
+        return {
             "stage": self.index,
             "index": index,
             "agent": agent,
@@ -218,7 +245,7 @@ class Stage:
             "delta": math.inf if delta is None else delta,
             "l_seq": result.l_seq,
             "ratio_clip_frac": result.ratio_clip_frac,
-            "adv_clip_frac": groups.clip_frac,
+            "adv_clip_frac": adv_clip_frac,
             "messages": result.n_messages,
             "tokens": result.n_tokens,
             "ref_kl": result.ref_kl,
@@ -226,13 +253,6 @@ class Stage:
             "episodes": len(batch.episodes),
             **dict.fromkeys(DIAGNOSTIC_FIELDS, math.nan),  # measured by the diagnostics, if on
         }
-        if self.diag is not None:
-            record.update(
-                self.diag.after_update(self, agent, groups, batch, messages, weights, result)
-            )
-        self.report.updates.append(record)
-        trainer.callbacks.on_update(record)
-        return record
 
     def finish(self) -> tuple[StageReport, dict[str, float]]:
         """The stage's report (its metrics computed) and costs (seconds by kind)."""
