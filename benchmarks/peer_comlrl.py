@@ -53,7 +53,15 @@ from typing import Any
 
 import numpy as np
 import torch
-from update_speed import GENERATIONS, LR, NEW_TOKENS, PROMPTS, TASK, TEMPERATURE
+from update_speed import (
+    GENERATIONS,
+    LR,
+    NEW_TOKENS,
+    PROMPTS,
+    TASK,
+    TEMPERATURE,
+    GenerateClock,
+)
 
 import teamtr_env
 from adapters.hf import HFPolicy
@@ -77,46 +85,6 @@ def team_options(digits: int) -> dict[str, Any]:
 
 def make_team_env(digits: int) -> Any:
     return teamtr_env.make(TASK, **team_options(digits))
-
-
-class GenerateClock:
-    """Seconds spent in the wrapped models' ``generate`` and the completion tokens produced.
-
-    A completion's tokens are those after the prompt up to and including the first
-    end-of-sequence token (all ``max_new_tokens`` of them when it never stops); the padding that
-    ``generate`` puts after a finished row is not counted.
-    """
-
-    def __init__(self, eos_id: int) -> None:
-        self.eos_id = eos_id
-        self.seconds = 0.0
-        self.tokens = 0
-        self._wrapped: list[Any] = []
-
-    def wrap(self, model: Any) -> None:
-        original = model.generate
-
-        def generate(*args: Any, **kwargs: Any) -> Any:
-            t0 = time.perf_counter()
-            out = original(*args, **kwargs)
-            self.seconds += time.perf_counter() - t0
-            sequences = out.sequences if hasattr(out, "sequences") else out
-            inputs = kwargs["input_ids"] if "input_ids" in kwargs else args[0]
-            new = sequences[:, inputs.shape[1] :]
-            ended = new == self.eos_id
-            lengths = torch.where(
-                ended.any(dim=1), ended.int().argmax(dim=1) + 1, torch.tensor(new.shape[1])
-            )
-            self.tokens += int(lengths.sum())
-            return out
-
-        model.generate = generate  # an instance attribute shadows the class's method
-        self._wrapped.append(model)
-
-    def unwrap(self) -> None:
-        for model in self._wrapped:
-            del model.__dict__["generate"]
-        self._wrapped.clear()
 
 
 def teamtr_two_agent_config(steps: int, digits: int) -> TrainConfig:

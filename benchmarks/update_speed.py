@@ -273,24 +273,46 @@ def _effective(args: Any, keys: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-def _timed_generate(model: Any, eos_id: int, record: dict[str, float]) -> None:
-    """Wraps ``model.generate`` to add its wall time and the completion tokens it sampled (up to
-    and including the first EOS, as teamtr counts them) to ``record``."""
-    inner = model.generate
+class GenerateClock:
+    """Seconds spent in the wrapped models' ``generate`` and the completion tokens produced.
 
-    def generate(*args: Any, **kwargs: Any) -> Any:
-        t0 = time.perf_counter()
-        out = inner(*args, **kwargs)
-        record["seconds"] += time.perf_counter() - t0
-        width = kwargs["input_ids"].shape[1] if "input_ids" in kwargs else args[0].shape[1]
-        new = out[:, width:]
-        is_eos = new == eos_id
-        first = torch.where(is_eos.any(1), is_eos.int().argmax(1) + 1, new.shape[1])
-        record["tokens"] += float(first.sum())
-        record["calls"] += 1
-        return out
+    A completion's tokens are those after the prompt up to and including the first
+    end-of-sequence token (all ``max_new_tokens`` of them when it never stops); the padding that
+    ``generate`` puts after a finished row is not counted.
+    """
 
-    model.generate = generate
+    def __init__(self, eos_id: int) -> None:
+        self.eos_id = eos_id
+        self.seconds = 0.0
+        self.tokens = 0
+        self.calls = 0
+        self._wrapped: list[Any] = []
+
+    def wrap(self, model: Any) -> None:
+        original = model.generate
+
+        def generate(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            out = original(*args, **kwargs)
+            self.seconds += time.perf_counter() - t0
+            sequences = out.sequences if hasattr(out, "sequences") else out
+            inputs = kwargs["input_ids"] if "input_ids" in kwargs else args[0]
+            new = sequences[:, inputs.shape[1] :]
+            ended = new == self.eos_id
+            lengths = torch.where(
+                ended.any(dim=1), ended.int().argmax(dim=1) + 1, torch.tensor(new.shape[1])
+            )
+            self.tokens += int(lengths.sum())
+            self.calls += 1
+            return out
+
+        model.generate = generate  # an instance attribute shadows the class's method
+        self._wrapped.append(model)
+
+    def unwrap(self) -> None:
+        for model in self._wrapped:
+            del model.__dict__["generate"]
+        self._wrapped.clear()
 
 
 def trl_steps(model_dir: Path, steps: int) -> dict | None:
@@ -349,8 +371,8 @@ def trl_steps(model_dir: Path, steps: int) -> dict | None:
     )
     tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True)
-    generation = {"seconds": 0.0, "tokens": 0.0, "calls": 0}
-    _timed_generate(model, tokenizer.eos_token_id, generation)
+    clock = GenerateClock(tokenizer.eos_token_id)
+    clock.wrap(model)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=reward,
@@ -359,21 +381,24 @@ def trl_steps(model_dir: Path, steps: int) -> dict | None:
         processing_class=tokenizer,
         callbacks=[Clock()],
     )
-    warm: dict[str, float] = {}
+    warm: list[tuple[float, int]] = []
 
     class WarmUp(TrainerCallback):  # type: ignore[misc]
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if not warm:  # the first step warms up: its generation is not counted
-                warm.update(generation)
+                warm.append((clock.seconds, clock.tokens))
 
     trainer.add_callback(WarmUp())
-    trainer.train()
-    seconds = generation["seconds"] - warm.get("seconds", 0.0)
-    tokens = generation["tokens"] - warm.get("tokens", 0.0)
+    try:
+        trainer.train()
+    finally:
+        clock.unwrap()
+    seconds = clock.seconds - (warm[0][0] if warm else 0.0)
+    tokens = clock.tokens - (warm[0][1] if warm else 0)
     return {
         "step_s": statistics.median(times[1:]),
         "gen_tokens_per_s": tokens / seconds if seconds > 0 else None,
-        "generate_calls": generation["calls"],
+        "generate_calls": clock.calls,
         "settings": _effective(trainer.args, TRL_REPORTED),
     }
 

@@ -50,11 +50,13 @@ def test_generation_is_timed_and_counted_to_the_first_end_token(bench: ModuleTyp
             new = torch.tensor([[5, 9, 2, 0], [5, 5, 5, 5]])  # 9 ends the first: 2 tokens, 4
             return torch.cat([input_ids, new], dim=1)
 
-    model, record = Model(), {"seconds": 0.0, "tokens": 0.0, "calls": 0}
-    bench._timed_generate(model, 9, record)
+    model, clock = Model(), bench.GenerateClock(9)
+    clock.wrap(model)
     out = model.generate(input_ids=torch.zeros((2, 3), dtype=torch.long))
-    assert out.shape == (2, 7) and record["tokens"] == 6 and record["calls"] == 1
-    assert record["seconds"] > 0
+    assert out.shape == (2, 7) and clock.tokens == 6 and clock.calls == 1
+    assert clock.seconds > 0
+    clock.unwrap()
+    assert "generate" not in model.__dict__  # the class's method again
 
 
 @pytest.mark.slow
