@@ -115,14 +115,14 @@ class UpdateResult:
     def rejected(
         cls,
         reason: str,
-        *,
+        step: PolicyStep,
         n_messages: int,
-        n_tokens: int,
-        update_s: float,
+        *,
         kl_raw: float = math.nan,
         monitor_s: float = 0.0,
     ) -> UpdateResult:
-        """An update whose parameters and optimizer state were restored (``reason``)."""
+        """An update of ``step`` whose parameters and optimizer state were restored
+        (``reason``)."""
         return cls(
             accepted=False,
             reason=reason,
@@ -134,8 +134,8 @@ class UpdateResult:
             l_seq=0.0,
             ratio_clip_frac=0.0,
             n_messages=n_messages,
-            n_tokens=n_tokens,
-            update_s=update_s,
+            n_tokens=step.n_tokens,
+            update_s=step.seconds,
             monitor_s=monitor_s,
         )
 
@@ -320,14 +320,8 @@ def enforce_trust_region(
         return est.value, new_lp
 
     def rejected(reason: str, kl_raw: float) -> UpdateResult:
-        return UpdateResult.rejected(
-            reason,
-            n_messages=n,
-            n_tokens=step.n_tokens,
-            update_s=step.seconds,
-            kl_raw=kl_raw,
-            monitor_s=time.perf_counter() - t1,
-        )
+        monitor_s = time.perf_counter() - t1
+        return UpdateResult.rejected(reason, step, n, kl_raw=kl_raw, monitor_s=monitor_s)
 
     kl_raw, new_lp = monitored()
     if not math.isfinite(kl_raw):
@@ -450,9 +444,7 @@ def update_agent(
     )
     if step.failed is not None:
         restore()
-        return UpdateResult.rejected(
-            step.failed, n_messages=n, n_tokens=step.n_tokens, update_s=step.seconds
-        )
+        return UpdateResult.rejected(step.failed, step, n)
     if delta is None and not region.monitor_without_region:
         # No region to enforce: the post-update scoring pass would only be logged; skip it.
         return UpdateResult.kept(step, n)
