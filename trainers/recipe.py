@@ -127,6 +127,7 @@ class TrainingRecipe:
         self.trainer: TeamTrainer | None = None
         self.logger: MultiLogger | None = None
         self._found: rundir.LoadedCheckpoint | None = None
+        self.env = self.train_env()  # one training environment for the checks, team and clone
 
     # -- set-up ---------------------------------------------------------------------------------
     def check(self, *, resume: bool = False) -> None:
@@ -137,8 +138,7 @@ class TrainingRecipe:
         Raises:
             ConfigError: naming the problems.
         """
-        config = self.config
-        env = self.train_env()
+        config, env = self.config, self.env
         _check_before_writing(config, env)
         self._found = rundir.load(self.run_dir / "checkpoints") if resume else None
         if resume:
@@ -172,7 +172,7 @@ class TrainingRecipe:
             console.print(f"no checkpoint in {self.run_dir}: starting from scratch")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         dump_config(config, self.run_dir / "config.yaml")
-        self.policies = build_policies(config, self.train_env(), self.run_dir)
+        self.policies = build_policies(config, self.env, self.run_dir)
         if not any(isinstance(p, TrainablePolicy) for p in self.policies.values()):
             raise ConfigError(
                 "train", ["no agent has a trainable policy (backend 'hf' or a TrainablePolicy)"]
@@ -209,7 +209,7 @@ class TrainingRecipe:
         if self.config.sft is None:
             return None
         self.state.sft = warm_start(
-            self.config, self.train_env, self.train_env(), self.policies, self.console
+            self.config, self.train_env, self.env, self.policies, self.console
         )
         return self.state.sft
 
