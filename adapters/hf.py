@@ -235,12 +235,7 @@ class HFPolicy:
         which = {r: i for i, r in enumerate(distinct)}
         ids, mask = input_ids[heads, :-1], attention[heads, :-1]
         positions = (mask.cumsum(-1) - 1).clamp(min=0)  # as generate numbers left-padded rows
-        head = self.model(
-            input_ids=ids.to(self.device),
-            attention_mask=mask.to(self.device),
-            position_ids=positions.to(self.device),
-            use_cache=True,
-        )
+        head = self._forward(ids, mask, position_ids=positions.to(self.device), use_cache=True)
         cache = head.past_key_values
         cache.reorder_cache(torch.tensor([which[r] for r in rows], device=self.device))
         return cache
