@@ -175,7 +175,7 @@ def training_stage(model_dir: Path, device: str, problems: int) -> dict[str, Any
         "rollout_s": m.get("stage/rollout_s", 0.0),
         "update_s": m.get("stage/update_s", 0.0),
         "monitor_s": m.get("stage/monitor_s", 0.0),
-        "accepted_in_region": all(u["in_region"] for u in report.updates if u["accepted"]),
+        "accepted_in_region": all(u.in_region for u in report.updates if u.accepted),
         "peak_gpu_gb": _peak_gb(device),
     }
 

@@ -255,7 +255,7 @@ def sampled_run(
         start = teams[0]
         exact_gap = 0.0
         for u, before, after in zip(report.updates, teams[:-1], teams[1:]):
-            k = names.index(u["agent"])
+            k = names.index(u.agent)
             exact_gap += abs(
                 surrogate(game, start, k, after[k]) - surrogate(game, before, k, after[k])
             )

@@ -19,9 +19,9 @@ from __future__ import annotations
 import importlib
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from teamtr_core.errors import ConfigError
+from trainers.records import UpdateRecord
 
 
 class Callback:
@@ -30,8 +30,9 @@ class Callback:
     def __repr__(self) -> str:
         return type(self).__name__
 
-    def on_update(self, record: Mapping[str, Any]) -> None:
-        """After each agent update, with its record (agent, accepted, kl_tok, beta, ...)."""
+    def on_update(self, record: UpdateRecord) -> None:
+        """After each agent update, with its :class:`trainers.records.UpdateRecord`
+        (``record.agent``, ``record.accepted``, ``record.kl_tok``, ``record.beta``, ...)."""
 
     def on_stage_end(self, stage: int, metrics: Mapping[str, float]) -> bool | None:
         """After stage ``stage`` (1-based, the stages done) with its logged metrics (the
@@ -115,10 +116,10 @@ class OnUpdate(Callback):
     """A callback from a function called after each update with its record: what a test or a
     script that watches the team between updates needs (e.g. snapshots of the policies)."""
 
-    def __init__(self, fn: Callable[[Mapping[str, Any]], None]) -> None:
+    def __init__(self, fn: Callable[[UpdateRecord], None]) -> None:
         self.fn = fn
 
-    def on_update(self, record: Mapping[str, Any]) -> None:
+    def on_update(self, record: UpdateRecord) -> None:
         self.fn(record)
 
     def __repr__(self) -> str:
@@ -141,7 +142,7 @@ class CallbackList:
         """Removes a callback."""
         self.callbacks.remove(callback)
 
-    def on_update(self, record: Mapping[str, Any]) -> None:
+    def on_update(self, record: UpdateRecord) -> None:
         for callback in self.callbacks:
             callback.on_update(record)
 

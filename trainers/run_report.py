@@ -54,7 +54,7 @@ def build_summary(
     run_dir: Path,
 ) -> dict[str, Any]:
     updates = state.updates
-    kls = [u["kl_raw"] for u in updates if math.isfinite(u["kl_raw"])]
+    kls = [u.kl_raw for u in updates if math.isfinite(u.kl_raw)]
     before = state.before
 
     def metrics_only(values: dict[str, float]) -> dict[str, float]:
@@ -89,9 +89,9 @@ def build_summary(
         "selected_stage": state.best.stage if state.best else trainer.stage,
         "sft": state.sft,
         "totals": dict(trainer.totals),
-        "updates": updates,
-        "out_of_region_rate": sum(u["out_of_region_raw"] for u in updates) / max(len(updates), 1),
-        "accepted_in_region": all(u["in_region"] for u in updates if u["accepted"]),
+        "updates": [u.to_dict() for u in updates],
+        "out_of_region_rate": sum(u.out_of_region_raw for u in updates) / max(len(updates), 1),
+        "accepted_in_region": all(u.in_region for u in updates if u.accepted),
         "kl_raw_mean": sum(kls) / len(kls) if kls else None,
         "diagnostics": diagnostics_summary(trainer, state.diagnostics),
         "wall_s": seconds,

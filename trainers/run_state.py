@@ -6,6 +6,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainers.records import UpdateRecord
+
 
 @dataclass
 class BestStage:
@@ -30,15 +32,14 @@ class RunState:
 
     before: dict[str, float] = field(default_factory=dict)
     sft: dict[str, Any] | None = None
-    updates: list[dict[str, Any]] = field(default_factory=list)
+    updates: list[UpdateRecord] = field(default_factory=list)
     best: BestStage | None = None
     stopped_early: dict[str, Any] | None = None
     diagnostics: list[dict[str, Any]] = field(default_factory=list)
 
     def to_checkpoint(self) -> dict[str, Any]:
         """Plain data for a checkpoint (weights-only loading takes it)."""
-        data = dataclasses.asdict(self)
-        return data
+        return dataclasses.asdict(self)
 
     @classmethod
     def from_checkpoint(cls, data: dict[str, Any]) -> RunState:
@@ -47,7 +48,7 @@ class RunState:
         return cls(
             before=dict(data.get("before") or {}),
             sft=data.get("sft"),
-            updates=list(data.get("updates") or []),
+            updates=[UpdateRecord.from_dict(u) for u in data.get("updates") or []],
             best=BestStage(int(best["stage"]), float(best["value"])) if best else None,
             stopped_early=data.get("stopped_early"),
             diagnostics=list(data.get("diagnostics") or []),

@@ -27,7 +27,8 @@ import torch
 
 from teamtr_env.rollout import MessageRecord, RolloutBatch
 from trainers.config import ScheduleConfig, TrainConfig
-from trainers.stage_diagnostics import DIAGNOSTIC_FIELDS, StageDiagnostics
+from trainers.records import UpdateRecord
+from trainers.stage_diagnostics import StageDiagnostics
 from trainers.update import (
     UpdateResult,
     adapt_beta,
@@ -67,7 +68,7 @@ class StageReport:
     """Metrics of one stage (namespaced keys, ready for the logger) and per-update records."""
 
     metrics: dict[str, float] = field(default_factory=dict)
-    updates: list[dict[str, Any]] = field(default_factory=list)
+    updates: list[UpdateRecord] = field(default_factory=list)
 
 
 class Stage:
@@ -156,7 +157,7 @@ class Stage:
         index: int,
         weights: torch.Tensor | None = None,
         trust_region: bool = True,
-    ) -> dict[str, Any]:
+    ) -> UpdateRecord:
         """Updates ``agent`` on its messages in ``batch`` and returns the update's record.
 
         Group advantages of the team reward, the clipped surrogate with the KL penalty
@@ -211,7 +212,7 @@ class Stage:
             slot.delta = adapt_delta(slot.delta, result, low=tr.delta_min, high=tr.delta_max)
         record = self._record(agent, index, batch, groups.clip_frac, result, delta)
         if self.diag is not None:
-            record.update(
+            record = record.with_fields(
                 self.diag.after_update(self, agent, groups, batch, messages, weights, result)
             )
         self.report.updates.append(record)
@@ -226,33 +227,31 @@ class Stage:
         adv_clip_frac: float,
         result: UpdateResult,
         delta: float | None,
-    ) -> dict[str, Any]:
+    ) -> UpdateRecord:
         """An update's record (the diagnostics' fields NaN until they fill them)."""
-        slot = self.trainer.slots[agent]
-        return {
-            "stage": self.index,
-            "index": index,
-            "agent": agent,
-            "accepted": result.accepted,
-            "reason": result.reason,
-            "kl_tok": result.kl,
-            "kl_raw": result.kl_raw,
-            "in_region": result.in_region,
-            "out_of_region_raw": delta is not None and result.kl_raw > delta,
-            "backtracks": result.backtracks,
-            "step_scale": result.step_scale,
-            "beta": slot.beta,
-            "delta": math.inf if delta is None else delta,
-            "l_seq": result.l_seq,
-            "ratio_clip_frac": result.ratio_clip_frac,
-            "adv_clip_frac": adv_clip_frac,
-            "messages": result.n_messages,
-            "tokens": result.n_tokens,
-            "ref_kl": result.ref_kl,
-            "groups": batch.num_groups,
-            "episodes": len(batch.episodes),
-            **dict.fromkeys(DIAGNOSTIC_FIELDS, math.nan),  # measured by the diagnostics, if on
-        }
+        return UpdateRecord(
+            stage=self.index,
+            index=index,
+            agent=agent,
+            accepted=result.accepted,
+            reason=result.reason,
+            kl_tok=result.kl,
+            kl_raw=result.kl_raw,
+            in_region=result.in_region,
+            out_of_region_raw=delta is not None and result.kl_raw > delta,
+            backtracks=result.backtracks,
+            step_scale=result.step_scale,
+            beta=self.trainer.slots[agent].beta,
+            delta=math.inf if delta is None else delta,
+            l_seq=result.l_seq,
+            ratio_clip_frac=result.ratio_clip_frac,
+            adv_clip_frac=adv_clip_frac,
+            messages=result.n_messages,
+            tokens=result.n_tokens,
+            ref_kl=result.ref_kl,
+            groups=batch.num_groups,
+            episodes=len(batch.episodes),
+        )
 
     def finish(self) -> tuple[StageReport, dict[str, float]]:
         """The stage's report (its metrics computed) and costs (seconds by kind)."""
@@ -267,9 +266,9 @@ class Stage:
         keys; per agent, the share of its training messages cut off at the token limit
         (``agent/<name>/clipped_ratio``, ``stage/clipped_ratio``; TRL's clipped_ratio)."""
         report, updates = self.report, self.report.updates
-        gaps = [u["stale_gap"] for u in updates if not math.isnan(u["stale_gap"])]
-        floors = [u["noise_floor"] for u in updates if not math.isnan(u["noise_floor"])]
-        kls = [u["kl_raw"] for u in updates if math.isfinite(u["kl_raw"])]
+        gaps = [u.stale_gap for u in updates if not math.isnan(u.stale_gap)]
+        floors = [u.noise_floor for u in updates if not math.isnan(u.noise_floor)]
+        kls = [u.kl_raw for u in updates if math.isfinite(u.kl_raw)]
         train = [e for e in self.trainer.samples if e.stage == self.index and e.purpose == "train"]
         report.metrics.update(
             {
@@ -279,10 +278,8 @@ class Stage:
                 "stage/reward_start": self.rewards[0],
                 "stage/kl_tok_mean": float(np.mean(kls)) if kls else math.nan,
                 "stage/kl_tok_max": float(np.max(kls)) if kls else math.nan,
-                "stage/out_of_region_rate": float(
-                    np.mean([u["out_of_region_raw"] for u in updates])
-                ),
-                "stage/accepted_rate": float(np.mean([u["accepted"] for u in updates])),
+                "stage/out_of_region_rate": float(np.mean([u.out_of_region_raw for u in updates])),
+                "stage/accepted_rate": float(np.mean([u.accepted for u in updates])),
                 "stage/rollouts": float(sum(e.episodes for e in train)),
                 "stage/tokens": float(sum(e.tokens for e in train)),
                 "stage/wall_s": time.perf_counter() - self._t0,
@@ -299,9 +296,9 @@ class Stage:
             report.metrics["stage/delta_stale"] = float(sum(gaps))
             report.metrics["stage/delta_stale_noise_floor"] = float(sum(floors))
         for u in updates:
-            prefix = f"agent/{u['agent']}/"
+            prefix = f"agent/{u.agent}/"
             for key in AGENT_METRIC_KEYS:
-                value = u[key]
+                value = u.value(key)
                 if isinstance(value, float) and not math.isfinite(value):
                     continue  # e.g. no stale gap for a stage's first update, no radius without TR
                 report.metrics[prefix + key] = float(value)

@@ -46,6 +46,7 @@ from trainers.diagnostics import (
     total_variation,
     zeta_proxies,
 )
+from trainers.records import UpdateRecord
 from trainers.surrogate import surrogate_value
 from trainers.update import joined_logprobs
 
@@ -65,9 +66,6 @@ UPDATE_KEYS = (
     "d_occ_term",
 )
 _IW_KEYS = ("ess_over_b", "p95", "p99", "max", "frac_gt_10")
-#: Every update record key the diagnostics fill (NaN in the record when they do not): the
-#: stale surrogates of ``full`` and :data:`UPDATE_KEYS`.
-DIAGNOSTIC_FIELDS = ("l_stale", "l_inter", "stale_gap", "noise_floor", *UPDATE_KEYS)
 
 
 class ObservedStage(Protocol):
@@ -132,7 +130,7 @@ class RunDiagnostics:
         """Every message's featurised state: a sample of the team's occupancy."""
         return [self.state(m) for m in batch.messages]
 
-    def certificate(self, updates: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    def certificate(self, updates: Sequence[UpdateRecord]) -> dict[str, float]:
         """The stage's certificate from its update records (``l_seq``, ``kl_tok``,
         ``zeta_proxy``, ``messages``, ``groups``, ``episodes``).
 
@@ -146,16 +144,16 @@ class RunDiagnostics:
         s, g = self.settings, self.config.schedule.group_size
         l_seq, deltas, zetas, groups = [], [], [], []
         for u in updates:
-            kl, zeta, value = u["kl_tok"], u.get("zeta_proxy", math.nan), u["l_seq"]
+            kl, zeta, value = u.kl_tok, u.zeta_proxy, u.l_seq
             if not (math.isfinite(kl) and math.isfinite(zeta) and math.isfinite(value)):
                 return {"diag/certificate_lb": math.nan}
             scale = 1.0
             if self.j_units and g > 1:
-                scale = u["messages"] / max(u["episodes"], 1) / (1.0 - 1.0 / g)
+                scale = u.messages / max(u.episodes, 1) / (1.0 - 1.0 / g)
             l_seq.append(value * scale)
-            deltas.append(max(kl, 0.0) if u["accepted"] else 0.0)
+            deltas.append(max(kl, 0.0) if u.accepted else 0.0)
             zetas.append(max(zeta, 0.0))
-            groups.append(max(int(u["groups"]), 1))
+            groups.append(max(int(u.groups), 1))
         if not l_seq:
             return {"diag/certificate_lb": math.nan}
         o = self.config.optim
@@ -426,10 +424,10 @@ class StageDiagnostics:
         return out
 
     # -- the stage's metrics ------------------------------------------------------------------
-    def metrics(self, updates: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    def metrics(self, updates: Sequence[UpdateRecord]) -> dict[str, float]:
         """The stage's ``diag/*`` metrics and each diagnostic's cost (``stage/diag_*_s``)."""
         out: dict[str, float] = {}
-        terms = [u["d_occ_term"] for u in updates if u["index"] >= 1]
+        terms = [u.d_occ_term for u in updates if u.index >= 1]
         if (
             self._start is not None
             and self._drift_measurable
@@ -439,27 +437,29 @@ class StageDiagnostics:
             if math.isfinite(self._floor):
                 out["diag/d_occ_noise_floor"] = self._floor
         for key in ("zeta_clip", "zeta_ratio", "zeta_norm", "zeta_proxy"):
-            values = [u[key] for u in updates if math.isfinite(u[key])]
+            values = [u.value(key) for u in updates if math.isfinite(u.value(key))]
             if values:
                 out[f"diag/{key}"] = float(sum(values))
         for key in ("flip_rate_25", "flip_rate_50"):
-            values = [u[key] for u in updates if math.isfinite(u[key])]
+            values = [u.value(key) for u in updates if math.isfinite(u.value(key))]
             if values:
                 out[f"diag/{key}"] = float(np.mean(values))
             # the paper's conditioning: updates whose monitored KL is within 20% of the radius
             near = [
-                u[key]
+                u.value(key)
                 for u in updates
-                if math.isfinite(u[key]) and 0.8 * u["delta"] <= u["kl_tok"] <= 1.2 * u["delta"]
+                if math.isfinite(u.value(key)) and 0.8 * u.delta <= u.kl_tok <= 1.2 * u.delta
             ]
             if near:  # absent (not NaN) when no update was near its radius
                 out[f"diag/{key}_near_delta"] = float(np.mean(near))
-        ess = [u["iw_ess_over_b"] for u in updates if math.isfinite(u["iw_ess_over_b"])]
+        ess = [u.iw_ess_over_b for u in updates if math.isfinite(u.iw_ess_over_b)]
         if ess:
             out["diag/iw_ess_over_b"] = float(np.mean(ess))
             out["diag/iw_ess_over_b_min"] = float(np.min(ess))
             for key in ("p95", "p99", "max", "frac_gt_10"):
-                values = [u[f"iw_{key}"] for u in updates if math.isfinite(u[f"iw_{key}"])]
+                values = [
+                    u.value(f"iw_{key}") for u in updates if math.isfinite(u.value(f"iw_{key}"))
+                ]
                 out[f"diag/iw_{key}"] = float(np.max(values) if key == "max" else np.mean(values))
         with self.timed("certificate"):
             out.update(self.run.certificate(updates))

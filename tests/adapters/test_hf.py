@@ -340,7 +340,7 @@ def test_bf16_autocast_scores_close_to_full_precision_and_trains(tiny_model_dir:
     trainer = TeamTrainer(config, env_fn, {"solver": HFPolicy.from_pretrained(tiny_model_dir)})
     assert trainer.slots["solver"].policy.gradient_checkpointing  # type: ignore[attr-defined]
     (update,) = trainer.run_stage().updates
-    assert update["accepted"] and 0 <= update["kl_tok"] < 1
+    assert update.accepted and 0 <= update.kl_tok < 1
 
 
 def test_an_agents_later_turns_share_one_forward_pass_with_the_same_logprobs(

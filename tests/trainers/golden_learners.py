@@ -133,7 +133,7 @@ def record(overrides: dict[str, Any]) -> dict[str, Any]:
     for _ in range(cfg.schedule.stages):
         report = trainer.run_stage()
         metrics = {k: _plain(v) for k, v in report.metrics.items() if not k.endswith("_s")}
-        updates = [{k: _plain(v) for k, v in u.items()} for u in report.updates]
+        updates = [{k: _plain(v) for k, v in u.to_dict().items()} for u in report.updates]
         stages.append({"metrics": metrics, "updates": updates})
     samples = [[e.stage, e.index, e.purpose, dict(e.versions), e.episodes] for e in trainer.samples]
     logits = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from tasks import Problem
 from teamtr_core.config import from_dict
 from trainers.callbacks import Callback
 from trainers.config import TrainConfig
+from trainers.records import UpdateRecord
 
 MESSAGES = ["Answer: 1", "Answer: 2", "Answer: 3"]
 PROBLEMS = [Problem(id="one", data={"expression": "0 + 1"}, answer=1)]
@@ -94,7 +96,7 @@ class Recorder(Callback):
         self.stop_at = stop_at
 
     def on_update(self, record: Mapping[str, Any]) -> None:
-        self.updates.append(record["agent"])
+        self.updates.append(record.agent)
 
     def on_stage_end(self, stage: int, metrics: Mapping[str, float]) -> bool | None:
         self.stages.append(stage)
@@ -164,3 +166,15 @@ def trained_run(run_dir: Path) -> TrainedRun:
         loggers=[logger],
     )
     return TrainedRun(config, summary, out.getvalue(), recorder, logger)
+
+
+def make_record(**overrides: Any) -> UpdateRecord:
+    """An update record with plausible values, ``overrides`` set."""
+    values: dict[str, Any] = dict(
+        stage=0, index=1, agent="critic", accepted=True, reason="ok", kl_tok=0.01,
+        kl_raw=0.02, in_region=True, out_of_region_raw=False, backtracks=1, step_scale=0.5,
+        beta=0.1, delta=0.05, l_seq=0.3, ratio_clip_frac=0.0, adv_clip_frac=0.0, messages=8,
+        tokens=40, ref_kl=math.nan, groups=2, episodes=8,
+    )  # fmt: skip
+    values.update(overrides)
+    return UpdateRecord(**values)

@@ -105,8 +105,8 @@ def test_a_learner_object_or_a_registered_class_drives_the_shared_machinery() ->
     cfg = config(diagnostics=False, schedule__stages=1)
     trainer = TeamTrainer(cfg, lambda: env_fn(AGENTS), tabular_team(AGENTS), EveryAgentOnOneBatch())
     report = trainer.run_stage()
-    assert [u["agent"] for u in report.updates] == list(AGENTS)
-    assert all(u["delta"] == math.inf and u["in_region"] for u in report.updates)
+    assert [u.agent for u in report.updates] == list(AGENTS)
+    assert all(u.delta == math.inf and u.in_region for u in report.updates)
     assert report.metrics["custom/batches"] == 1.0 and trainer.stage == 1
     assert [e.index for e in trainer.samples] == [0]
     assert trainer.sampling_plan(3) == [(0, 3, cfg.schedule.problems_per_batch)]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers_trainers import SMALL, TrainedRun, small
+from helpers_trainers import SMALL, TrainedRun, make_record, small
 from rich.console import Console
 
 from adapters.team import team_config_from_dict
@@ -412,13 +412,14 @@ def test_the_run_state_round_trips_through_a_checkpoint_and_reads_older_ones() -
     state = RunState(
         before={"eval/avg@2": 0.5},
         sft={"steps": 2},
-        updates=[{"agent": "a", "kl_raw": 0.01}],
+        updates=[make_record(agent="a", kl_raw=0.01)],
         best=BestStage(2, 0.75),
         stopped_early={"stage": 2, "by": "EarlyStopping"},
         diagnostics=[{"stage": 1, "diag/d_occ": 0.3}],
     )
-    assert RunState.from_checkpoint(state.to_checkpoint()) == state
-    assert RunState.from_checkpoint(rundir.plain(state.to_checkpoint())) == state
+    # repr: the records' unmeasured fields are NaN, which == does not equate
+    assert repr(RunState.from_checkpoint(state.to_checkpoint())) == repr(state)
+    assert repr(RunState.from_checkpoint(rundir.plain(state.to_checkpoint()))) == repr(state)
     old = {"updates": [], "sft": None, "before": {"eval/avg@2": 0.1}}  # an older run's "extra"
     assert RunState.from_checkpoint(old) == RunState(before={"eval/avg@2": 0.1})
 

@@ -87,7 +87,7 @@ def test_off_computes_nothing_and_cheap_samples_nothing_beyond_training() -> Non
     report = off.run_stage()
     assert off.diagnostics is None and off.flip_trials == 0
     assert not [k for k in report.metrics if k.startswith(("diag/", "stage/diag"))]
-    assert all(math.isnan(u[k]) for u in report.updates for k in UPDATE_KEYS)
+    assert all(math.isnan(u.value(k)) for u in report.updates for k in UPDATE_KEYS)
     assert "stage/diagnostic_s" not in report.metrics
 
     cheap = TeamTrainer(config(diagnostics="cheap"), lambda: env_fn(AGENTS), tabular_team(AGENTS))
@@ -176,8 +176,8 @@ def test_importance_weight_summary_is_logged_for_the_reweighting_ablation() -> N
     )
     report = trainer.run_stage()
     first, *later = report.updates
-    assert first["iw_ess_over_b"] == 1.0 and first["iw_max"] == 1.0  # nothing updated before it
-    assert all(0 < u["iw_ess_over_b"] <= 1 for u in later)
+    assert first.iw_ess_over_b == 1.0 and first.iw_max == 1.0  # nothing updated before it
+    assert all(0 < u.iw_ess_over_b <= 1 for u in later)
     assert {"diag/iw_ess_over_b", "diag/iw_p99", "diag/iw_max", "diag/iw_frac_gt_10"} <= set(
         report.metrics
     )
@@ -219,8 +219,8 @@ def test_importance_weight_ess_matches_the_exact_second_moment() -> None:
     )
     for i, u in enumerate(report.updates):
         exact = 1.0 / importance_second_moment(GAME, snaps[0], snaps[i])  # ESS/B as B grows
-        assert abs(u["iw_ess_over_b"] - exact) < 0.03, (i, u["iw_ess_over_b"], exact)
-    assert report.updates[-1]["iw_ess_over_b"] < 0.95  # the weights are far from uniform
+        assert abs(u.iw_ess_over_b - exact) < 0.03, (i, u.iw_ess_over_b, exact)
+    assert report.updates[-1].iw_ess_over_b < 0.95  # the weights are far from uniform
 
 
 def test_measured_improvement_and_certificate_against_the_exact_values() -> None:
@@ -235,9 +235,9 @@ def test_measured_improvement_and_certificate_against_the_exact_values() -> None
     ups = report.updates
     g = 4
     cert = certificate_lower_bound(
-        [u["l_seq"] * u["messages"] / u["episodes"] / (1 - 1 / g) for u in ups],
-        [u["kl_tok"] for u in ups],
-        [u["zeta_proxy"] for u in ups],
+        [u.l_seq * u.messages / u.episodes / (1 - 1 / g) for u in ups],
+        [u.kl_tok for u in ups],
+        [u.zeta_proxy for u in ups],
         gamma=1 - 1 / GAME.turns,
         a_max=1.0,
     )
@@ -360,5 +360,5 @@ def test_stale_gap_surrogates_estimate_the_exact_ones() -> None:
     scale = 1 / (1 - 1 / 4)
     for i, u in list(enumerate(report.updates))[1:]:
         new = snaps[i + 1][i]
-        assert abs(u["l_stale"] * scale - surrogate(GAME, snaps[0], i, new)) < 0.02
-        assert abs(u["l_inter"] * scale - surrogate(GAME, snaps[i], i, new)) < 0.02
+        assert abs(u.l_stale * scale - surrogate(GAME, snaps[0], i, new)) < 0.02
+        assert abs(u.l_inter * scale - surrogate(GAME, snaps[i], i, new)) < 0.02

@@ -45,13 +45,13 @@ def test_stale_gap_is_measured_on_independent_batches_with_a_noise_floor() -> No
     assert diag[2].versions == train[1].versions and diag[3].versions == train[2].versions
     assert all(e.episodes == train[0].episodes for e in diag)  # equal sizes
     first, *rest = report.updates
-    assert math.isnan(first["stale_gap"]) and math.isnan(first["noise_floor"])
+    assert math.isnan(first.stale_gap) and math.isnan(first.noise_floor)
     for u in rest:
-        assert u["stale_gap"] == abs(u["l_stale"] - u["l_inter"])
-        assert u["noise_floor"] >= 0 and math.isfinite(u["noise_floor"])
+        assert u.stale_gap == abs(u.l_stale - u.l_inter)
+        assert u.noise_floor >= 0 and math.isfinite(u.noise_floor)
     m = report.metrics
-    assert m["stage/delta_stale"] == sum(u["stale_gap"] for u in rest)
-    assert m["stage/delta_stale_noise_floor"] == sum(u["noise_floor"] for u in rest)
+    assert m["stage/delta_stale"] == sum(u.stale_gap for u in rest)
+    assert m["stage/delta_stale_noise_floor"] == sum(u.noise_floor for u in rest)
     assert trainer.totals["diagnostic_rollouts"] == 5 * 16 and m["stage/rollouts"] == 3 * 16
 
 
@@ -77,7 +77,7 @@ def test_disjoint_budget_gives_every_update_its_own_slice() -> None:
             tabular_team(agents),
         )
         report = trainer.run_stage()
-        assert [u["messages"] for u in report.updates] == [per_update] * 3, method
+        assert [u.messages for u in report.updates] == [per_update] * 3, method
         assert report.metrics["stage/rollouts"] == 3 * per_update, method
     # The slices are disjoint: agent i is updated on groups [i*B, (i+1)*B) of the stage batch.
     trainer = TeamTrainer(
@@ -92,7 +92,7 @@ def test_disjoint_budget_gives_every_update_its_own_slice() -> None:
         tabular_team(agents),
     )
     report = matched.run_stage()
-    assert [u["messages"] for u in report.updates] == [3 * per_update] * 3  # 3x the gradient work
+    assert [u.messages for u in report.updates] == [3 * per_update] * 3  # 3x the gradient work
 
 
 def test_disjoint_naive_updates_on_the_slices_of_the_stage_start_batch() -> None:
@@ -184,12 +184,12 @@ def test_stage_report_metrics_and_trust_region() -> None:
     ):
         assert key in m, key
     assert m["stage/rollouts"] == 2 * 4 * 4
-    assert len(report.updates) == 2 and [u["agent"] for u in report.updates] == ["a", "b"]
+    assert len(report.updates) == 2 and [u.agent for u in report.updates] == ["a", "b"]
     for u in report.updates:
-        if u["accepted"]:
-            assert u["kl_tok"] <= u["delta"] + 1e-12
-    assert math.isnan(report.updates[0]["stale_gap"])  # no gap for the first update
-    assert report.updates[1]["stale_gap"] >= 0
+        if u.accepted:
+            assert u.kl_tok <= u.delta + 1e-12
+    assert math.isnan(report.updates[0].stale_gap)  # no gap for the first update
+    assert report.updates[1].stale_gap >= 0
     assert "stage/delta_stale_noise_floor" in m and "agent/b/noise_floor" in m
 
 
@@ -240,7 +240,7 @@ def test_naive_diagnostics_sample_intermediate_batches_outside_the_budget() -> N
         (2001, {"a": 1, "b": 1}),  # J after the stage
     ]
     assert trainer.totals["diagnostic_rollouts"] == 64 and report.metrics["stage/rollouts"] == 32
-    assert report.updates[1]["stale_gap"] >= 0
+    assert report.updates[1].stale_gap >= 0
 
 
 def test_update_orders() -> None:
@@ -284,7 +284,7 @@ def test_fixed_teammates_are_not_trained() -> None:
     policies = {"a": tabular_team()["a"], "b": ConstantPolicy("Answer: 1")}
     trainer = TeamTrainer(config(), env_fn, policies)
     report = trainer.run_stage()
-    assert list(trainer.slots) == ["a"] and [u["agent"] for u in report.updates] == ["a"]
+    assert list(trainer.slots) == ["a"] and [u.agent for u in report.updates] == ["a"]
 
 
 def test_learning_signal_on_an_exact_problem() -> None:
@@ -377,7 +377,7 @@ def test_reference_kl_holds_the_team_near_where_training_started() -> None:
         )
         reports = [trainer.run_stage() for _ in range(3)]
         drift[coef] = sum(float(state_kl(start[a], team[a]).detach().sum()) for a in team)
-        ref_kls = [u["ref_kl"] for r in reports for u in r.updates]
+        ref_kls = [u.ref_kl for r in reports for u in r.updates]
         if coef:
             reference = trainer.slots["a"].reference
             assert reference is not None and torch.equal(reference.logits, start["a"].logits)

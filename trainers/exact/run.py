@@ -209,7 +209,7 @@ def run_sampled(
             trainer.callbacks.remove(watch)
         l_seq, gains, kls = [], [], []
         for u, before, after in zip(report.updates, snapshots[:-1], snapshots[1:]):
-            k = names.index(u["agent"])
+            k = names.index(u.agent)
             l_seq.append(surrogate(game, before, k, after[k]))
             gains.append(expected_return(game, after) - expected_return(game, before))
             kls.append(token_kl(game, before, k, after[k]))
@@ -218,12 +218,12 @@ def run_sampled(
                 method=trainer.config.schedule.learner,
                 j_before=expected_return(game, snapshots[0]),
                 j_after=expected_return(game, snapshots[-1]),
-                l_hat=tuple(float(u["l_seq"]) * scale for u in report.updates),
+                l_hat=tuple(u.l_seq * scale for u in report.updates),
                 l_seq=tuple(l_seq),
                 improvement=tuple(gains),
-                kl_hat=tuple(float(u["kl_tok"]) for u in report.updates),
+                kl_hat=tuple(u.kl_tok for u in report.updates),
                 kl_tok=tuple(kls),
-                accepted=tuple(bool(u["accepted"]) for u in report.updates),
+                accepted=tuple(u.accepted for u in report.updates),
             )
         )
     return out
