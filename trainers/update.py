@@ -112,6 +112,16 @@ class UpdateResult:
         )
 
     @classmethod
+    def no_messages(cls) -> UpdateResult:
+        """The update of an agent with no messages in its batch: nothing changed."""
+        return dataclasses.replace(
+            cls.kept(PolicyStep([], 0), 0, kl_raw=0.0, kl=0.0),
+            reason="no_messages",
+            step_scale=0.0,
+            l_seq=0.0,
+        )
+
+    @classmethod
     def rejected(
         cls,
         reason: str,
@@ -271,6 +281,78 @@ def policy_step(
     return step
 
 
+class _Monitor:
+    """The monitored token KL (Eq. 18) of the policy's current parameters against the behaviour
+    log-probs, on the same seeded subset of the messages at every call
+    (``region.monitor_messages``) and a seeded subset of their tokens
+    (``region.monitor_subsample``)."""
+
+    def __init__(
+        self,
+        policy: TrainablePolicy,
+        messages: Sequence[MessageRecord],
+        step: PolicyStep,
+        region: TrustRegionConfig,
+        optim: OptimConfig,
+        temperature: float,
+    ) -> None:
+        self.policy, self.region, self.optim, self.temperature = policy, region, optim, temperature
+        self.old_lp, self.mask = concat_logprobs(step.behaviour)
+        self.generator = torch.Generator().manual_seed(MONITOR_SEED)
+        n = len(messages)
+        frac = region.monitor_messages
+        self.subset = None if frac >= 1 else message_subset(n, frac, self.generator)
+        self.checked = messages if self.subset is None else [messages[int(i)] for i in self.subset]
+        if self.subset is not None:
+            self.old_lp, self.mask = self.old_lp[self.subset], self.mask[self.subset]
+
+    def __call__(self) -> tuple[float, torch.Tensor]:
+        """The monitored KL and the checked messages' new log-probs."""
+        o = self.optim
+        scored = score(
+            self.policy, self.checked, o.micro_batch_size, self.temperature, autocast=o.autocast
+        )
+        new_lp = _to_width(concat_logprobs(scored)[0], self.old_lp.shape[1])
+        est = token_kl_monitor(
+            self.old_lp,
+            new_lp,
+            self.mask,
+            subsample=self.region.monitor_subsample,
+            generator=self.generator,
+        )
+        return est.value, new_lp
+
+    def checked_rows(self, values: torch.Tensor | None, n: int) -> torch.Tensor | None:
+        """``values`` (per message, ``[N]``) of the checked messages."""
+        if values is None:
+            return None
+        return values[:n] if self.subset is None else values[:n][self.subset]
+
+
+def _backtrack(
+    params: Sequence[torch.Tensor],
+    snapshot: Sequence[torch.Tensor],
+    monitor: _Monitor,
+    kl: float,
+    new_lp: torch.Tensor,
+    delta: float | None,
+    max_backtracks: int,
+) -> tuple[float, torch.Tensor, float, int]:
+    """Halves the step toward ``snapshot`` while the monitored KL exceeds ``delta`` (at most
+    ``max_backtracks`` times): the kept KL, its log-probs, the kept fraction of the step and the
+    number of halvings."""
+    scale, backtracks = 1.0, 0
+    full = [p.detach().clone() for p in params]
+    while delta is not None and kl > delta and backtracks < max_backtracks:
+        scale *= 0.5
+        backtracks += 1
+        with torch.no_grad():
+            for p, s, f in zip(params, snapshot, full):
+                p.copy_(s + scale * (f - s))
+        kl, new_lp = monitor()
+    return kl, new_lp, scale, backtracks
+
+
 def enforce_trust_region(
     policy: TrainablePolicy,
     messages: Sequence[MessageRecord],
@@ -280,10 +362,8 @@ def enforce_trust_region(
     *,
     delta: float | None,
     region: TrustRegionConfig,
-    micro_batch_size: int,
+    optim: OptimConfig,
     temperature: float = 1.0,
-    autocast: str = "none",
-    ratio_clip: float = 0.2,
     flip_trials: int = 0,
     weights: torch.Tensor | None = None,
 ) -> UpdateResult:
@@ -297,57 +377,30 @@ def enforce_trust_region(
     every backtrack), ``region.monitor_subsample < 1`` a subset of their tokens: unbiased, at
     that fraction of the cost. With ``flip_trials > 0`` the record carries the update's
     diagnostics (:func:`_update_diagnostics`)."""
-    n, mb = len(messages), micro_batch_size
-    params = list(policy.parameters())
+    n = len(messages)
     t1 = time.perf_counter()
-    cur_lp, mask = concat_logprobs(step.behaviour)
-    generator = torch.Generator().manual_seed(MONITOR_SEED)
-    subset = (
-        None
-        if region.monitor_messages >= 1
-        else message_subset(n, region.monitor_messages, generator)
-    )
-    checked = messages if subset is None else [messages[int(i)] for i in subset]
-    if subset is not None:
-        cur_lp, mask = cur_lp[subset], mask[subset]
-
-    def monitored() -> tuple[float, torch.Tensor]:
-        new_lp, _ = concat_logprobs(score(policy, checked, mb, temperature, autocast=autocast))
-        new_lp = _to_width(new_lp, cur_lp.shape[1])
-        est = token_kl_monitor(
-            cur_lp, new_lp, mask, subsample=region.monitor_subsample, generator=generator
-        )
-        return est.value, new_lp
-
-    def rejected(reason: str, kl_raw: float) -> UpdateResult:
-        monitor_s = time.perf_counter() - t1
-        return UpdateResult.rejected(reason, step, n, kl_raw=kl_raw, monitor_s=monitor_s)
-
-    kl_raw, new_lp = monitored()
+    monitor = _Monitor(policy, messages, step, region, optim, temperature)
+    kl_raw, new_lp = monitor()
     if not math.isfinite(kl_raw):
-        return rejected("nonfinite_kl", math.nan)
-    kl, scale, backtracks = kl_raw, 1.0, 0
-    full = [p.detach().clone() for p in params]
-    while delta is not None and kl > delta and backtracks < region.max_backtracks:
-        scale *= 0.5
-        backtracks += 1
-        with torch.no_grad():
-            for p, s, f in zip(params, snapshot, full):
-                p.copy_(s + scale * (f - s))
-        kl, new_lp = monitored()
+        return UpdateResult.rejected(
+            "nonfinite_kl", step, n, kl_raw=math.nan, monitor_s=time.perf_counter() - t1
+        )
+    params = list(policy.parameters())
+    kl, new_lp, scale, backtracks = _backtrack(
+        params, snapshot, monitor, kl_raw, new_lp, delta, region.max_backtracks
+    )
     monitor_s = time.perf_counter() - t1
     if delta is not None and kl > delta:
-        return rejected("out_of_region", kl_raw)
-    adv_all = advantages[:n] if subset is None else advantages[:n][subset]
-    w_all = weights if weights is None or subset is None else weights[subset]
-    l_seq = surrogate_value(new_lp, cur_lp, mask, adv_all, weights=w_all)
-    diagnostics = (
-        _update_diagnostics(
-            cur_lp, new_lp, mask, adv_all, delta, ratio_clip, flip_trials, generator
+        return UpdateResult.rejected("out_of_region", step, n, kl_raw=kl_raw, monitor_s=monitor_s)
+    old_lp, mask = monitor.old_lp, monitor.mask
+    adv = monitor.checked_rows(advantages, n)
+    assert adv is not None
+    l_seq = surrogate_value(new_lp, old_lp, mask, adv, weights=monitor.checked_rows(weights, n))
+    diagnostics = {}
+    if flip_trials > 0:
+        diagnostics = _update_diagnostics(
+            old_lp, new_lp, mask, adv, delta, optim.ratio_clip, flip_trials, monitor.generator
         )
-        if flip_trials > 0
-        else {}
-    )
     return UpdateResult.kept(
         step,
         n,
@@ -360,6 +413,21 @@ def enforce_trust_region(
         monitor_s=monitor_s,
         diagnostics=diagnostics,
     )
+
+
+class _Saved:
+    """A policy's parameters and its optimizer's state, to restore after a rejected update."""
+
+    def __init__(self, policy: TrainablePolicy, optimizer: torch.optim.Optimizer) -> None:
+        self.params = list(policy.parameters())
+        self.values = [p.detach().clone() for p in self.params]
+        self.optimizer, self.state = optimizer, copy.deepcopy(optimizer.state_dict())
+
+    def restore(self) -> None:
+        with torch.no_grad():
+            for p, s in zip(self.params, self.values):
+                p.copy_(s)
+        self.optimizer.load_state_dict(self.state)
 
 
 def joined_logprobs(new: Any, old: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -414,57 +482,24 @@ def update_agent(
         raise ValueError(f"optim.epochs must be >= 1, got {optim.epochs}")
     n = len(messages)
     if n == 0:
-        return dataclasses.replace(
-            UpdateResult.kept(PolicyStep([], 0, ref_kl=math.nan), 0, kl_raw=0.0, kl=0.0),
-            reason="no_messages",
-            step_scale=0.0,
-            l_seq=0.0,
-        )
-    params = list(policy.parameters())
-    snapshot = [p.detach().clone() for p in params]
-    opt_state = copy.deepcopy(optimizer.state_dict())
-
-    def restore() -> None:
-        with torch.no_grad():
-            for p, s in zip(params, snapshot):
-                p.copy_(s)
-        optimizer.load_state_dict(opt_state)
-
+        return UpdateResult.no_messages()
+    saved = _Saved(policy, optimizer)
     step = policy_step(
-        policy,
-        optimizer,
-        messages,
-        advantages,
-        beta=beta,
-        optim=optim,
-        temperature=temperature,
-        weights=weights,
-        behaviour=behaviour,
-        reference=reference,
-    )
+        policy, optimizer, messages, advantages, beta=beta, optim=optim, temperature=temperature,
+        weights=weights, behaviour=behaviour, reference=reference,
+    )  # fmt: skip
     if step.failed is not None:
-        restore()
+        saved.restore()
         return UpdateResult.rejected(step.failed, step, n)
     if delta is None and not region.monitor_without_region:
         # No region to enforce: the post-update scoring pass would only be logged; skip it.
         return UpdateResult.kept(step, n)
     result = enforce_trust_region(
-        policy,
-        messages,
-        advantages,
-        step,
-        snapshot,
-        delta=delta,
-        region=region,
-        micro_batch_size=optim.micro_batch_size,
-        temperature=temperature,
-        autocast=optim.autocast,
-        ratio_clip=optim.ratio_clip,
-        flip_trials=flip_trials,
-        weights=weights,
-    )
+        policy, messages, advantages, step, saved.values, delta=delta, region=region,
+        optim=optim, temperature=temperature, flip_trials=flip_trials, weights=weights,
+    )  # fmt: skip
     if not result.accepted:
-        restore()
+        saved.restore()
     return result
 
 
