@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -178,59 +178,22 @@ def behaviour_clone(
     if missing or empty:
         raise ValueError(f"behaviour_clone: no policy for {missing}; no data for {empty}")
     agents = [a for a in policies if a in data]
-    train: dict[str, tuple[list[str], list[Completion]]] = {}
-    held: dict[str, tuple[list[str], list[Completion]]] = {}
-    gens, optims = {}, {}
-    for index, agent in enumerate(agents):
-        pairs, policy = list(data[agent]), policies[agent]
-        n_held = min(_HOLDOUT, len(pairs) // 5) if config.target_accuracy is not None else 0
-        contexts = [c for c, _ in pairs]
-        completions = [_completion(policy, t) for _, t in pairs]
-        cut = len(pairs) - n_held
-        train[agent] = (contexts[:cut], completions[:cut])
-        held[agent] = (contexts[cut:], completions[cut:]) if n_held else train[agent]
-        gens[agent] = torch.Generator().manual_seed(derive_seed(config.seed, index, SFT_STREAM))
-        optims[agent] = torch.optim.AdamW(
-            list(policy.parameters()), lr=config.lr, weight_decay=config.weight_decay
-        )
+    clones = {a: _Clone.of(i, policies[a], data[a], config) for i, a in enumerate(agents)}
     curves: dict[str, list[float]] = {a: [] for a in agents}
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, TimeElapsedColumn(), disable=not progress, transient=True) as bar:
         bar_task = bar.add_task("behaviour cloning", total=config.steps)
         for step in range(config.steps):
-            lr = config.lr
-            if config.lr_schedule == "cosine":
-                lr = config.lr * 0.5 * (1 + math.cos(math.pi * step / config.steps))
-                for optim in optims.values():
-                    for group in optim.param_groups:
-                        group["lr"] = lr
-            metrics: dict[str, float] = {"sft/lr": lr}
-            for agent in agents:
-                contexts, completions = train[agent]
-                idx = torch.randperm(len(contexts), generator=gens[agent])[: config.batch_size]
-                lp, count = _message_logprobs(
-                    policies[agent], [contexts[i] for i in idx], [completions[i] for i in idx]
-                )
-                loss = -lp.sum() / count.sum().clamp(min=1)
-                optims[agent].zero_grad(set_to_none=True)
-                loss.backward()
-                params = [p for g in optims[agent].param_groups for p in g["params"]]
-                norm = torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
-                value = float(loss.detach())
-                if not (math.isfinite(value) and math.isfinite(float(norm))):
-                    raise RuntimeError(
-                        f"behaviour_clone: non-finite loss ({value}) or gradient norm "
-                        f"({float(norm)}) for agent {agent!r} at step {step}; lower lr "
-                        f"(now {config.lr}) or check the policy"
-                    )
-                optims[agent].step()
+            metrics: dict[str, float] = {"sft/lr": _set_lr(clones.values(), config, step)}
+            for agent, clone in clones.items():
+                value = clone.step(agent, config, step)
                 curves[agent].append(value)
                 metrics[f"agent/{agent}/sft_nll"] = value
             done = False
             if config.target_accuracy is not None and (step + 1) % _EVAL_EVERY == 0:
                 team = 1.0
-                for agent in agents:
-                    match = _heldout_match(policies[agent], *held[agent])
+                for agent, clone in clones.items():
+                    match = _heldout_match(clone.policy, *clone.held)
                     metrics[f"agent/{agent}/sft_heldout_match"] = match
                     team *= match
                 metrics["sft/heldout_team_match"] = team
@@ -242,6 +205,80 @@ def behaviour_clone(
                 _log.info("behaviour_clone: held-out team match reached at step %d", step)
                 break
     return curves
+
+
+def _set_lr(clones: Iterable[_Clone], config: SFTConfig, step: int) -> float:
+    """The learning rate of ``step`` (constant, or along the cosine), set in every optimizer."""
+    if config.lr_schedule != "cosine":
+        return config.lr
+    lr = config.lr * 0.5 * (1 + math.cos(math.pi * step / config.steps))
+    for clone in clones:
+        for group in clone.optimizer.param_groups:
+            group["lr"] = lr
+    return lr
+
+
+@dataclass
+class _Clone:
+    """One agent's behaviour cloning: its policy, training and held-out messages, minibatch
+    generator and optimizer."""
+
+    policy: TrainablePolicy
+    train: tuple[list[str], list[Completion]]
+    held: tuple[list[str], list[Completion]]
+    generator: torch.Generator
+    optimizer: torch.optim.Optimizer
+
+    @classmethod
+    def of(
+        cls,
+        index: int,
+        policy: TrainablePolicy,
+        pairs: Sequence[tuple[str, str]],
+        config: SFTConfig,
+    ) -> _Clone:
+        """Agent ``index``'s clone of its expert ``pairs`` (the last ones held out when
+        ``config.target_accuracy`` is set)."""
+        n_held = min(_HOLDOUT, len(pairs) // 5) if config.target_accuracy is not None else 0
+        contexts = [c for c, _ in pairs]
+        completions = [_completion(policy, t) for _, t in pairs]
+        cut = len(pairs) - n_held
+        train = (contexts[:cut], completions[:cut])
+        return cls(
+            policy=policy,
+            train=train,
+            held=(contexts[cut:], completions[cut:]) if n_held else train,
+            generator=torch.Generator().manual_seed(derive_seed(config.seed, index, SFT_STREAM)),
+            optimizer=torch.optim.AdamW(
+                list(policy.parameters()), lr=config.lr, weight_decay=config.weight_decay
+            ),
+        )
+
+    def step(self, agent: str, config: SFTConfig, step: int) -> float:
+        """One AdamW step on a random minibatch's mean per-token NLL; returns the NLL.
+
+        Raises:
+            RuntimeError: a non-finite loss or gradient norm.
+        """
+        contexts, completions = self.train
+        idx = torch.randperm(len(contexts), generator=self.generator)[: config.batch_size]
+        lp, count = _message_logprobs(
+            self.policy, [contexts[i] for i in idx], [completions[i] for i in idx]
+        )
+        loss = -lp.sum() / count.sum().clamp(min=1)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        norm = torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
+        value = float(loss.detach())
+        if not (math.isfinite(value) and math.isfinite(float(norm))):
+            raise RuntimeError(
+                f"behaviour_clone: non-finite loss ({value}) or gradient norm "
+                f"({float(norm)}) for agent {agent!r} at step {step}; lower lr "
+                f"(now {config.lr}) or check the policy"
+            )
+        self.optimizer.step()
+        return value
 
 
 @torch.no_grad()
