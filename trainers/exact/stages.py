@@ -334,33 +334,58 @@ def run_exact_stage(
     teams = [start]
     updates: list[ExactUpdate] = []
     for i, k in enumerate(order):
-        current = teams[-1]
-        base = current if method == "teamtr" else start
-        terms = surrogate_terms(game, base, k)
-        z_full = _adam_ascent(terms, z[k], settings)
-        z_new, kl_used, backtracks, accepted = _line_search(terms, z[k], z_full, settings)
-        (p_new,) = tables([z_new])
-        cert = update_certificate(game, current, k, p_new)
-        l_stale = surrogate(game, start, k, p_new)
-        z[k] = z_new
-        nxt = [*current[:k], p_new, *current[k + 1 :]]
-        teams.append(nxt)
-        updates.append(
-            ExactUpdate(
-                index=i,
-                agent=k,
-                l_used=cert.l_seq if method == "teamtr" else l_stale,
-                l_seq=cert.l_seq,
-                l_stale=l_stale,
-                improvement=expected_return(game, nxt) - expected_return(game, current),
-                kl_tok=cert.kl_tok,
-                kl_used=kl_used,
-                in_region=cert.kl_tok <= settings.delta * (1 + 1e-9),
-                accepted=accepted,
-                backtracks=backtracks,
-                lower_bound=cert.lower_bound,
-            )
-        )
+        update, z[k], team = _exact_update(game, start, teams[-1], z[k], i, k, method, settings)
+        updates.append(update)
+        teams.append(team)
+    return z, _exact_stage_record(game, method, settings, teams, updates)
+
+
+def _exact_update(
+    game: RelayGame,
+    start: Sequence[Array],
+    current: Sequence[Array],
+    z_k: Array,
+    i: int,
+    k: int,
+    method: Method,
+    settings: ExactSettings,
+) -> tuple[ExactUpdate, Array, list[Array]]:
+    """The ``i``-th update of a stage, of agent ``k`` (logits ``z_k``) in team ``current``:
+    its record, the agent's new logits and the new team. TeamTR's surrogate is under
+    ``current``, naive sequential's under the stage-start team ``start``."""
+    base = current if method == "teamtr" else start
+    terms = surrogate_terms(game, base, k)
+    z_full = _adam_ascent(terms, z_k, settings)
+    z_new, kl_used, backtracks, accepted = _line_search(terms, z_k, z_full, settings)
+    (p_new,) = tables([z_new])
+    cert = update_certificate(game, current, k, p_new)
+    l_stale = surrogate(game, start, k, p_new)
+    nxt = [*current[:k], p_new, *current[k + 1 :]]
+    update = ExactUpdate(
+        index=i,
+        agent=k,
+        l_used=cert.l_seq if method == "teamtr" else l_stale,
+        l_seq=cert.l_seq,
+        l_stale=l_stale,
+        improvement=expected_return(game, nxt) - expected_return(game, current),
+        kl_tok=cert.kl_tok,
+        kl_used=kl_used,
+        in_region=cert.kl_tok <= settings.delta * (1 + 1e-9),
+        accepted=accepted,
+        backtracks=backtracks,
+        lower_bound=cert.lower_bound,
+    )
+    return update, z_new, nxt
+
+
+def _exact_stage_record(
+    game: RelayGame,
+    method: Method,
+    settings: ExactSettings,
+    teams: Sequence[Sequence[Array]],
+    updates: Sequence[ExactUpdate],
+) -> ExactStage:
+    """A stage's record from its teams (stage start, then after each update) and updates."""
     j_before, j_after = expected_return(game, teams[0]), expected_return(game, teams[-1])
     l_used = float(sum(u.l_used for u in updates))
     l_seq = [u.l_seq for u in updates]
@@ -369,7 +394,7 @@ def run_exact_stage(
         if game.turns >= 2
         else math.nan
     )
-    stage = ExactStage(
+    return ExactStage(
         method=method,
         j_before=j_before,
         j_after=j_after,
@@ -377,7 +402,7 @@ def run_exact_stage(
         surrogate_error=abs(l_used - (j_after - j_before)),
         update_error=float(sum(abs(u.l_used - u.improvement) for u in updates)),
         delta_stale=float(sum(abs(u.l_stale - u.l_seq) for u in updates)),
-        d_occ=occupancy_drift(game, teams[:-1]),
+        d_occ=occupancy_drift(game, list(teams[:-1])),
         certificate=float(sum(u.lower_bound for u in updates)),
         certificate_radius=float(
             sum(l_seq) - len(updates) * radius_penalty(game.rounds, settings.delta)
@@ -386,7 +411,6 @@ def run_exact_stage(
         all_in_region=all(u.in_region for u in updates),
         updates=tuple(updates),
     )
-    return z, stage
 
 
 def run_exact(
