@@ -172,49 +172,13 @@ def evaluate(
         coordination: grade every message for the coordination metrics (single-answer tasks).
     """
     given = len(problems)
-    problems = distinct_by_id(problems)
-    if len(problems) < given:
-        log.warning(
-            "evaluate: %d of the %d problems repeat an earlier problem id and are dropped; "
-            "%d distinct problems are evaluated (a repeated problem is not an independent one)",
-            given - len(problems),
-            given,
-            len(problems),
-        )
+    problems = _distinct(problems)
     batch = runner.rollout(problems, group_size=k, seed=seed)
-    samples, per_problem = [], []
-    for g, problem in enumerate(problems):
-        eps = batch.episodes[g * k : (g + 1) * k]
-        correct = tuple(e.correct for e in eps)
-        answers = tuple(None if e.answer is None else str(e.answer) for e in eps)
-        samples.append(ProblemSamples(correct=correct, answers=answers))
-        per_problem.append(
-            {
-                "problem_id": problem.id,
-                "split": problem.split,
-                "samples": k,
-                "correct": sum(correct),
-                "answers": [e.answer for e in eps],
-                "majority": majority_answer(answers),
-                "meta": dict(problem.meta),
-            }
-        )
+    samples, per_problem = _per_problem(problems, batch, k)
     options = {"confidence": confidence, "seed": seed, "include_pass_hat": include_pass_hat}
     metrics = summarize(samples, **options)  # type: ignore[arg-type]
     keys = _breakdown_keys(problems) if breakdown_keys is None else list(breakdown_keys)
-    breakdowns: dict[str, dict[str, dict[str, Any]]] = {}
-    for key in keys:
-        groups: dict[str, list[int]] = {}
-        for i, problem in enumerate(problems):
-            if key in problem.meta:
-                groups.setdefault(str(problem.meta[key]), []).append(i)
-        breakdowns[key] = {
-            value: {
-                "n_problems": len(idx),
-                "metrics": summarize([samples[i] for i in idx], **options),  # type: ignore[arg-type]
-            }
-            for value, idx in sorted(groups.items())
-        }
+    breakdowns = _breakdowns(problems, samples, keys, options)
     task = runner.env.task
     coord = None
     grade = getattr(task, "grade", None)
@@ -231,6 +195,68 @@ def evaluate(
     return EvalReport(
         k, metrics, per_problem, batch, breakdowns, coord, task_metrics, splits, n_problems=given
     )
+
+
+def _distinct(problems: Sequence[Problem]) -> list[Problem]:
+    """``problems`` without those whose id repeats an earlier one (logged)."""
+    given = len(problems)
+    kept = distinct_by_id(problems)
+    if len(kept) < given:
+        log.warning(
+            "evaluate: %d of the %d problems repeat an earlier problem id and are dropped; "
+            "%d distinct problems are evaluated (a repeated problem is not an independent one)",
+            given - len(kept),
+            given,
+            len(kept),
+        )
+    return list(kept)
+
+
+def _per_problem(
+    problems: Sequence[Problem], batch: RolloutBatch, k: int
+) -> tuple[list[ProblemSamples], list[dict[str, Any]]]:
+    """Each problem's ``k`` samples (for the estimators) and its row of the report."""
+    samples, rows = [], []
+    for g, problem in enumerate(problems):
+        eps = batch.episodes[g * k : (g + 1) * k]
+        correct = tuple(e.correct for e in eps)
+        answers = tuple(None if e.answer is None else str(e.answer) for e in eps)
+        samples.append(ProblemSamples(correct=correct, answers=answers))
+        rows.append(
+            {
+                "problem_id": problem.id,
+                "split": problem.split,
+                "samples": k,
+                "correct": sum(correct),
+                "answers": [e.answer for e in eps],
+                "majority": majority_answer(answers),
+                "meta": dict(problem.meta),
+            }
+        )
+    return samples, rows
+
+
+def _breakdowns(
+    problems: Sequence[Problem],
+    samples: Sequence[ProblemSamples],
+    keys: Sequence[str],
+    options: dict[str, Any],
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """The metrics per value of each ``Problem.meta`` key in ``keys``."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for key in keys:
+        groups: dict[str, list[int]] = {}
+        for i, problem in enumerate(problems):
+            if key in problem.meta:
+                groups.setdefault(str(problem.meta[key]), []).append(i)
+        out[key] = {
+            value: {
+                "n_problems": len(idx),
+                "metrics": summarize([samples[i] for i in idx], **options),
+            }
+            for value, idx in sorted(groups.items())
+        }
+    return out
 
 
 def _breakdown_keys(problems: Sequence[Problem]) -> list[str]:
