@@ -256,11 +256,9 @@ class Runner:
             env.reset(
                 seed=derive_seed(seed, first + i), options={"problem": problems[i // group_size]}
             )
-
         policy_s, steps = 0.0, 0
         calls: dict[str, int] = defaultdict(int)
         messages: list[MessageRecord] = []
-        tokens = chars = 0
         active = list(range(n))
         with self._progress(n) as bar:
             task_id = bar.add_task(self.description, total=n)
@@ -269,42 +267,19 @@ class Runner:
                 for i in active:
                     by_agent[envs[i].agent_selection].append(i)
                 for agent, idxs in by_agent.items():
-                    prompts = [envs[i].context(agent) for i in idxs]
-                    sampling = dataclasses.replace(
-                        self.sampling[agent],
-                        seed=derive_seed(call_seed, steps, self.agents.index(agent), CALL_STREAM),
-                    )
-                    t0 = time.perf_counter()
-                    policy = self.policies[agent]
-                    if isinstance(policy, PrivilegedPolicy):  # a scripted expert: its problems
-                        problems_now = [envs[i].problem for i in idxs]
-                        gens = policy.generate_privileged(prompts, problems_now, sampling)
-                    else:
-                        gens = policy.generate(prompts, sampling)
-                    policy_s += time.perf_counter() - t0
+                    now = [envs[i] for i in idxs]
+                    prompts, gens, seconds = self._generate(agent, now, call_seed, steps)
+                    policy_s += seconds
                     calls[agent] += 1
-                    gens = _check_generations(gens, len(prompts), agent)
                     for i, prompt, gen in zip(idxs, prompts, gens):
                         messages.append(
-                            MessageRecord(
-                                first + i,
-                                first_group + i // group_size,
-                                envs[i].turn,
-                                agent,
-                                prompt,
-                                gen.text,
-                                gen.token_ids,
-                                bool(gen.clipped),
-                            )
+                            _message(first + i, first_group + i // group_size, envs[i], prompt, gen)
                         )
-                        tokens += len(gen.token_ids)
-                        chars += len(gen.text)
                         envs[i].step(gen.text)
                 steps += 1
                 still = [i for i in active if not envs[i].episode_over]
                 bar.advance(task_id, len(active) - len(still))
                 active = still
-
         episodes = tuple(
             _episode_record(first + i, first_group + i // group_size, env)
             for i, env in enumerate(envs)
@@ -314,12 +289,32 @@ class Runner:
             steps=steps,
             policy_calls=dict(calls),
             messages=len(messages),
-            chars_generated=chars,
-            tokens_generated=tokens,
+            chars_generated=sum(len(m.text) for m in messages),
+            tokens_generated=sum(len(m.token_ids) for m in messages),
             wall_s=time.perf_counter() - start,
             policy_s=policy_s,
         )
         return RolloutBatch(tuple(messages), episodes, group_size, stats)
+
+    def _generate(
+        self, agent: str, envs: Sequence[TeamEnv], call_seed: int, step: int
+    ) -> tuple[list[str], list[Generation], float]:
+        """``agent``'s messages in ``envs`` (one policy call, seeded by the rollout's
+        ``call_seed``, the step and the agent): the prompts, the generations and the seconds
+        the call took."""
+        prompts = [env.context(agent) for env in envs]
+        sampling = dataclasses.replace(
+            self.sampling[agent],
+            seed=derive_seed(call_seed, step, self.agents.index(agent), CALL_STREAM),
+        )
+        t0 = time.perf_counter()
+        policy = self.policies[agent]
+        if isinstance(policy, PrivilegedPolicy):  # a scripted expert: its problems
+            gens = policy.generate_privileged(prompts, [env.problem for env in envs], sampling)
+        else:
+            gens = policy.generate(prompts, sampling)
+        seconds = time.perf_counter() - t0
+        return prompts, _check_generations(gens, len(prompts), agent), seconds
 
     def _progress(self, total: int) -> Progress:
         show = self.progress if self.progress is not None else sys.stderr.isatty()
@@ -396,6 +391,21 @@ def _check_generations(gens: object, expected: int, agent: str) -> list[Generati
                 "Generation or a str per prompt."
             )
     return out
+
+
+def _message(i: int, group: int, env: TeamEnv, prompt: str, gen: Generation) -> MessageRecord:
+    """The record of ``gen``, the message the agent to act in ``env`` (episode ``i``) wrote to
+    ``prompt``, before the environment takes it."""
+    return MessageRecord(
+        episode=i,
+        group=group,
+        turn=env.turn,
+        agent=env.agent_selection,
+        context=prompt,
+        text=gen.text,
+        token_ids=gen.token_ids,
+        clipped=bool(gen.clipped),
+    )
 
 
 def _episode_record(i: int, group: int, env: TeamEnv) -> EpisodeRecord:

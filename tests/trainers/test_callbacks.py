@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.machinery
 import io
 import sys
 import types
@@ -71,6 +72,15 @@ def test_callbacks_by_import_path_report_every_problem() -> None:
     assert "gave NullLogger, not a Callback" in text
 
 
+def fake_module(name: str, **attributes: Any) -> types.ModuleType:
+    """A stand-in module with a spec: libraries imported later (accelerate, via transformers)
+    probe ``importlib.util.find_spec(name)``, which fails on a module without one."""
+    module = types.ModuleType(name)
+    module.__spec__ = importlib.machinery.ModuleSpec(name, None)
+    module.__dict__.update(attributes)
+    return module
+
+
 def test_wandb_and_mlflow_loggers_when_installed_and_a_clear_error_when_not(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -83,8 +93,9 @@ def test_wandb_and_mlflow_loggers_when_installed_and_a_clear_error_when_not(
         def finish(self) -> None:
             calls.append(("wandb.finish", None))
 
-    wandb = types.SimpleNamespace(init=lambda **kw: calls.append(("wandb.init", kw)) or FakeRun())
-    mlflow = types.SimpleNamespace(
+    wandb = fake_module("wandb", init=lambda **kw: calls.append(("wandb.init", kw)) or FakeRun())
+    mlflow = fake_module(
+        "mlflow",
         set_experiment=lambda name: calls.append(("mlflow.experiment", name)),
         start_run=lambda **kw: calls.append(("mlflow.start", kw)),
         log_params=lambda params: calls.append(("mlflow.params", len(params))),
