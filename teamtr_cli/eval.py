@@ -15,6 +15,7 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.table import Table
 
+from tasks.base import Problem
 from teamtr_cli.common import add_env_args, make_env, parse_option, positive_int, team_runner
 from teamtr_core.errors import ConfigError
 from teamtr_env.baselines import PROTOCOL_PARAMS, PROTOCOLS, InferenceProtocol, build_protocol
@@ -27,7 +28,7 @@ from teamtr_env.evaluation import (
     report_schema,
 )
 from teamtr_env.registration import registry
-from teamtr_env.runners import Runner
+from teamtr_env.runners import ProblemDraw, Runner
 
 DEFAULT_PROBLEMS = 100
 """``teamtr eval`` evaluates this many distinct generated problems unless ``--problems`` says."""
@@ -336,6 +337,48 @@ def _eval_one(
     budget: dict | None,
 ) -> tuple[dict[str, Any], EvalReport]:
     runner = team_runner(args, progress=not args.no_progress, protocol=protocol)
+    problems, draw, held_out = _eval_problems(args, console, runner)
+    report = evaluate(
+        runner,
+        problems,
+        args.k,
+        seed=args.seed,
+        include_pass_hat=args.pass_hat,
+        breakdown_keys=args.breakdown,
+    )
+    team = f"team={args.team}" if args.team else f"policy={args.policy}"
+    how = f", protocol={protocol.name}" if protocol is not None else ""
+    asked = f" (asked for {draw.requested})" if draw.shortfall else ""
+    title = f"{args.task_id}: {team}{how}, K={args.k}, {len(problems)} distinct problems{asked}"
+    _print_report(console, report, title, runner)
+    payload = {
+        "task": args.task_id,
+        "policy": None if args.team else args.policy,
+        "team": str(args.team) if args.team else None,
+        "team_overrides": list(args.team_set),
+        "error_rate": args.error_rate,
+        "seed": args.seed,
+        "options": dict(args.option),
+        "protocol": protocol.to_dict() if protocol is not None else None,
+        "budget": budget,
+        "sampling": draw.to_dict(),
+        "held_out": held_out,
+        **report.to_dict(),
+    }
+    return payload, report
+
+
+def _eval_problems(
+    args: argparse.Namespace, console: Console, runner: Runner
+) -> tuple[list[Problem], ProblemDraw, bool]:
+    """The problems to evaluate, how they were drawn, and whether they are held out.
+
+    A data file's distinct problems come in file order, each once; generated ones are drawn
+    distinct. A task without a split is evaluated with a note.
+
+    Raises:
+        ConfigError: some problems are labelled ``train`` and ``--allow-train`` is not given.
+    """
     fixed = runner.env.problems
     if fixed is not None:  # a data file: evaluate its distinct problems in file order, each once
         wanted = args.problems or len({p.id for p in fixed})
@@ -369,19 +412,13 @@ def _eval_one(
                 "--allow-train to do it knowingly."
             ],
         )
-    report = evaluate(
-        runner,
-        problems,
-        args.k,
-        seed=args.seed,
-        include_pass_hat=args.pass_hat,
-        breakdown_keys=args.breakdown,
-    )
+    return list(problems), draw, not splitless and not train
+
+
+def _print_report(console: Console, report: EvalReport, title: str, runner: Runner) -> None:
+    """The report's tables, breakdowns, coordination and task metrics, its costs, and warnings
+    about cut contexts and messages cut off at the token limit."""
     stats = report.batch.stats
-    team = f"team={args.team}" if args.team else f"policy={args.policy}"
-    how = f", protocol={protocol.name}" if protocol is not None else ""
-    asked = f" (asked for {draw.requested})" if draw.shortfall else ""
-    title = f"{args.task_id}: {team}{how}, K={args.k}, {len(problems)} distinct problems{asked}"
     console.print(report_table(report, title))
     for key, groups in report.breakdowns.items():
         console.print(breakdown_table(report, key, groups))
@@ -407,21 +444,6 @@ def _eval_one(
     clipped_line = _clipped_line(report.clipped_ratio, runner)
     if clipped_line:
         console.print(clipped_line, highlight=False)
-    payload = {
-        "task": args.task_id,
-        "policy": None if args.team else args.policy,
-        "team": str(args.team) if args.team else None,
-        "team_overrides": list(args.team_set),
-        "error_rate": args.error_rate,
-        "seed": args.seed,
-        "options": dict(args.option),
-        "protocol": protocol.to_dict() if protocol is not None else None,
-        "budget": budget,
-        "sampling": draw.to_dict(),
-        "held_out": not splitless and not train,
-        **report.to_dict(),
-    }
-    return payload, report
 
 
 def _clipped_line(ratios: dict[str, float], runner: Runner) -> str | None:

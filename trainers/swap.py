@@ -337,15 +337,8 @@ def swap_agent(config: SwapConfig, *, console: Console | None = None) -> dict[st
     out, run_dir = config.out_dir, Path(config.run_dir)
     stage = int(loaded.checkpoint.state["trainer"]["stage"])
     team = _seat(train, run_dir, out, config.agent, config.model)
-    new = build_policy(team.agents[config.agent], env.task)
     old = policies[config.agent]
-    expected = [(f"{Path(config.model) / PROTOCOL_FILE}", model_protocol(config.model))]
-    expected.append(("the swap's protocol options", dict(config.protocol)))
-    problems = tokenizer_problems(old, new)
-    problems += protocol_problems(env.protocol, config.agent, old, new, expected)
-    if problems:
-        raise ConfigError(f"swap of {config.agent!r}", problems)
-
+    new = _checked_model(config, team, env, old)
     new_train = dataclasses.replace(
         train,
         team=team,
@@ -388,16 +381,37 @@ def swap_agent(config: SwapConfig, *, console: Console | None = None) -> dict[st
     _write_new_run(new_train, loaded, out, run_dir, config.agent, new, stage, after)
     _write_record(out, record)
     summary = run_training(new_train, resume=True, console=console)
-    k = new_train.eval.k
-    record["per_stage"] = [
-        {"stage": int(r["step"]), **{key: v for key, v in r.items() if key.startswith("val/")}}
-        for r in read_jsonl(out / "metrics.jsonl")
-        if r["step"] > stage and f"val/avg@{k}" in r
-    ]
+    record["per_stage"] = _validations_after(out, stage, new_train.eval.k)
     record["final"] = summary["after"]
     record["wall_s"] = time.perf_counter() - t0
     _write_record(out, record)
     return record
+
+
+def _checked_model(config: SwapConfig, team: TeamConfig, env: Any, old: Any) -> Any:
+    """The new model in ``config.agent``'s seat of ``team``, checked against ``old`` (the
+    model it replaces): the tokenizer and the protocol.
+
+    Raises:
+        ConfigError: every problem with the tokenizer or the protocol.
+    """
+    new = build_policy(team.agents[config.agent], env.task)
+    expected = [(f"{Path(config.model) / PROTOCOL_FILE}", model_protocol(config.model))]
+    expected.append(("the swap's protocol options", dict(config.protocol)))
+    problems = tokenizer_problems(old, new)
+    problems += protocol_problems(env.protocol, config.agent, old, new, expected)
+    if problems:
+        raise ConfigError(f"swap of {config.agent!r}", problems)
+    return new
+
+
+def _validations_after(out: Path, stage: int, k: int) -> list[dict[str, Any]]:
+    """The resumed run's validations (``val/`` metrics) after ``stage``, one row per stage."""
+    return [
+        {"stage": int(r["step"]), **{key: v for key, v in r.items() if key.startswith("val/")}}
+        for r in read_jsonl(out / "metrics.jsonl")
+        if r["step"] > stage and f"val/avg@{k}" in r
+    ]
 
 
 def _evaluate(
