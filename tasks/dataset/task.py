@@ -409,20 +409,7 @@ def _build(
             count of the rest.
     """
     columns = table.columns
-    shown = f"{str(path)!r} has the columns {list(columns)}"
-    problems = []
-    if not table.rows:
-        if not table.bad:
-            problems.append(f"path: {str(path)!r} has no rows (an empty dataset)")
-    else:
-        for option, column in (("prompt_column", prompt_column), ("id_column", id_column)):
-            if column is not None and column not in columns:
-                problems.append(f"{option}: no column {column!r}; {shown}")
-        if split_column not in (None, "split") and split_column not in columns:
-            problems.append(f"split_column: no column {split_column!r}; {shown}")
-        missing = [c for c in meta_columns if c not in columns]
-        if missing:
-            problems.append(f"meta_columns: no column(s) {missing}; {shown}")
+    problems = _column_problems(path, table, prompt_column, id_column, split_column, meta_columns)
     bad = list(table.bad)  # (order, "where: what") of every bad line
     if problems:  # the rows cannot be checked against columns that are not there
         raise TaskConfigError(_WHAT, problems + _listed(bad))
@@ -437,29 +424,7 @@ def _build(
                 f"prompt_column {prompt_column!r} must hold a non-empty string or a list of "
                 f"{{'role', 'content'}} messages, got {_shown(prompt)}"
             )
-        content: str | None = None
-        try:
-            content = json.dumps(row, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-        except (TypeError, ValueError):
-            kinds = sorted({_unjsonable(row, c) for c in columns} - {""})
-            issues.append(
-                "rows must be JSON-serialisable (problems are saved and sent as JSON); "
-                f"column(s) {kinds}: drop or convert them"
-            )
-        problem_id: str | None = None
-        if id_column is not None:
-            value = row.get(id_column)
-            if value is None or isinstance(value, (dict, list)) or not str(value).strip():
-                issues.append(
-                    f"id_column {id_column!r} must hold a non-empty string or number, got "
-                    f"{_shown(value)}"
-                )
-            else:
-                problem_id = str(value).strip()
-        elif content is not None:
-            problem_id = (
-                "row-" + hashlib.blake2b(content.encode("utf-8"), digest_size=8).hexdigest()
-            )
+        problem_id = _row_id(row, columns, id_column, issues)
         split: Split | None = None
         if table.splits is not None:
             split = table.splits[i]
@@ -487,19 +452,7 @@ def _build(
         bad += [(table.order[i], f"{table.where[i]}: {issue}") for issue in issues]
         if issues or problem_id is None or split is None:
             continue
-        problem = Problem(problem_id, row, None, split, meta)
-        earlier = built.get(problem_id)
-        if earlier is None:
-            built[problem_id] = problem
-        elif earlier.split != split:
-            log.warning(
-                "%s: the row with id %s is in both %s and %s; kept in %s",
-                path,
-                problem_id,
-                earlier.split,
-                split,
-                earlier.split,
-            )
+        _keep_first(built, Problem(problem_id, row, None, split, meta), path)
     if bad:
         raise TaskConfigError(_WHAT, _listed(bad))
     ordered = tuple(built.values())
@@ -507,6 +460,75 @@ def _build(
         s: tuple(p for p in ordered if p.split == s) for s in SPLITS
     }
     return _Loaded(ordered, columns, by_split)
+
+
+def _keep_first(built: dict[str, Problem], problem: Problem, path: Path) -> None:
+    """Adds ``problem`` unless its id is in ``built`` (a repeat in another split is logged)."""
+    earlier = built.setdefault(problem.id, problem)
+    if earlier is not problem and earlier.split != problem.split:
+        log.warning(
+            "%s: the row with id %s is in both %s and %s; kept in %s",
+            path,
+            problem.id,
+            earlier.split,
+            problem.split,
+            earlier.split,
+        )
+
+
+def _column_problems(
+    path: Path,
+    table: Table,
+    prompt_column: str,
+    id_column: str | None,
+    split_column: str | None,
+    meta_columns: tuple[str, ...],
+) -> list[str]:
+    """The column options that name no column of ``table`` (or: the table has no rows)."""
+    columns = table.columns
+    shown = f"{str(path)!r} has the columns {list(columns)}"
+    problems = []
+    if not table.rows:
+        if not table.bad:
+            problems.append(f"path: {str(path)!r} has no rows (an empty dataset)")
+        return problems
+    for option, column in (("prompt_column", prompt_column), ("id_column", id_column)):
+        if column is not None and column not in columns:
+            problems.append(f"{option}: no column {column!r}; {shown}")
+    if split_column not in (None, "split") and split_column not in columns:
+        problems.append(f"split_column: no column {split_column!r}; {shown}")
+    missing = [c for c in meta_columns if c not in columns]
+    if missing:
+        problems.append(f"meta_columns: no column(s) {missing}; {shown}")
+    return problems
+
+
+def _row_id(
+    row: dict[str, Any], columns: Sequence[str], id_column: str | None, issues: list[str]
+) -> str | None:
+    """The row's problem id: its ``id_column`` value, or a hash of its content without one;
+    ``None`` (with the reason added to ``issues``) when it has none."""
+    content: str | None = None
+    try:
+        content = json.dumps(row, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        kinds = sorted({_unjsonable(row, c) for c in columns} - {""})
+        issues.append(
+            "rows must be JSON-serialisable (problems are saved and sent as JSON); "
+            f"column(s) {kinds}: drop or convert them"
+        )
+    if id_column is not None:
+        value = row.get(id_column)
+        if value is None or isinstance(value, (dict, list)) or not str(value).strip():
+            issues.append(
+                f"id_column {id_column!r} must hold a non-empty string or number, got "
+                f"{_shown(value)}"
+            )
+            return None
+        return str(value).strip()
+    if content is None:
+        return None
+    return "row-" + hashlib.blake2b(content.encode("utf-8"), digest_size=8).hexdigest()
 
 
 def _listed(bad: list[tuple[int, str]]) -> list[str]:
