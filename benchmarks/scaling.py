@@ -339,6 +339,21 @@ def summarise_sampled(
 
 
 # -- the coordination task (tiny language models) -------------------------------------------------
+def team_overrides(agents: int) -> list[str]:
+    """``--set`` lines for an ``agents``-step pipeline with agents step1..stepN (no system
+    prompts): the demo's task at another team size."""
+    from trainers.config import DEMO_TASK_OPTIONS
+
+    names = [f"step{i + 1}" for i in range(agents)]
+    options = {
+        **DEMO_TASK_OPTIONS,
+        "steps": agents,
+        "agents": names,
+        "system_prompts": {a: "" for a in names},
+    }
+    return [f"task_options={json.dumps(options)}"]
+
+
 def expert_error_rate(start: float, n: int) -> float:
     """The per-step error rate whose n-step chains are all right with probability ``start``."""
     return 1.0 - start ** (1.0 / n)
@@ -349,7 +364,6 @@ def pipeline_run(args: argparse.Namespace, n: int, method: str, seed: int) -> di
     step1..stepN, each sees only the previous message) with ``diagnostics: full``: the per-stage
     means of the stale gap, D_occ (hashed contexts) and their noise floors, and held-out avg@K
     before and after. Behaviour cloning is shared by the methods of a seed (``sft.cache_dir``)."""
-    from compare_trainers import team_overrides  # benchmark scripts import each other
     from rich.console import Console
 
     from trainers.config import config_from_overrides

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from rich.console import Console
 
-from teamtr_cli import diagnostics, listing, models, play, swap, train
+from teamtr_cli import compare, diagnostics, listing, models, play, swap, train
 from teamtr_cli import eval as evaluation
 from teamtr_core.errors import TeamTRError
 
@@ -22,7 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     listing.add_parsers(sub)
-    for command in (play, evaluation, train, swap, diagnostics, models):
+    for command in (play, evaluation, train, compare, swap, diagnostics, models):
         command.add_parser(sub)
     return parser
 
@@ -64,6 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return models.cmd_models(args, console)
         if args.command == "train":
             return train.cmd_train(args, console)
+        if args.command == "compare":
+            return compare.cmd_compare(args, console)
         if args.command == "swap":
             return swap.cmd_swap(args, console)
         if args.command == "diagnostics":

@@ -27,6 +27,7 @@ PAGES = [
     "docs/scaling.md",
     "docs/diagnostics.md",
     "docs/swap.md",
+    "docs/compare.md",
     *sorted(f"docs/tasks/{p.name}" for p in (ROOT / "docs" / "tasks").glob("*.md")),
 ]
 
@@ -37,6 +38,7 @@ TRAINING_PAGES = {
     "docs/policies.md",
     "docs/callbacks.md",
     "docs/coming-from-trl.md",
+    "docs/compare.md",
     "docs/diagnostics.md",
     "docs/swap.md",
     "docs/trainers.md",

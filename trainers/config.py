@@ -465,7 +465,7 @@ class TrainConfig:
         metadata={
             "help": "the paper's diagnostics (off | cheap | full, or a section; "
             "docs/diagnostics.md): cheap costs no rollouts; full samples independent batches "
-            "outside the training budget (benchmarks/compare_trainers.py turns it on)"
+            "outside the training budget (turn it on in teamtr compare with --set diagnostics=full)"
         },
     )
     callbacks: list[str] = field(

@@ -213,11 +213,15 @@ class TrainingRecipe:
         )
         return self.state.sft
 
-    def evaluate(self, step: int | None = None) -> dict[str, float]:
+    def evaluate(
+        self, step: int | None = None, per_problem: dict[str, float] | None = None
+    ) -> dict[str, float]:
         """The held-out evaluation (``eval/``) and, with ``eval.train_distribution``, the
         training split's (``train_eval/``), logged at ``step`` (the trainer's stage by default)
-        and passed to the callbacks."""
-        out = evaluate_all(self.config, self.eval_env, self.train_env, self.policies)
+        and passed to the callbacks; ``per_problem`` receives each held-out problem's avg@K."""
+        out = evaluate_all(
+            self.config, self.eval_env, self.train_env, self.policies, per_problem=per_problem
+        )
         step = self._trainer().stage if step is None else step
         self._logger().log(out, step=step)
         self.hooks.on_eval("eval", step, out)
@@ -324,9 +328,14 @@ class TrainingRecipe:
                     f"final evaluation uses the team of stage {best.stage} "
                     f"(best validation avg@{config.eval.k} {best.value:.3f})"
                 )
-            after = self.evaluate()
+            per_problem: dict[str, float] = {}
+            after = self.evaluate(per_problem=per_problem)
         finally:
             self._logger().close()
+        per_problem_text = json.dumps(
+            {"split": config.eval.split, "k": config.eval.k, "avg": per_problem}, indent=1
+        )
+        (self.run_dir / PER_PROBLEM_FILE).write_text(per_problem_text)
         summary = build_summary(config, trainer, self.state, after, seconds, self.run_dir)
         if config.plot:
             plot_learning_curves(
@@ -364,6 +373,11 @@ class TrainingRecipe:
         if self.logger is None:
             raise RuntimeError("TrainingRecipe.setup() has not run")
         return self.logger
+
+
+#: The final held-out evaluation's avg@K per problem (``{"split", "k", "avg": {id: value}}``),
+#: written beside ``summary.json``: what paired comparisons of runs resample.
+PER_PROBLEM_FILE = "eval_per_problem.json"
 
 
 def run_training(

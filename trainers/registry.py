@@ -8,7 +8,7 @@ A plugin's entry point names a function ``register(registry)`` that calls
     mylab = "mylab_learners:register"
 
 ``schedule.learner`` in a training config, ``teamtr train --learner`` and
-``benchmarks/compare_trainers.py --trainers`` take any registered id, or one of the short names
+``teamtr compare --learners`` take any registered id, or one of the short names
 ``teamtr``, ``naive_sequential`` and ``joint`` of the built-ins.
 """
 

@@ -103,6 +103,7 @@ def build_summary(
             "checkpoints": str(run_dir / "checkpoints"),
             "plot": str(run_dir / "curves.png") if config.plot else None,
             "summary": str(run_dir / "summary.json"),
+            "eval_per_problem": str(run_dir / "eval_per_problem.json"),
         },
     }
 

@@ -49,6 +49,7 @@ def evaluate_team(
     env_fn: Callable[[], Any],
     policies: dict[str, Any],
     prefix: str = "eval",
+    per_problem: dict[str, float] | None = None,
 ) -> dict[str, float]:
     """avg@K / pass@K (and maj@K) on up to ``config.eval.problems`` distinct problems of
     ``env_fn``'s problem set (for generated tasks, the held-out split's partition: disjoint from
@@ -57,7 +58,9 @@ def evaluate_team(
     ``prefix`` namespaces the keys: ``eval/`` for the before/after (test) evaluation, ``val/`` for
     the validation evaluations used for model selection. ``problems/{prefix}_distinct`` is the
     number of distinct problems evaluated (logged, not plotted); ``{prefix}/clipped_ratio/<agent>``
-    the share of each agent's messages that hit the token limit (cut off)."""
+    the share of each agent's messages that hit the token limit (cut off). ``per_problem``, when
+    given, receives each problem's avg@K (``problem id -> correct / K``): what paired
+    comparisons of two teams on the same problems resample."""
     sampling = agent_sampling(config, list(policies))
     runner = Runner(env_fn, policies, sampling, progress=False)
     seed = derive_seed(config.seed, EVAL_STREAM)
@@ -65,6 +68,10 @@ def evaluate_team(
     if draw.shortfall:
         log.info("%s evaluation: %s", prefix, draw.message)
     report = evaluate(runner, problems, config.eval.k, seed=seed)
+    if per_problem is not None:
+        per_problem.update(
+            {r["problem_id"]: r["correct"] / r["samples"] for r in report.per_problem}
+        )
     out: dict[str, float] = {f"{prefix}/{name}": m.mean for name, m in report.metrics.items()}
     for name, m in report.metrics.items():  # bootstrap CIs over distinct problems (not plotted)
         out[f"ci/{prefix}/{name}_low"], out[f"ci/{prefix}/{name}_high"] = m.ci_low, m.ci_high
@@ -116,11 +123,13 @@ def evaluate_all(
     eval_fn: Callable[[], Any],
     train_fn: Callable[[], Any],
     policies: dict[str, Any],
+    per_problem: dict[str, float] | None = None,
 ) -> dict[str, float]:
     """The held-out evaluation (``eval/``) and, if asked, the training split's (``train_eval/``),
     each with its number of distinct problems (``problems/eval_distinct``,
-    ``problems/train_eval_distinct``)."""
-    out = evaluate_team(config, eval_fn, policies)
+    ``problems/train_eval_distinct``); ``per_problem`` receives the held-out problems' avg@K
+    (see :func:`evaluate_team`)."""
+    out = evaluate_team(config, eval_fn, policies, per_problem=per_problem)
     if config.eval.train_distribution:
         out.update(evaluate_team(config, train_fn, policies, prefix="train_eval"))
     return out

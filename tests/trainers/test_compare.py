@@ -1,0 +1,130 @@
+"""``trainers.compare``: the paired bootstrap, the spec's checks, the budget check, and a small
+comparison end to end (resumed after an interruption, read back on a rerun)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from teamtr_core.errors import ConfigError
+from trainers.compare import (
+    CompareSpec,
+    compare,
+    measured_budget,
+    paired_difference,
+    run_configs,
+)
+from trainers.recipe import StopTraining, load_checkpoint, run_training
+
+QUIET = Console(file=io.StringIO())
+#: A comparison of seconds: a few cloning steps, one small stage, a small evaluation.
+TINY = (
+    "schedule.stages=1",
+    "schedule.problems_per_batch=4",
+    "schedule.group_size=2",
+    "sft.steps=20",
+    "sft.problems=40",
+    "eval.problems=12",
+    "eval.k=2",
+    "eval.train_distribution=false",
+    "loggers=[]",
+    "plot=false",
+)
+
+
+def test_the_paired_difference_is_other_minus_first_by_seed_and_problem() -> None:
+    first = {0: {"a": 0.0, "b": 0.5}, 1: {"a": 1.0, "b": 1.0}}
+    other = {0: {"a": 0.5, "b": 1.0}, 1: {"a": 1.0, "b": 0.5}}
+    out = paired_difference(first, other, samples=500)
+    assert out["per_seed"] == [0.5, -0.25]
+    assert out["mean"] == pytest.approx(0.125)
+    low, high = out["ci"]
+    assert -0.5 <= low <= out["mean"] <= high <= 0.5  # within the per-problem extremes
+    assert paired_difference(first, other, samples=500) == out  # seeded
+    same = paired_difference(first, first, samples=200)
+    assert same["mean"] == 0.0 and same["ci"] == [0.0, 0.0]
+
+
+def test_the_bootstrap_ci_covers_a_known_difference() -> None:
+    """Many seeds of many problems whose difference is +0.1 on average: the CI holds 0.1 and
+    excludes 0."""
+    rng = np.random.default_rng(0)
+    first, other = {}, {}
+    for seed in range(8):
+        ids = [f"p{i}" for i in range(200)]
+        base = rng.random(200)
+        first[seed] = dict(zip(ids, base))
+        other[seed] = dict(zip(ids, base + 0.1 + 0.05 * rng.standard_normal(200)))
+    out = paired_difference(first, other, samples=400)
+    assert out["ci"][0] < 0.1 < out["ci"][1] and out["ci"][0] > 0
+
+
+def test_a_bad_spec_reports_every_problem_at_once(tmp_path: Path) -> None:
+    spec = CompareSpec("teamtr/Relay-v0", ("teamtr", "no_such_learner", "teamtr"), (1, 1), tmp_path)
+    with pytest.raises(ConfigError) as err:
+        run_configs(spec)
+    text = str(err.value)
+    assert "no_such_learner" in text and "named twice" in text and "seeds must be distinct" in text
+    with pytest.raises(ConfigError, match="at least two learners"):
+        run_configs(CompareSpec("teamtr/Relay-v0", ("teamtr",), (0,), tmp_path))
+
+
+def test_every_run_shares_the_settings_and_the_clone_but_not_the_directory(tmp_path: Path) -> None:
+    configs = run_configs(
+        CompareSpec("teamtr/Relay-v0", ("teamtr", "joint"), (0, 1), tmp_path, overrides=TINY)
+    )
+    assert list(configs) == ["teamtr/TeamTR-v0", "teamtr/Joint-v0"]
+    runs = [c for by_seed in configs.values() for c in by_seed.values()]
+    assert len({c.run_dir for c in runs}) == 4
+    assert {c.sft.cache_dir for c in runs if c.sft} == {str(tmp_path / "bc-cache")}
+    assert {(c.schedule.problems_per_batch, c.optim.epochs, c.task) for c in runs} == {
+        (4, configs["teamtr/Joint-v0"][0].optim.epochs, "teamtr/Relay-v0")
+    }
+
+
+def test_the_budget_check_compares_messages_per_update() -> None:
+    run = {"updates": [{"messages": 8}, {"messages": 8}]}
+    more = {"updates": [{"messages": 8}, {"messages": 24}]}
+    assert measured_budget({"a": {0: run}, "b": {0: run}})["equal"]
+    assert not measured_budget({"a": {0: run}, "b": {0: more}})["equal"]
+
+
+def test_a_comparison_resumes_an_interrupted_run_and_refuses_other_settings(
+    tmp_path: Path,
+) -> None:
+    spec = CompareSpec(
+        "teamtr/Relay-v0",
+        ("teamtr", "naive_sequential"),
+        (0,),
+        tmp_path / "cmp",
+        overrides=(*TINY, "schedule.stages=2"),
+    )
+    configs = run_configs(spec)
+    interrupted = configs["teamtr/NaiveSequential-v0"][0]
+    with pytest.raises(StopTraining):
+        run_training(interrupted, console=QUIET, stop_after=1)
+    assert load_checkpoint(Path(interrupted.run_dir)) is not None
+    out = io.StringIO()
+    data = compare(spec, console=Console(file=out, width=200))
+    assert f"resuming {interrupted.run_dir}" in out.getvalue()
+    saved = json.loads((tmp_path / "cmp" / "compare.json").read_text())
+    (entry,) = saved["paired"]
+    assert entry["trainer"] == "teamtr/NaiveSequential-v0"
+    assert set(entry) >= {"mean", "ci", "per_seed"} and len(entry["ci"]) == 2
+    assert saved["budget"]["equal"] and data["budget"]["schedule.stages"] == 2
+    assert all(len(r["after"]) == 1 for r in saved["results"].values())
+    assert (tmp_path / "cmp" / "compare.md").read_text().startswith("# teamtr/Relay-v0")
+    assert (tmp_path / "cmp" / "compare.png").stat().st_size > 0
+    summary = json.loads((Path(interrupted.run_dir) / "summary.json").read_text())
+    assert summary["stages"] == 2  # the resumed run finished both stages
+    # A rerun reads the finished runs back; other settings are refused, naming the key.
+    again = compare(spec, console=QUIET)
+    assert again["paired"][0]["mean"] == data["paired"][0]["mean"]
+    other = CompareSpec(**{**spec.__dict__, "overrides": (*spec.overrides, "optim.lr=0.01")})
+    with pytest.raises(ConfigError, match=r"optim\.lr"):
+        compare(other, console=QUIET)
