@@ -8,13 +8,25 @@ For each prompt ``b`` the ``G`` rollouts sampled for it form a group. Eq. (E.1):
 
 Hard clipping makes ``|A| <= A_clip`` hold surely, the boundedness the certificates need (App. E.3,
 F.6); the clipped fraction is logged as a bias indicator (App. F.7).
+
+The baseline is an option every learner shares (``optim.advantage``):
+
+- ``group`` (the paper's, GRPO's, CoMLRL's MAGRPO): the group mean ``mu_b``, as above;
+- ``leave_one_out`` (RLOO, CoMLRL's MARLOO): the mean of the *other* ``G - 1`` rollouts,
+  ``R_bg - (G mu_b - R_bg) / (G - 1) = G / (G - 1) * (R_bg - mu_b)``, an unbiased baseline;
+  ``normalize`` then divides by the same ``sigma_b``;
+- ``none`` (REINFORCE, CoMLRL's MAREINFORCE): no baseline, ``A_bg = R_bg`` (``normalize`` does
+  not apply: there is nothing centred to scale), clipped to ``A_clip``.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import torch
+
+#: The advantage baselines (``optim.advantage``).
+AdvantageEstimator = Literal["group", "leave_one_out", "none"]
 
 
 class GroupAdvantages(NamedTuple):
@@ -38,6 +50,7 @@ def group_advantages(
     eps_std: float = 1e-6,
     a_clip: float | None = 5.0,
     normalize: bool = True,
+    estimator: AdvantageEstimator = "group",
 ) -> GroupAdvantages:
     """Group-standardised, hard-clipped advantages, Eq. (E.1).
 
@@ -49,13 +62,19 @@ def group_advantages(
         a_clip: ``A_clip``; ``None`` disables hard clipping (ablation "no hard clipping").
         normalize: ``False`` skips the division by ``sigma`` (ablation "no group normalisation"):
             ``A = clip(R - mu, -A_clip, A_clip)``.
+        estimator: the baseline: ``group`` (the group mean), ``leave_one_out`` (the mean of
+            the other rollouts of the prompt) or ``none`` (no baseline); see the module text.
 
     Returns:
-        :class:`GroupAdvantages`. A group of size ``G = 1`` gets zeros (its own baseline).
+        :class:`GroupAdvantages`. A group of size ``G = 1`` gets zeros with a baseline (its own),
+        its rewards with ``estimator="none"``.
 
     Raises:
-        ValueError: ``rewards`` is not 2-D, or ``eps_std <= 0``, or ``a_clip <= 0``.
+        ValueError: ``rewards`` is not 2-D, or ``eps_std <= 0``, or ``a_clip <= 0``, or an
+            unknown ``estimator``.
     """
+    if estimator not in ("group", "leave_one_out", "none"):
+        raise ValueError(f"estimator must be 'group', 'leave_one_out' or 'none'; got {estimator!r}")
     if rewards.dim() != 2:
         raise ValueError(
             f"rewards must be 2-D [B, G] (prompts x rollouts per prompt); got shape "
@@ -74,11 +93,17 @@ def group_advantages(
     if not rewards.is_floating_point():
         rewards = rewards.to(torch.float32)
     centred = rewards - rewards.mean(dim=1, keepdim=True)
-    if normalize:
+    group = rewards.shape[1]
+    if estimator == "none":
+        standardized = rewards.clone()
+    elif normalize:
         sigma = torch.sqrt(centred.pow(2).mean(dim=1, keepdim=True) + eps_std)
         standardized = centred / sigma
     else:
         standardized = centred
+    if estimator == "leave_one_out":
+        # R - mean of the others = G/(G-1) (R - mu); a single rollout has no others: 0
+        standardized = standardized * (group / (group - 1)) if group > 1 else standardized * 0
     if a_clip is None:
         return GroupAdvantages(standardized.clone(), standardized, 0.0)
     advantages = standardized.clamp(-a_clip, a_clip)

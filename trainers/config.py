@@ -21,6 +21,7 @@ from adapters.tiny import TinyModelSpec
 from teamtr_core.choices import choice_problems
 from teamtr_core.config import inherit
 from teamtr_core.policy import SamplingParams
+from trainers.advantages import AdvantageEstimator
 from trainers.sft import SFTConfig
 
 _RUN_SAMPLING = SamplingParams(max_new_tokens=12)  # the demo's messages are short
@@ -214,6 +215,12 @@ class OptimConfig:
     a_clip: float | None = _help("hard clip of standardised advantages (null = none)", 5.0)
     eps_std: float = _help("epsilon inside the group standard deviation", 1e-6)
     normalize_advantages: bool = _help("group-standardise advantages (ablation: false)", True)
+    advantage: AdvantageEstimator = _help(
+        "the advantage baseline every learner uses: group (the group mean: GRPO, CoMLRL's "
+        "MAGRPO), leave_one_out (the other rollouts' mean: RLOO, MARLOO) or none (REINFORCE, "
+        "MAREINFORCE)",
+        "group",
+    )
     max_grad_norm: float = _help("gradient clipping", 1.0)
     weight_decay: float = _help("AdamW weight decay", 0.0)
     lr_schedule: RlLrSchedule = _help(
@@ -246,6 +253,7 @@ class OptimConfig:
         if self.lr <= 0 or self.epochs < 1 or self.micro_batch_size < 1 or self.ratio_clip <= 0:
             problems.append("need lr > 0, epochs >= 1, micro_batch_size >= 1, ratio_clip > 0")
         problems += choice_problems("lr_schedule", self.lr_schedule, RlLrSchedule)
+        problems += choice_problems("advantage", self.advantage, AdvantageEstimator)
         problems += choice_problems("autocast", self.autocast, Literal["none", "bf16"])
         if self.warmup_stages < 0:
             problems.append(f"warmup_stages must be >= 0, got {self.warmup_stages}")

@@ -116,7 +116,9 @@ class RunDiagnostics:
         # to drift, and a gamma near 0 gives the certificate no drift penalty.
         self.gamma = self.settings.gamma or max(1.0 - 1.0 / self.turns, 1e-9)
         o = config.optim
-        self.j_units = not o.normalize_advantages and o.a_clip is None
+        self.j_units = not o.normalize_advantages and o.a_clip is None and o.advantage != "none"
+        # the group mean's bias (1 - 1/G) is already undone by the leave-one-out baseline
+        self.loo = o.advantage == "leave_one_out"
         self.lower_bounds: list[float] = []
         self.improvements: list[float] = []
 
@@ -137,8 +139,9 @@ class RunDiagnostics:
         ``L_i^seq`` is the update's logged surrogate; with raw centred advantages
         (``optim.normalize_advantages: false``, ``optim.a_clip: null``) it is put in J units
         as ``l_seq * m_i / (1 - 1/G)`` (``m_i``: the agent's messages per episode, see
-        :mod:`trainers.exact.run`), otherwise it stays in standardised-advantage units and the
-        bound is not comparable with J. ``delta_i`` is the measured KL of the kept parameters
+        :mod:`trainers.exact.run`; ``l_seq * m_i`` with the leave-one-out baseline, which has
+        no ``1 - 1/G`` bias), otherwise (normalised, clipped, or without a baseline) it stays in
+        advantage units and the bound is not comparable with J. ``delta_i`` is the measured KL of the kept parameters
         (0 for a reverted update), ``zeta_i`` the zeta proxy.
         """
         s, g = self.settings, self.config.schedule.group_size
@@ -149,7 +152,7 @@ class RunDiagnostics:
                 return {"diag/certificate_lb": math.nan}
             scale = 1.0
             if self.j_units and g > 1:
-                scale = u.messages / max(u.episodes, 1) / (1.0 - 1.0 / g)
+                scale = u.messages / max(u.episodes, 1) / (1.0 if self.loo else 1.0 - 1.0 / g)
             l_seq.append(value * scale)
             deltas.append(max(kl, 0.0) if u.accepted else 0.0)
             zetas.append(max(zeta, 0.0))

@@ -263,12 +263,16 @@ class TeamTrainer:
         )
 
     def advantages(self, batch: RolloutBatch) -> GroupAdvantages:
-        """Group advantages of ``batch``'s team rewards (the config's ``optim`` normalisation
-        and clipping)."""
+        """Group advantages of ``batch``'s team rewards (the config's ``optim`` baseline,
+        normalisation and clipping)."""
         o = self.config.optim
         rewards = torch.tensor(batch.group_rewards(), dtype=torch.float32)
         return group_advantages(
-            rewards, eps_std=o.eps_std, a_clip=o.a_clip, normalize=o.normalize_advantages
+            rewards,
+            eps_std=o.eps_std,
+            a_clip=o.a_clip,
+            normalize=o.normalize_advantages,
+            estimator=o.advantage,
         )
 
     # -- checkpoints ---------------------------------------------------------------------------

@@ -109,3 +109,24 @@ def test_errors(kwargs: dict[str, Any], match: str) -> None:
     args: dict[str, Any] = {"rewards": torch.zeros(2, 4)} | kwargs
     with pytest.raises(ValueError, match=match):
         group_advantages(**args)
+
+
+def test_the_leave_one_out_baseline_is_the_mean_of_the_other_rollouts() -> None:
+    rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [3.0, 1.0, 2.0, 2.0]])
+    out = group_advantages(rewards, a_clip=None, normalize=False, estimator="leave_one_out")
+    others = (rewards.sum(dim=1, keepdim=True) - rewards) / 3
+    assert torch.allclose(out.advantages, rewards - others)
+    normalized = group_advantages(rewards, a_clip=None, estimator="leave_one_out")
+    plain = group_advantages(rewards, a_clip=None)
+    assert torch.allclose(normalized.advantages, plain.advantages * 4 / 3)
+    single = group_advantages(torch.tensor([[1.0], [0.0]]), estimator="leave_one_out")
+    assert torch.equal(single.advantages, torch.zeros(2, 1))
+
+
+def test_no_baseline_gives_the_rewards_clipped() -> None:
+    rewards = torch.tensor([[1.0, 0.0], [9.0, 2.0]])
+    out = group_advantages(rewards, a_clip=5.0, estimator="none")
+    assert torch.equal(out.advantages, torch.tensor([[1.0, 0.0], [5.0, 2.0]]))
+    assert out.clip_frac == 0.25
+    with pytest.raises(ValueError, match="estimator must be"):
+        group_advantages(rewards, estimator="mean")  # type: ignore[arg-type]

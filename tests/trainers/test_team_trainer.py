@@ -406,3 +406,18 @@ def test_the_budget_sizes_every_batch_in_one_place() -> None:
     assert TeamTR().sampling_plan(3, matched) == [(0, 2, 4), (2, 1, 4)]
     assert TeamTR().sampling_plan(3, disjoint) == [(0, 2, 8), (2, 1, 4)]
     assert disjoint.sliced(2) and not disjoint.sliced(1) and not matched.sliced(3)
+
+
+@pytest.mark.parametrize("estimator", ["group", "leave_one_out", "none"])
+def test_the_advantage_baseline_of_the_config_reaches_every_update(estimator: str) -> None:
+    """``optim.advantage`` is read by the trainer's advantages, which every learner's updates
+    use: leave-one-out is the group mean's advantage times G/(G-1), none the raw reward."""
+    cfg = config(optim__advantage=estimator, optim__normalize_advantages=False, optim__a_clip=None)
+    trainer = run(cfg, stages=1)
+    batch = trainer.sample(1, 0, 4, "diagnostic")
+    rewards = torch.tensor(batch.group_rewards(), dtype=torch.float32)
+    centred = rewards - rewards.mean(dim=1, keepdim=True)
+    expected = {"group": centred, "leave_one_out": centred * 4 / 3, "none": rewards}[estimator]
+    assert torch.allclose(trainer.advantages(batch).advantages, expected)
+    with pytest.raises(Exception, match="advantage"):
+        config(optim__advantage="mean")

@@ -175,10 +175,11 @@ def run_sampled(
             or does not sample at temperature 1.
     """
     problems = []
-    if config.optim.normalize_advantages or config.optim.a_clip is not None:
+    o = config.optim
+    if o.normalize_advantages or o.a_clip is not None or o.advantage != "group":
         problems.append(
-            "optim.normalize_advantages must be false and optim.a_clip null (raw centred "
-            "advantages); build the config with sampled_config()"
+            "optim.normalize_advantages must be false, optim.a_clip null and optim.advantage "
+            "group (raw centred advantages); build the config with sampled_config()"
         )
     sampling = config.sampling
     if (sampling.temperature, sampling.top_p, sampling.top_k) != (1.0, 1.0, 0):
