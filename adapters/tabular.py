@@ -15,7 +15,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from teamtr_core.choices import choice_problems
+from teamtr_core.choices import choice_errors
 from teamtr_core.policy import Completion, Generation, SamplingParams, TokenLogprobs
 
 TableInit = Literal["uniform", "random"]
@@ -76,14 +76,14 @@ class TabularPolicy(nn.Module):
     ) -> None:
         super().__init__()
         self.states, self.messages = tuple(states), tuple(messages)
-        problems = [
+        errors = [
             f"{what} must be non-empty and distinct, got {len(xs)} with {len(set(xs))} distinct"
             for what, xs in (("states", self.states), ("messages", self.messages))
             if not xs or len(set(xs)) != len(xs)
         ]
-        problems += choice_problems("init", init, TableInit)
-        if problems:
-            raise ValueError("Invalid TabularPolicy: " + "; ".join(problems))
+        errors += choice_errors("init", init, TableInit)
+        if errors:
+            raise ValueError("Invalid TabularPolicy: " + "; ".join(errors))
         self._state_index = {s: i for i, s in enumerate(self.states)}
         self._message_index = {m: i for i, m in enumerate(self.messages)}
         self.featurize = featurize

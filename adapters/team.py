@@ -34,7 +34,7 @@ Backend = Literal["hf", "vllm", "scripted", "random", "constant"]
 _MODEL_BACKENDS = ("hf", "vllm")
 
 
-def sampling_problems(value: Any) -> list[str]:
+def sampling_errors(value: Any) -> list[str]:
     """The field check of a config's ``sampling`` section: ``seed`` is the runner's, per call."""
     if isinstance(value, Mapping) and value.get("seed") is not None:
         return ["seed: the runner derives a seed per call from the run's seed; remove it"]
@@ -70,7 +70,7 @@ class AgentPolicyConfig:
         metadata={
             "help": "this agent's sampling; keys it leaves out come from the team's sampling "
             "(null = the team's)",
-            "check": sampling_problems,
+            "check": sampling_errors,
         },
     )
 
@@ -95,7 +95,7 @@ class TeamConfig:
         metadata={
             "help": "the team's sampling; keys it leaves out come from the training run's "
             "sampling inside a training config, else from the defaults (null = those)",
-            "check": sampling_problems,
+            "check": sampling_errors,
         },
     )
 
@@ -144,32 +144,32 @@ def check_team(
     the config with this team at once: agents missing or extra, model paths, ``error_rate``
     outside [0, 1] and (with ``task``) ``scripted`` agents of a task without a scripted expert.
     (A file's syntax and types are checked when it is loaded, before this.)"""
-    problems = []
+    errors = []
     extra = [name for name in config.agents if name not in agents]
     if extra:
-        problems.append(f"agents {extra} are not on the team {list(agents)}")
+        errors.append(f"agents {extra} are not on the team {list(agents)}")
     chosen: dict[str, AgentPolicyConfig] = {}
     for name in agents:
         agent = config.agents.get(name, config.default)
         if agent is None:
-            problems.append(f"agent {name!r} has no policy: add agents.{name} or a 'default'")
+            errors.append(f"agent {name!r} has no policy: add agents.{name} or a 'default'")
             continue
         chosen[name] = agent
         if agent.backend in _MODEL_BACKENDS and not agent.path:
-            problems.append(f"agents.{name}: backend {agent.backend!r} needs 'path'")
+            errors.append(f"agents.{name}: backend {agent.backend!r} needs 'path'")
         if agent.backend in _MODEL_BACKENDS and agent.path and not Path(agent.path).is_dir():
-            problems.append(f"agents.{name}.path: {agent.path} is not a directory")
+            errors.append(f"agents.{name}.path: {agent.path} is not a directory")
         if agent.backend not in _MODEL_BACKENDS and (agent.lora or agent.adapter_path):
-            problems.append(f"agents.{name}: lora/adapter_path need backend 'hf' or 'vllm'")
+            errors.append(f"agents.{name}: lora/adapter_path need backend 'hf' or 'vllm'")
         if not 0 <= agent.error_rate <= 1:
-            problems.append(f"agents.{name}.error_rate: must be in [0, 1], got {agent.error_rate}")
+            errors.append(f"agents.{name}.error_rate: must be in [0, 1], got {agent.error_rate}")
         if agent.backend == "scripted" and task is not None and not _has_expert(task):
-            problems.append(
+            errors.append(
                 f"agents.{name}: backend 'scripted' needs a task with a scripted expert "
                 f"(expert_reply); {getattr(task, 'name', task)!r} has none"
             )
-    if problems:
-        raise ConfigError("team config", problems)
+    if errors:
+        raise ConfigError("team config", errors)
     return chosen
 
 

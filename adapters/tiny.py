@@ -43,20 +43,20 @@ class TinyModelSpec:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        problems = []
+        errors = []
         for name in ("hidden_size", "num_layers", "num_heads", "intermediate_size"):
             if getattr(self, name) < 1:
-                problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
+                errors.append(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.num_heads >= 1 and self.hidden_size % self.num_heads:
-            problems.append(
+            errors.append(
                 f"hidden_size ({self.hidden_size}) must be divisible by num_heads ({self.num_heads})"
             )
         if self.max_positions < 16:
-            problems.append(f"max_positions must be >= 16, got {self.max_positions}")
+            errors.append(f"max_positions must be >= 16, got {self.max_positions}")
         if len(set(self.charset)) != len(self.charset) or not self.charset:
-            problems.append("charset must be a non-empty string without repeated characters")
-        if problems:
-            raise ValueError("Invalid TinyModelSpec: " + "; ".join(problems))
+            errors.append("charset must be a non-empty string without repeated characters")
+        if errors:
+            raise ValueError("Invalid TinyModelSpec: " + "; ".join(errors))
 
 
 def build_char_tokenizer(charset: str = DEFAULT_CHARSET):  # -> PreTrainedTokenizerFast

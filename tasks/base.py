@@ -62,11 +62,11 @@ def split_of(problem_id: str) -> Split:
 
 
 class TaskConfigError(ConfigError):
-    """Invalid task arguments; ``problems`` lists every one of them (a :class:`ConfigError`, the
+    """Invalid task arguments; ``errors`` lists every one of them (a :class:`ConfigError`, the
     one config error type of every layer)."""
 
-    def __init__(self, task: str, problems: Sequence[str]) -> None:
-        super().__init__(f"{task} arguments", problems)
+    def __init__(self, task: str, errors: Sequence[str]) -> None:
+        super().__init__(f"{task} arguments", errors)
 
 
 def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -288,9 +288,9 @@ class BaseTask(abc.ABC):
         return load_problems(path, check=self.check_problem)
 
     def check_problem(self, problem: Problem) -> list[str]:
-        """What is wrong with a problem read from a file, one line per problem (empty: usable).
+        """What is wrong with a problem read from a file, one line per error (empty: usable).
 
-        The project's JSONL loader calls it for every row and reports each problem with its file
+        The project's JSONL loader calls it for every row and reports each error with its file
         and line, so a task declares here what its ``prompt``, ``grade`` and expert need (e.g. a
         string ``data["expression"]`` and an integer answer). Default: nothing is required.
         """
@@ -378,15 +378,15 @@ MAX_LISTED_ROWS = 50
 """A problem file's error lists its first 50 bad lines (and says how many more there are)."""
 
 ProblemCheck = Callable[[Problem], Sequence[str]]
-"""What a task requires of a loaded problem: ``check(problem)`` returns one line per problem
+"""What a task requires of a loaded problem: ``check(problem)`` returns one line per error
 (empty: usable); see :meth:`BaseTask.check_problem`."""
 
 
-def listed(problems: Sequence[str], limit: int = MAX_LISTED_ROWS) -> list[str]:
-    """The first ``limit`` lines of ``problems`` and, when there are more, a line counting them."""
-    if len(problems) <= limit:
-        return list(problems)
-    return [*problems[:limit], f"... and {len(problems) - limit} more (the first {limit} shown)"]
+def listed(errors: Sequence[str], limit: int = MAX_LISTED_ROWS) -> list[str]:
+    """The first ``limit`` lines of ``errors`` and, when there are more, a line counting them."""
+    if len(errors) <= limit:
+        return list(errors)
+    return [*errors[:limit], f"... and {len(errors) - limit} more (the first {limit} shown)"]
 
 
 @dataclass(frozen=True)
@@ -415,7 +415,7 @@ class JsonRows:
     """What :func:`read_json_rows` read: the rows, and the bad lines found so far.
 
     A loader checks each row, adds what is wrong with it (:meth:`add`), and when anything is
-    wrong raises one error listing :meth:`problems`: every bad line of the file, in line order,
+    wrong raises one error listing :meth:`errors`: every bad line of the file, in line order,
     the first :data:`MAX_LISTED_ROWS` of them and a count of the rest.
 
     Attributes:
@@ -443,7 +443,7 @@ class JsonRows:
         kept.append(problem)
         return True
 
-    def problems(self, limit: int = MAX_LISTED_ROWS) -> list[str]:
+    def errors(self, limit: int = MAX_LISTED_ROWS) -> list[str]:
         """Every bad line, in line order (one line's messages in the order added), capped with
         :func:`listed`."""
         return listed([message for _, message in sorted(self.bad, key=lambda b: b[0])], limit)
@@ -672,7 +672,7 @@ def load_problems(path: str | Path, check: ProblemCheck | None = None) -> list[P
             for issue in _checked(check, problem):
                 read.add(row, f"problem {problem.id!r}: {issue}")
     if read.bad:
-        raise ConfigError(f"data file {path}", read.problems())
+        raise ConfigError(f"data file {path}", read.errors())
     return problems
 
 

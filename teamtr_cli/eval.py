@@ -117,31 +117,31 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _protocols(args: argparse.Namespace) -> tuple[list[InferenceProtocol | None], dict | None]:
     """The protocols to evaluate (``[None]`` = the registered team) and the budget."""
     budget = None
-    problems = []
+    errors = []
     if args.budget:
         kind, _, size = args.budget.partition(":")
         if kind not in ("samples", "tokens") or not size.isdigit() or int(size) < 1:
-            problems.append(f"--budget: expected samples:N or tokens:N, got {args.budget!r}")
+            errors.append(f"--budget: expected samples:N or tokens:N, got {args.budget!r}")
         else:
             budget = {"kind": kind, "size": int(size)}
     if args.protocol is None:
         if args.budget or args.protocol_option:
-            problems.append("--budget and --protocol-option need --protocol")
-        if problems:
-            raise ConfigError("eval", problems)
+            errors.append("--budget and --protocol-option need --protocol")
+        if errors:
+            raise ConfigError("eval", errors)
         return [None], None
     names = [n.strip() for n in args.protocol.split(",") if n.strip()]
     unknown = [n for n in names if n not in PROTOCOLS]
     if unknown or not names:
-        problems.append(f"--protocol: unknown {unknown}; choose from {list(PROTOCOLS)}")
-    if problems:
-        raise ConfigError("eval", problems)
+        errors.append(f"--protocol: unknown {unknown}; choose from {list(PROTOCOLS)}")
+    if errors:
+        raise ConfigError("eval", errors)
     params = dict(args.protocol_option)
     built: list[InferenceProtocol | None] = []
     known = set().union(*PROTOCOL_PARAMS.values())
     stray = sorted(set(params) - known)
     if stray:
-        problems.append(f"--protocol-option: unknown keys {stray}; known: {sorted(known)}")
+        errors.append(f"--protocol-option: unknown keys {stray}; known: {sorted(known)}")
     for name in names:
         allowed = PROTOCOL_PARAMS[name]
         own = {k: v for k, v in params.items() if k in allowed}
@@ -155,11 +155,9 @@ def _protocols(args: argparse.Namespace) -> tuple[list[InferenceProtocol | None]
                 )
             )
         except ConfigError as exc:  # the sizes come from --protocol-option and --budget
-            problems += [
-                f"--protocol {name} (--protocol-option, --budget): {p}" for p in exc.problems
-            ]
-    if problems:
-        raise ConfigError("eval", problems)
+            errors += [f"--protocol {name} (--protocol-option, --budget): {e}" for e in exc.errors]
+    if errors:
+        raise ConfigError("eval", errors)
     return built, budget
 
 
@@ -178,15 +176,15 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     if args.schema:
         console.print_json(json.dumps(report_schema()))
         return 0
-    problems = []
+    errors = []
     if args.k < 1 or (args.problems is not None and args.problems < 1):
-        problems.append(f"--k and --problems must be >= 1, got {args.k} and {args.problems}")
-    problems += _split_problems(args)
-    problems += _output_problems(args)
+        errors.append(f"--k and --problems must be >= 1, got {args.k} and {args.problems}")
+    errors += _split_errors(args)
+    errors += _output_errors(args)
     if args.workers is not None and (args.ray is None or args.workers < 1):
-        problems.append("--workers needs --ray and must be >= 1")
-    if problems:
-        raise ConfigError("eval", problems)
+        errors.append("--workers needs --ray and must be >= 1")
+    if errors:
+        raise ConfigError("eval", errors)
     protocols, budget = _protocols(args)
     _check_workload(args, protocols)
     args.written = []  # what an interrupt leaves behind
@@ -217,7 +215,7 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _split_problems(args: argparse.Namespace) -> list[str]:
+def _split_errors(args: argparse.Namespace) -> list[str]:
     """``--split`` chooses generated problems of a task with a ``split`` option; anywhere else it
     would be ignored, so it is refused instead."""
     if args.split is None:
@@ -238,22 +236,22 @@ def _split_problems(args: argparse.Namespace) -> list[str]:
     return []
 
 
-def _output_problems(args: argparse.Namespace) -> list[str]:
+def _output_errors(args: argparse.Namespace) -> list[str]:
     """Why ``--out`` or ``--transcripts`` could not be written at the end (checked before any
     rollout, so a long evaluation does not fail at its last step)."""
-    problems = []
+    errors = []
     outputs = [
         (flag, path)
         for flag, path in (("--out", args.out), ("--transcripts", args.transcripts))
         if path
     ]
     for flag, path in outputs:
-        problem = _unwritable(path)
-        if problem:
-            problems.append(f"{flag} {path}: {problem}")
+        error = _unwritable(path)
+        if error:
+            errors.append(f"{flag} {path}: {error}")
     if len(outputs) == 2 and outputs[0][1].resolve() == outputs[1][1].resolve():
-        problems.append("--out and --transcripts name the same file: give two")
-    return problems
+        errors.append("--out and --transcripts name the same file: give two")
+    return errors
 
 
 def _unwritable(path: Path) -> str | None:
@@ -312,22 +310,22 @@ def _check_workload(args: argparse.Namespace, protocols: list[InferenceProtocol 
         name = protocol.name if protocol is not None else "the task's team"
         parts.append(f"{name}: {n} problems x K={args.k} x {per_episode} messages per episode")
     how = "; ".join(parts)
-    problems = []
+    errors = []
     if episodes > args.max_episodes:
-        problems.append(
+        errors.append(
             f"{episodes} episodes ({how}) is over the limit of {args.max_episodes} per "
             "evaluation: ask for fewer --problems or a smaller --k, or raise --max-episodes (each "
             "episode holds an environment and its records in memory)"
         )
     if messages > args.max_messages:
-        problems.append(
+        errors.append(
             f"{messages} messages ({how}) is over the limit of {args.max_messages} per "
             "evaluation: ask for fewer --problems, a smaller --k or a smaller protocol "
             "(--protocol-option, --budget, -o max_turns), or raise --max-messages (each message "
             "is kept with the context its agent saw)"
         )
-    if problems:
-        raise ConfigError("eval", problems)
+    if errors:
+        raise ConfigError("eval", errors)
 
 
 def _eval_one(

@@ -6,7 +6,7 @@
 * :mod:`teamtr_core.errors`: the one error hierarchy (``TeamTRError``, ``ConfigError``, ...);
 * :mod:`teamtr_core.config`: the typed-config machinery (validation reporting every problem,
   building, YAML/JSON files, ``--set`` overrides), on :mod:`teamtr_core.config_schema` (JSON
-  Schema from dataclasses, the wording of schema problems);
+  Schema from dataclasses, the wording of schema errors);
 * :mod:`teamtr_core.registry`: the plugin-registry plumbing (versioned ids, entry-point plugins)
   that the task and learner registries share;
 * :mod:`teamtr_core.choices`: checks of ``Literal`` choices read from the type itself;

@@ -30,7 +30,7 @@ def one_of(tp: Any) -> str:
     return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
 
 
-def choice_problems(name: str, value: Any, tp: Any) -> list[str]:
+def choice_errors(name: str, value: Any, tp: Any) -> list[str]:
     """``[]`` when ``value`` is one of ``tp``'s choices, else one line
     ``"<name>: expected <choices>, got <value>"``."""
     if value in choices(tp):

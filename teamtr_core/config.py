@@ -1,7 +1,7 @@
 """Typed configuration machinery: frozen dataclasses are the single source of truth.
 
 :func:`~teamtr_core.config_schema.json_schema` (in :mod:`teamtr_core.config_schema`, with the
-wording of schema problems) generates a JSON Schema (draft 2020-12) from a dataclass;
+wording of schema errors) generates a JSON Schema (draft 2020-12) from a dataclass;
 :func:`from_dict` validates a mapping against it (reporting every problem at once) and builds the
 dataclass, :func:`to_dict` is its inverse, and :func:`load_config` / :func:`dump_config` read and
 write YAML or JSON files with ``--set``-style overrides (``"optim.lr=3e-4"``).
@@ -50,7 +50,7 @@ from teamtr_core.config_schema import (
 )
 from teamtr_core.errors import ConfigError
 
-_FAILED: Any = object()  # marks a value that could not be built (its problems are recorded)
+_FAILED: Any = object()  # marks a value that could not be built (its errors are recorded)
 _KEYED = re.compile(r"^[A-Za-z_][\w.\[\]]*: ")
 _T = typing.TypeVar("_T")
 
@@ -84,15 +84,15 @@ _Dumper.add_representer(str, _represent_str)
 def _field_checks(
     cls: Any, data: Any, path: tuple[Any, ...], bad: set[tuple[Any, ...]] | None = None
 ) -> list[str]:
-    """Problems from the ``metadata={"check": fn}`` of ``cls``'s fields (``fn(value)`` returns
-    one line per problem), run beside the schema so that they are reported with its problems;
+    """Errors from the ``metadata={"check": fn}`` of ``cls``'s fields (``fn(value)`` returns
+    one line per error), run beside the schema so that they are reported with its errors;
     nested dataclass sections are checked too. The paths of failed fields are added to ``bad``."""
     if not (is_dataclass_type(cls) and isinstance(data, Mapping)):
         return []
     sections: dict[str, list[tuple[Any, dict[str, Any], tuple[Any, ...]]]] = {}
     for child, section, key in _sections(cls, data):
         sections.setdefault(key[0], []).append((child, section, key))
-    problems = []
+    errors = []
     for f in init_fields(cls):
         if f.name not in data:
             continue
@@ -101,19 +101,17 @@ def _field_checks(
             found = [_prefix((*path, f.name), p) for p in check(data[f.name])]
             if found and bad is not None:
                 bad.add((*path, f.name))
-            problems += found
+            errors += found
         for child, section, key in sections.get(f.name, ()):  # nested sections, checked too
-            problems += _field_checks(child, section, (*path, *key), bad)
-    return problems
+            errors += _field_checks(child, section, (*path, *key), bad)
+    return errors
 
 
-def _prefix(path: Sequence[Any], problem: str) -> str:
+def _prefix(path: Sequence[Any], error: str) -> str:
     if not path:
-        return problem
+        return error
     return (
-        f"{dotted_path(path)}.{problem}"
-        if _KEYED.match(problem)
-        else f"{dotted_path(path)}: {problem}"
+        f"{dotted_path(path)}.{error}" if _KEYED.match(error) else f"{dotted_path(path)}: {error}"
     )
 
 
@@ -125,15 +123,15 @@ def _build(
     tp: Any,
     value: Any,
     path: tuple[Any, ...],
-    problems: list[str],
+    errors: list[str],
     bad: frozenset[tuple[Any, ...]] = frozenset(),
 ) -> Any:
-    """Builds ``value`` as ``tp``; the problems of dataclasses' own checks go to ``problems``.
+    """Builds ``value`` as ``tp``; the errors of dataclasses' own checks go to ``errors``.
 
     ``bad`` holds the paths where validation already found a problem: those values are not
     built and the result is ``_FAILED``, but every section is still constructed, with its failed
     fields left at their defaults, so that its own checks (``__post_init__``) on the other fields
-    are reported with the schema's problems."""
+    are reported with the schema's errors."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     below = bool(bad) and any(b[: len(path)] == path for b in bad)
     if is_dataclass_type(tp):
@@ -141,38 +139,38 @@ def _build(
             return _FAILED
         hints = typing.get_type_hints(tp)
         kwargs = {
-            f.name: _build(hints[f.name], value[f.name], (*path, f.name), problems, bad)
+            f.name: _build(hints[f.name], value[f.name], (*path, f.name), errors, bad)
             for f in init_fields(tp)
             if f.name in value
         }
         if _failed(kwargs.values()) or below:
-            if bad:  # only for its problems: the failed fields keep their defaults
+            if bad:  # only for its errors: the failed fields keep their defaults
                 usable = {k: v for k, v in kwargs.items() if v is not _FAILED}
                 with contextlib.suppress(TypeError, AttributeError):  # e.g. a required field
                     try:
                         tp(**usable)
                     except ConfigError as exc:
-                        problems.extend(_prefix(path, p) for p in exc.problems)
+                        errors.extend(_prefix(path, p) for p in exc.errors)
                     except ValueError as exc:
-                        problems.append(_prefix(path, str(exc)))
+                        errors.append(_prefix(path, str(exc)))
             return _FAILED
         try:
             return tp(**kwargs)
         except ConfigError as exc:
-            problems.extend(_prefix(path, p) for p in exc.problems)
+            errors.extend(_prefix(path, p) for p in exc.errors)
         except ValueError as exc:
-            problems.append(_prefix(path, str(exc)))
+            errors.append(_prefix(path, str(exc)))
         return _FAILED
     if path in bad:
         return _FAILED
     if origin in (Union, types.UnionType):
         for arm in args:
             if Draft202012Validator(type_schema(arm, "", ())).is_valid(value):
-                return _build(arm, value, path, problems, bad)
-        if below:  # invalid inside: build the section anyway for its other problems
+                return _build(arm, value, path, errors, bad)
+        if below:  # invalid inside: build the section anyway for its other errors
             arm = next((a for a in args if is_dataclass_type(a)), None)
             if arm is not None and isinstance(value, Mapping):
-                _build(arm, value, path, problems, bad)
+                _build(arm, value, path, errors, bad)
             return _FAILED
         return value
     if isinstance(tp, type) and issubclass(tp, (enum.Enum, Path)):
@@ -182,14 +180,12 @@ def _build(
     if origin in ARRAY_TYPES and value is not None:
         fixed = origin is tuple and args and args[-1] is not ...
         arms = args if fixed else (args[0] if args else Any,) * len(value)
-        built = [
-            _build(a, v, (*path, i), problems, bad) for i, (a, v) in enumerate(zip(arms, value))
-        ]
+        built = [_build(a, v, (*path, i), errors, bad) for i, (a, v) in enumerate(zip(arms, value))]
         return _FAILED if _failed(built) else built if origin is list else tuple(built)
     if tp in (tuple, Sequence):
         return tuple(value)
     if origin in MAPPING_TYPES:
-        built_map = {k: _build(args[1], v, (*path, k), problems, bad) for k, v in value.items()}
+        built_map = {k: _build(args[1], v, (*path, k), errors, bad) for k, v in value.items()}
         return _FAILED if _failed(built_map.values()) else built_map
     return value
 
@@ -206,7 +202,7 @@ def from_dict(cls: type[_T], data: Mapping[str, Any], *, what: str | None = None
         The instance, with nested dataclasses built.
 
     Raises:
-        ConfigError: listing every schema problem at once (sorted by path), or the problems that
+        ConfigError: listing every schema error at once (sorted by path), or the errors that
             the dataclasses' own ``__post_init__`` raised, prefixed with their path.
     """
     return _checked_build(cls, data, what or cls.__name__, [])
@@ -238,7 +234,7 @@ def _sections(
 
 
 def _rename(
-    cls: Any, data: dict[str, Any], path: tuple[Any, ...], problems: list[str], moved: list[str]
+    cls: Any, data: dict[str, Any], path: tuple[Any, ...], errors: list[str], moved: list[str]
 ) -> None:
     for old, new in getattr(cls, "_renamed_keys", {}).items():
         if old not in data:
@@ -249,12 +245,12 @@ def _rename(
             if node.get(head) is None:
                 node[head] = {}
             if not isinstance(node[head], dict):
-                problems.append(_prefix(path, f"{'.'.join(heads[: i + 1])} must be a mapping"))
+                errors.append(_prefix(path, f"{'.'.join(heads[: i + 1])} must be a mapping"))
                 break
             node = node[head]
         else:
             if last in node:
-                problems.append(
+                errors.append(
                     _prefix(path, f"{old}: the old name of {new}, which is also given; keep {new}")
                 )
             else:
@@ -263,7 +259,7 @@ def _rename(
                     f"{dotted_path((*path, old))} is now {dotted_path((*path, *heads, last))}"
                 )
     for child, section, key in _sections(cls, data):
-        _rename(child, section, (*path, *key), problems, moved)
+        _rename(child, section, (*path, *key), errors, moved)
 
 
 def _prepare(cls: Any, data: dict[str, Any]) -> None:
@@ -289,11 +285,11 @@ def inherit(parent: Any, own: Any, defaults: Any = None) -> Any:
     return merged
 
 
-def _checked_build(cls: type[_T], data: Any, what: str, problems: list[str]) -> _T:
+def _checked_build(cls: type[_T], data: Any, what: str, errors: list[str]) -> _T:
     plain = jsonable(data) if isinstance(data, Mapping) else data
     if isinstance(plain, dict) and is_dataclass_type(cls):
         moved: list[str] = []
-        _rename(cls, plain, (), problems, moved)
+        _rename(cls, plain, (), errors, moved)
         if moved:
             warnings.warn(
                 f"{what}: renamed keys ({'; '.join(moved)}); the old names will stop working",
@@ -301,17 +297,17 @@ def _checked_build(cls: type[_T], data: Any, what: str, problems: list[str]) -> 
                 stacklevel=3,
             )
         _prepare(cls, plain)
-    errors = schema_errors(cls, plain)
-    problems += [text for _, text in errors]
-    bad = {tuple(path) for path, _ in errors}
-    problems += _field_checks(cls, plain, (), bad)
-    if problems:  # every section is still built: its own checks report too
+    invalid = schema_errors(cls, plain)
+    errors += [text for _, text in invalid]
+    bad = {tuple(path) for path, _ in invalid}
+    errors += _field_checks(cls, plain, (), bad)
+    if errors:  # every section is still built: its own checks report too
         if isinstance(plain, Mapping):
-            _build(cls, plain, (), problems, frozenset(bad | {()}))
-        raise ConfigError(what, problems)
-    built = _build(cls, plain, (), problems)
-    if problems:
-        raise ConfigError(what, problems)
+            _build(cls, plain, (), errors, frozenset(bad | {()}))
+        raise ConfigError(what, errors)
+    built = _build(cls, plain, (), errors)
+    if errors:
+        raise ConfigError(what, errors)
     return typing.cast(_T, built)
 
 
@@ -370,12 +366,12 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 def _apply(data: Mapping[str, Any], overrides: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
     result: dict[str, Any] = jsonable(data)
-    problems: list[str] = []
+    errors: list[str] = []
     for text in overrides:
         try:
             keys, value = parse_override(text)
         except ValueError as exc:
-            problems.append(str(exc))
+            errors.append(str(exc))
             continue
         node = result
         for i, key in enumerate(keys[:-1]):
@@ -383,7 +379,7 @@ def _apply(data: Mapping[str, Any], overrides: Sequence[str]) -> tuple[dict[str,
                 node[key] = {}
             if not isinstance(node[key], dict):
                 head = ".".join(keys[: i + 1])
-                problems.append(
+                errors.append(
                     f"override {text!r}: {head} is {show_value(node[key])}, not a mapping; "
                     f"set {head}=... instead"
                 )
@@ -391,7 +387,7 @@ def _apply(data: Mapping[str, Any], overrides: Sequence[str]) -> tuple[dict[str,
             node = node[key]
         else:
             node[keys[-1]] = value
-    return result, problems
+    return result, errors
 
 
 def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
@@ -403,9 +399,9 @@ def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict[s
     Raises:
         ConfigError: listing every malformed override at once.
     """
-    result, problems = _apply(data, overrides)
-    if problems:
-        raise ConfigError("overrides", problems)
+    result, errors = _apply(data, overrides)
+    if errors:
+        raise ConfigError("overrides", errors)
     return result
 
 
@@ -441,9 +437,9 @@ def read_config(path: str | Path, what: str | None = None) -> dict[str, Any]:
     """
     path = Path(path)
     what = what or f"config {str(path)!r}"
-    data, problems = _read(path)
-    if problems:
-        raise ConfigError(what, problems)
+    data, errors = _read(path)
+    if errors:
+        raise ConfigError(what, errors)
     if data is None and path.suffix.lower() != ".json":
         data = {}
     if not isinstance(data, dict):
@@ -462,8 +458,8 @@ def build_config(
     Raises:
         ConfigError: listing every malformed override and every problem of the result at once.
     """
-    merged, problems = _apply(data, overrides)
-    return _checked_build(cls, merged, what, problems)
+    merged, errors = _apply(data, overrides)
+    return _checked_build(cls, merged, what, errors)
 
 
 def load_config(cls: type[_T], path: str | Path, overrides: Sequence[str] = ()) -> _T:

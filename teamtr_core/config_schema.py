@@ -139,7 +139,7 @@ def type_schema(tp: Any, where: str, seen: tuple[type, ...]) -> dict[str, Any]:
 
 
 def dotted_path(path: Sequence[Any]) -> str:
-    """A data path as written in problems: ``["agents", "a", "lr"]`` gives ``agents.a.lr``, an
+    """A data path as written in errors: ``["agents", "a", "lr"]`` gives ``agents.a.lr``, an
     index ``[0]``; the empty path is ``top level``."""
     out = ""
     for part in path:
@@ -167,12 +167,12 @@ def _format(err: ValidationError) -> list[tuple[list[Any], str]]:
     if kind == "additionalProperties" and err.schema.get("additionalProperties") is False:
         allowed = list(err.schema.get("properties", {}))
         where = "at top level" if not path else f"in {where}"
-        problems = []
+        errors = []
         for key in sorted((k for k in err.instance if k not in allowed), key=str):
             near = difflib.get_close_matches(str(key), allowed, n=1)
             hint = f"did you mean {near[0]!r}?" if near else "allowed: " + ", ".join(allowed)
-            problems.append((path, f"unknown key {key!r} {where} ({hint})"))
-        return problems
+            errors.append((path, f"unknown key {key!r} {where} ({hint})"))
+        return errors
     if kind == "required":
         missing = [[*path, k] for k in err.validator_value if k not in err.instance]
         return [(p, f"{dotted_path(p)}: required key is missing (add it)") for p in missing]

@@ -4,6 +4,7 @@ and how to fix it."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 
@@ -12,16 +13,22 @@ class TeamTRError(Exception):
 
 
 class ConfigError(TeamTRError, ValueError):
-    """A configuration with one or more problems; all of them are reported at once.
+    """A configuration with one or more errors; all of them are reported at once.
 
     Attributes:
-        problems: one human-readable line per problem.
+        errors: one human-readable line per error.
     """
 
-    def __init__(self, what: str, problems: Sequence[str]) -> None:
-        self.problems = list(problems)
-        lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(f"Invalid {what} ({len(self.problems)} problem(s)):\n{lines}")
+    def __init__(self, what: str, errors: Sequence[str]) -> None:
+        self.errors = list(errors)
+        lines = "\n".join(f"  - {e}" for e in self.errors)
+        super().__init__(f"Invalid {what} ({len(self.errors)} problem(s)):\n{lines}")
+
+    @property
+    def problems(self) -> list[str]:
+        """Deprecated: :attr:`errors` (the lines of the error)."""
+        warnings.warn("ConfigError.problems is now ConfigError.errors", FutureWarning, stacklevel=2)
+        return self.errors
 
 
 class RegistryError(TeamTRError):

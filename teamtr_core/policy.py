@@ -52,17 +52,17 @@ class SamplingParams:
     )
 
     def __post_init__(self) -> None:
-        problems = []
+        errors = []
         if self.temperature < 0:
-            problems.append(f"temperature must be >= 0, got {self.temperature}")
+            errors.append(f"temperature must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
-            problems.append(f"top_p must be in (0, 1], got {self.top_p}")
+            errors.append(f"top_p must be in (0, 1], got {self.top_p}")
         if self.top_k < 0:
-            problems.append(f"top_k must be >= 0 (0 = off), got {self.top_k}")
+            errors.append(f"top_k must be >= 0 (0 = off), got {self.top_k}")
         if self.max_new_tokens < 1:
-            problems.append(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
-        if problems:
-            raise ValueError("Invalid SamplingParams: " + "; ".join(problems))
+            errors.append(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if errors:
+            raise ValueError("Invalid SamplingParams: " + "; ".join(errors))
         object.__setattr__(self, "stop", tuple(self.stop))
 
     def updated(self, **overrides: Any) -> SamplingParams:
@@ -102,15 +102,15 @@ class LoraSettings:
     )
 
     def __post_init__(self) -> None:
-        problems = []
+        errors = []
         if self.r < 1:
-            problems.append(f"r must be >= 1, got {self.r}")
+            errors.append(f"r must be >= 1, got {self.r}")
         if not 0.0 <= self.dropout < 1.0:
-            problems.append(f"dropout must be in [0, 1), got {self.dropout}")
+            errors.append(f"dropout must be in [0, 1), got {self.dropout}")
         if not self.target_modules:
-            problems.append("target_modules must name at least one module")
-        if problems:
-            raise ValueError("Invalid LoraSettings: " + "; ".join(problems))
+            errors.append("target_modules must name at least one module")
+        if errors:
+            raise ValueError("Invalid LoraSettings: " + "; ".join(errors))
         object.__setattr__(self, "target_modules", tuple(self.target_modules))
 
 

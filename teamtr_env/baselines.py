@@ -205,21 +205,21 @@ def build_protocol(
         ConfigError: unknown protocol or parameters, a budget without a kind (or the reverse), or a
             budget too small for the protocol.
     """
-    problems: list[str] = []
+    errors: list[str] = []
     if name not in PROTOCOLS:
-        problems.append(f"protocol: unknown {name!r}; choose from {list(PROTOCOLS)}")
+        errors.append(f"protocol: unknown {name!r}; choose from {list(PROTOCOLS)}")
     if (budget_kind is None) != (budget is None):
-        problems.append("budget: give both budget_kind and budget, or neither")
+        errors.append("budget: give both budget_kind and budget, or neither")
     if budget_kind not in (None, "samples", "tokens"):
-        problems.append(f"budget_kind: expected 'samples' or 'tokens', got {budget_kind!r}")
+        errors.append(f"budget_kind: expected 'samples' or 'tokens', got {budget_kind!r}")
     if budget is not None and (not isinstance(budget, int) or budget < 1):
-        problems.append(f"budget: expected a positive integer, got {budget!r}")
+        errors.append(f"budget: expected a positive integer, got {budget!r}")
     allowed = PROTOCOL_PARAMS.get(name, frozenset())
     unknown = sorted(set(params) - allowed)
     if unknown and name in PROTOCOLS:
-        problems.append(f"{name}: unknown parameters {unknown}; it takes {sorted(allowed)}")
-    if problems:
-        raise ConfigError("inference protocol", problems)
+        errors.append(f"{name}: unknown parameters {unknown}; it takes {sorted(allowed)}")
+    if errors:
+        raise ConfigError("inference protocol", errors)
     if budget_kind == "samples" and budget is not None:
         params = _fit_samples(name, budget, params)
     protocol = _make(name, params)

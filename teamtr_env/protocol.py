@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from tasks.base import Message
-from teamtr_core.choices import choice_problems
+from teamtr_core.choices import choice_errors
 from teamtr_core.errors import ConfigError
 from teamtr_core.toolcalls import canonicalize_tool_calls
 
@@ -106,32 +106,32 @@ class TeamProtocol:
     final_answer: FinalAnswer = "final_agent"
 
     def __post_init__(self) -> None:
-        problems: list[str] = []
+        errors: list[str] = []
         agents: tuple[str, ...] = ()
         if isinstance(self.agents, str):
             agents = (self.agents,)
         elif isinstance(self.agents, Sequence):
             agents = tuple(self.agents)
         else:
-            problems.append(f"agents: expected a list of names, got {self.agents!r}")
+            errors.append(f"agents: expected a list of names, got {self.agents!r}")
         object.__setattr__(self, "agents", agents)
         if isinstance(self.full_view, str):
             object.__setattr__(self, "full_view", (self.full_view,))
         elif isinstance(self.full_view, Sequence):
             object.__setattr__(self, "full_view", tuple(self.full_view))
         else:
-            problems.append(f"full_view: expected a list of agent names, got {self.full_view!r}")
+            errors.append(f"full_view: expected a list of agent names, got {self.full_view!r}")
             object.__setattr__(self, "full_view", ())
         if isinstance(self.system_prompts, Mapping):
             object.__setattr__(self, "system_prompts", MappingProxyType(dict(self.system_prompts)))
         else:
-            problems.append(
+            errors.append(
                 f"system_prompts: expected a mapping agent -> text, got {self.system_prompts!r}"
             )
             object.__setattr__(self, "system_prompts", MappingProxyType({}))
-        problems += _validate(self, problems)
-        if problems:
-            raise ConfigError("TeamProtocol", problems)
+        errors += _validate(self, errors)
+        if errors:
+            raise ConfigError("TeamProtocol", errors)
         if self.final_agent is None:
             object.__setattr__(self, "final_agent", agents[-1])
         if self.max_turns is None:
@@ -259,49 +259,49 @@ def _strip_controls(text: str) -> str:
 
 
 def _validate(protocol: TeamProtocol, earlier: list[str]) -> list[str]:
-    problems: list[str] = []
+    errors: list[str] = []
     agents = protocol.agents
     if not agents and not any(p.startswith("agents:") for p in earlier):
-        problems.append("agents: expected at least one agent name, got none")
+        errors.append("agents: expected at least one agent name, got none")
     for name in agents:
         if not isinstance(name, str) or not _AGENT_NAME.match(name):
-            problems.append(
+            errors.append(
                 f"agents: {name!r} is not a valid name (letters, digits and '_', starting with a "
                 "letter)"
             )
     duplicates = sorted({a for a in agents if agents.count(a) > 1})
     if duplicates:
-        problems.append(f"agents: names must be unique, repeated: {duplicates}")
+        errors.append(f"agents: names must be unique, repeated: {duplicates}")
     unknown = sorted(set(protocol.system_prompts) - set(agents))
     if unknown:
-        problems.append(f"system_prompts: keys {unknown} are not agents {list(agents)}")
+        errors.append(f"system_prompts: keys {unknown} are not agents {list(agents)}")
     if protocol.final_agent is not None and protocol.final_agent not in agents:
-        problems.append(
+        errors.append(
             f"final_agent: {protocol.final_agent!r} is not one of the agents {list(agents)}"
         )
     if protocol.max_turns is not None and (
         not isinstance(protocol.max_turns, int) or protocol.max_turns < 1
     ):
-        problems.append(f"max_turns: expected a positive integer, got {protocol.max_turns!r}")
+        errors.append(f"max_turns: expected a positive integer, got {protocol.max_turns!r}")
     if not isinstance(protocol.max_message_chars, int) or protocol.max_message_chars < 1:
-        problems.append(
+        errors.append(
             f"max_message_chars: expected a positive integer, got {protocol.max_message_chars!r}"
         )
     if not isinstance(protocol.max_context_chars, int) or protocol.max_context_chars < 256:
-        problems.append(
+        errors.append(
             f"max_context_chars: expected an integer >= 256, got {protocol.max_context_chars!r}"
         )
-    problems += choice_problems("tool_calls", protocol.tool_calls, ToolCallMode)
-    problems += choice_problems("visibility", protocol.visibility, Visibility)
-    problems += choice_problems("final_answer", protocol.final_answer, FinalAnswer)
+    errors += choice_errors("tool_calls", protocol.tool_calls, ToolCallMode)
+    errors += choice_errors("visibility", protocol.visibility, Visibility)
+    errors += choice_errors("final_answer", protocol.final_answer, FinalAnswer)
     if protocol.round_size is not None and (
         not isinstance(protocol.round_size, int) or protocol.round_size < 1
     ):
-        problems.append(f"round_size: expected a positive integer, got {protocol.round_size!r}")
+        errors.append(f"round_size: expected a positive integer, got {protocol.round_size!r}")
     outsiders = sorted(set(protocol.full_view) - set(agents))
     if outsiders:
-        problems.append(f"full_view: {outsiders} are not agents {list(agents)}")
+        errors.append(f"full_view: {outsiders} are not agents {list(agents)}")
     if protocol.final_answer == "majority" and not set(agents) - set(protocol.full_view):
-        problems.append("final_answer: 'majority' needs at least one agent outside full_view")
-    problems += choice_problems("reasoning", protocol.reasoning, ReasoningMode)
-    return problems
+        errors.append("final_answer: 'majority' needs at least one agent outside full_view")
+    errors += choice_errors("reasoning", protocol.reasoning, ReasoningMode)
+    return errors

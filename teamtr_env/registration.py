@@ -4,7 +4,7 @@ plugins through the ``teamtr_env.tasks`` entry-point group.
 Modelled on Gymnasium's registry, with its known faults fixed: a :class:`Registry` object that tests
 can isolate (the module-level functions use a default instance), typed errors whose messages say
 what was expected and suggest close matches, and keyword arguments checked against what the task
-and the environment accept, all problems reported at once.
+and the environment accept, all errors reported at once.
 """
 
 from __future__ import annotations
@@ -119,20 +119,20 @@ class TaskSpec:
         factory = self.load_factory()
         env_kwargs = {**self.env_kwargs, **{k: v for k, v in overrides.items() if k in ENV_KWARGS}}
         task_over = {k: v for k, v in overrides.items() if k not in ENV_KWARGS}
-        problems = _unknown_kwargs(task_over, _accepted_params(factory), self.id)
+        errors = _unknown_kwargs(task_over, _accepted_params(factory), self.id)
         try:
             protocol = _build_protocol(env_kwargs)
         except ConfigError as exc:
-            problems += exc.problems
+            errors += exc.errors
         task = None
-        if not problems:
+        if not errors:
             try:
                 task = factory(**{**self.kwargs, **task_over})
             except (TypeError, ValueError) as exc:
-                nested = getattr(exc, "problems", None)
-                problems += [f"task: {p}" for p in nested] if nested else [f"task: {exc}"]
-        if problems or task is None:
-            raise InvalidKwargsError(f"arguments for {self.id}", problems)
+                nested = exc.errors if isinstance(exc, ConfigError) else None
+                errors += [f"task: {e}" for e in nested] if nested else [f"task: {exc}"]
+        if errors or task is None:
+            raise InvalidKwargsError(f"arguments for {self.id}", errors)
         data_path = env_kwargs.get("data_path")
         return TeamEnv(
             task,
@@ -199,7 +199,7 @@ def _load_problems(
     except ConfigError:
         raise  # a loader that lists every bad row (tasks.load_problems) names the file itself
     except (ValueError, KeyError, TypeError, RecursionError) as exc:
-        # The file's content is the user's input: its problems are a ConfigError naming the
+        # The file's content is the user's input: its errors are a ConfigError naming the
         # file (a loader's own message names the line), not a traceback.
         detail = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
         raise ConfigError(f"data file {path}", [f"{type(exc).__name__}: {detail}"]) from exc
@@ -251,16 +251,16 @@ def _unknown_kwargs(given: Mapping[str, Any], accepted: set[str] | None, task_id
     if accepted is None:
         return []
     valid = sorted(accepted | set(ENV_KWARGS))
-    problems = []
+    errors = []
     for key in given:
         if key not in accepted:
             close = difflib.get_close_matches(key, valid, n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
-            problems.append(
+            errors.append(
                 f"{key!r} is not accepted by {task_id}.{hint} Task options: "
                 f"{sorted(accepted) or 'none'}; environment options: {sorted(ENV_KWARGS)}."
             )
-    return problems
+    return errors
 
 
 def _build_protocol(env_kwargs: Mapping[str, Any]) -> TeamProtocol:

@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from adapters.hf import pad_token_ids
-from teamtr_core.choices import choice_problems
+from teamtr_core.choices import choice_errors
 from teamtr_core.policy import SamplingParams
 from teamtr_core.seeds import ALIGN_BATCH_OFFSET, ALIGN_CHECK_OFFSET, SEED_STRIDE
 from trainers.kl import token_kl_monitor, vocab_kl
@@ -74,25 +74,25 @@ class AlignConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        problems = [
+        errors = [
             f"{name} must be >= 1, got {getattr(self, name)}"
             for name in ("probes", "max_steps", "batch_size", "eval_every")
             if getattr(self, name) < 1
         ]
         if not 0 < self.heldout < 1:
-            problems.append(f"heldout must be in (0, 1), got {self.heldout}")
+            errors.append(f"heldout must be in (0, 1), got {self.heldout}")
         if not (self.delta_align > 0 and self.lr > 0 and self.max_grad_norm > 0):
-            problems.append("delta_align, lr and max_grad_norm must be > 0")
-        problems += choice_problems("direction", self.direction, Direction)
+            errors.append("delta_align, lr and max_grad_norm must be > 0")
+        errors += choice_errors("direction", self.direction, Direction)
         if self.probes >= 1 and 0 < self.heldout < 1:
             n_held = round(self.probes * self.heldout)
             if n_held < 1 or n_held >= self.probes:
-                problems.append(
+                errors.append(
                     f"probes={self.probes} with heldout={self.heldout} leaves an empty training "
                     "or held-out set; use more probes"
                 )
-        if problems:
-            raise ValueError("Invalid AlignConfig: " + "; ".join(problems))
+        if errors:
+            raise ValueError("Invalid AlignConfig: " + "; ".join(errors))
 
 
 @dataclass

@@ -92,23 +92,23 @@ def load_callbacks(paths: Sequence[str]) -> list[Callback]:
         ConfigError: every path that is malformed, cannot be imported, or does not give a
             :class:`Callback` (all at once).
     """
-    out, problems = [], []
+    out, errors = [], []
     for path in paths:
         module, sep, attr = path.partition(":")
         if not sep or not module or not attr:
-            problems.append(f"callbacks: {path!r} is not 'module:attribute'")
+            errors.append(f"callbacks: {path!r} is not 'module:attribute'")
             continue
         try:
             made = getattr(importlib.import_module(module), attr)()
         except Exception as exc:  # an import error or a failing constructor: the user's code
-            problems.append(f"callbacks: {path!r} failed: {type(exc).__name__}: {exc}")
+            errors.append(f"callbacks: {path!r} failed: {type(exc).__name__}: {exc}")
             continue
         if not isinstance(made, Callback):
-            problems.append(f"callbacks: {path!r} gave {type(made).__name__}, not a Callback")
+            errors.append(f"callbacks: {path!r} gave {type(made).__name__}, not a Callback")
             continue
         out.append(made)
-    if problems:
-        raise ConfigError("training config", problems)
+    if errors:
+        raise ConfigError("training config", errors)
     return out
 
 

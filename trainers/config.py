@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from adapters.team import TeamConfig, sampling_problems
+from adapters.team import TeamConfig, sampling_errors
 from adapters.tiny import TinyModelSpec
-from teamtr_core.choices import choice_problems
+from teamtr_core.choices import choice_errors
 from teamtr_core.config import inherit
 from teamtr_core.policy import SamplingParams
 from trainers.advantages import AdvantageEstimator
@@ -60,7 +60,7 @@ def _unknown_learner(value: Any) -> list[str]:
     return []
 
 
-def _learner_problems(config: TrainConfig) -> list[str]:
+def _learner_errors(config: TrainConfig) -> list[str]:
     """The learner's own check of the configuration (:meth:`Learner.check`), run once, when the
     configuration is built; an unknown learner id is reported by ``schedule.learner``'s check."""
     from trainers.registry import RegistryError, make_learner
@@ -135,12 +135,12 @@ class ScheduleConfig:
         return self.budget == "disjoint" and covered > 1
 
     def __post_init__(self) -> None:
-        problems = []
+        errors = []
         for name in ("stages", "resample_every", "problems_per_batch", "group_size"):
             if getattr(self, name) < 1:
-                problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
-        if problems:
-            raise ValueError("; ".join(problems))
+                errors.append(f"{name} must be >= 1, got {getattr(self, name)}")
+        if errors:
+            raise ValueError("; ".join(errors))
 
 
 @dataclass(frozen=True)
@@ -185,19 +185,19 @@ class TrustRegionConfig:
     )
 
     def __post_init__(self) -> None:
-        problems = []
+        errors = []
         if self.delta <= 0:
-            problems.append(f"delta must be > 0, got {self.delta}")
+            errors.append(f"delta must be > 0, got {self.delta}")
         if not 0 < self.delta_min <= self.delta_max:
-            problems.append("need 0 < delta_min <= delta_max")
+            errors.append("need 0 < delta_min <= delta_max")
         if self.beta < 0 or self.max_backtracks < 0:
-            problems.append("beta and max_backtracks must be >= 0")
+            errors.append("beta and max_backtracks must be >= 0")
         if not 0 < self.monitor_subsample <= 1:
-            problems.append(f"monitor_subsample must be in (0, 1], got {self.monitor_subsample}")
+            errors.append(f"monitor_subsample must be in (0, 1], got {self.monitor_subsample}")
         if not 0 < self.monitor_messages <= 1:
-            problems.append(f"monitor_messages must be in (0, 1], got {self.monitor_messages}")
-        if problems:
-            raise ValueError("; ".join(problems))
+            errors.append(f"monitor_messages must be in (0, 1], got {self.monitor_messages}")
+        if errors:
+            raise ValueError("; ".join(errors))
 
 
 @dataclass(frozen=True)
@@ -249,18 +249,18 @@ class OptimConfig:
     )
 
     def __post_init__(self) -> None:
-        problems = []
+        errors = []
         if self.lr <= 0 or self.epochs < 1 or self.micro_batch_size < 1 or self.ratio_clip <= 0:
-            problems.append("need lr > 0, epochs >= 1, micro_batch_size >= 1, ratio_clip > 0")
-        problems += choice_problems("lr_schedule", self.lr_schedule, RlLrSchedule)
-        problems += choice_problems("advantage", self.advantage, AdvantageEstimator)
-        problems += choice_problems("autocast", self.autocast, Literal["none", "bf16"])
+            errors.append("need lr > 0, epochs >= 1, micro_batch_size >= 1, ratio_clip > 0")
+        errors += choice_errors("lr_schedule", self.lr_schedule, RlLrSchedule)
+        errors += choice_errors("advantage", self.advantage, AdvantageEstimator)
+        errors += choice_errors("autocast", self.autocast, Literal["none", "bf16"])
         if self.warmup_stages < 0:
-            problems.append(f"warmup_stages must be >= 0, got {self.warmup_stages}")
+            errors.append(f"warmup_stages must be >= 0, got {self.warmup_stages}")
         if self.ref_kl_coef < 0:
-            problems.append(f"ref_kl_coef must be >= 0, got {self.ref_kl_coef}")
-        if problems:
-            raise ValueError("; ".join(problems))
+            errors.append(f"ref_kl_coef must be >= 0, got {self.ref_kl_coef}")
+        if errors:
+            raise ValueError("; ".join(errors))
 
     def lr_at(self, stage: int, stages: int) -> float:
         """The learning rate of stage ``stage`` (0-based) of ``stages``: the warm-up, then the
@@ -295,13 +295,13 @@ class RunnerConfig:
     num_gpus: float = _help("GPUs each Ray worker asks for (1 for HF-on-GPU or vLLM replicas)", 0.0)
 
     def __post_init__(self) -> None:
-        problems = choice_problems("backend", self.backend, Literal["local", "ray"])
+        errors = choice_errors("backend", self.backend, Literal["local", "ray"])
         if self.workers < 1:
-            problems.append(f"workers must be >= 1, got {self.workers}")
+            errors.append(f"workers must be >= 1, got {self.workers}")
         if self.num_cpus < 0 or self.num_gpus < 0:
-            problems.append("num_cpus and num_gpus must be >= 0")
-        if problems:
-            raise ValueError("; ".join(problems))
+            errors.append("num_cpus and num_gpus must be >= 0")
+        if errors:
+            raise ValueError("; ".join(errors))
 
 
 @dataclass(frozen=True)
@@ -339,15 +339,15 @@ class EvalConfig:
     )
 
     def __post_init__(self) -> None:
-        problems = []
+        errors = []
         if self.problems < 1 or self.k < 1 or self.every < 0:
-            problems.append("eval needs problems >= 1, k >= 1 and every >= 0")
+            errors.append("eval needs problems >= 1, k >= 1 and every >= 0")
         if self.select == "best_validation" and self.every < 1:
-            problems.append("eval.select 'best_validation' needs eval.every >= 1")
+            errors.append("eval.select 'best_validation' needs eval.every >= 1")
         if self.early_stop_patience < 0 or (self.early_stop_patience and self.every < 1):
-            problems.append("eval.early_stop_patience needs eval.every >= 1 (and must be >= 0)")
-        if problems:
-            raise ValueError("; ".join(problems))
+            errors.append("eval.early_stop_patience needs eval.every >= 1 (and must be >= 0)")
+        if errors:
+            raise ValueError("; ".join(errors))
 
 
 @dataclass(frozen=True)
@@ -398,21 +398,21 @@ class DiagnosticsConfig:
     )
 
     def __post_init__(self) -> None:
-        problems = []
+        errors = []
         if self.buckets < 2:
-            problems.append(f"diagnostics.buckets must be >= 2, got {self.buckets}")
+            errors.append(f"diagnostics.buckets must be >= 2, got {self.buckets}")
         if self.flip_trials < 1:
-            problems.append(f"diagnostics.flip_trials must be >= 1, got {self.flip_trials}")
+            errors.append(f"diagnostics.flip_trials must be >= 1, got {self.flip_trials}")
         if self.gamma is not None and not 0 < self.gamma < 1:
-            problems.append(f"diagnostics.gamma must be in (0, 1) or null, got {self.gamma}")
+            errors.append(f"diagnostics.gamma must be in (0, 1) or null, got {self.gamma}")
         if not self.a_max > 0:
-            problems.append(f"diagnostics.a_max must be > 0, got {self.a_max}")
+            errors.append(f"diagnostics.a_max must be > 0, got {self.a_max}")
         if not 0 < self.confidence < 1:
-            problems.append(f"diagnostics.confidence must be in (0, 1), got {self.confidence}")
+            errors.append(f"diagnostics.confidence must be in (0, 1), got {self.confidence}")
         if self.eval_problems < 0:
-            problems.append(f"diagnostics.eval_problems must be >= 0, got {self.eval_problems}")
-        if problems:
-            raise ValueError("; ".join(problems))
+            errors.append(f"diagnostics.eval_problems must be >= 0, got {self.eval_problems}")
+        if errors:
+            raise ValueError("; ".join(errors))
 
     @property
     def cheap(self) -> bool:
@@ -451,7 +451,7 @@ class TrainConfig:
         metadata={
             "help": "rollout sampling of every agent (the paper: temperature 0.8, top-p 1, no "
             "top-k); a team config's sampling sections override it key by key",
-            "check": sampling_problems,
+            "check": sampling_errors,
         },
     )
     sft: SFTConfig | None = field(
@@ -513,14 +513,14 @@ class TrainConfig:
         if not isinstance(self.diagnostics, DiagnosticsConfig):  # TrainConfig(diagnostics="full")
             section = _diagnostics_section(self.diagnostics)
             object.__setattr__(self, "diagnostics", DiagnosticsConfig(**section))
-        problems = []
+        errors = []
         if self.torch_threads < 0:
-            problems.append(
+            errors.append(
                 f"torch_threads must be >= 0 (0 = torch's default), got {self.torch_threads}"
             )
-        problems += _learner_problems(self)
-        if problems:
-            raise ValueError("; ".join(problems))
+        errors += _learner_errors(self)
+        if errors:
+            raise ValueError("; ".join(errors))
 
     _renamed_keys: ClassVar[dict[str, str]] = {
         "temperature": "sampling.temperature",

@@ -221,7 +221,7 @@ def missing_loggers(names: Sequence[str]) -> list[str]:
             try:
                 _optional(name)
             except ConfigError as exc:
-                missing += exc.problems
+                missing += exc.errors
     return missing
 
 

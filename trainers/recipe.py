@@ -136,7 +136,7 @@ class TrainingRecipe:
         configuration, the training split and every split the run draws from.
 
         Raises:
-            ConfigError: naming the problems.
+            ConfigError: naming the errors.
         """
         config, env = self.config, self.env
         _check_before_writing(config, env)
@@ -447,9 +447,9 @@ def _check_before_writing(config: TrainConfig, env: Any) -> None:
     """The checks of the loggers, the team config and behaviour cloning (the task needs a
     scripted expert), done before the run directory is touched (every problem at once); the
     learner checked the configuration when it was built."""
-    problems = [f"loggers: {p}" for p in missing_loggers(config.loggers)]
+    errors = [f"loggers: {p}" for p in missing_loggers(config.loggers)]
     if config.sft is not None and not isinstance(env.task, SupportsExpert):
-        problems.append(
+        errors.append(
             f"sft: {config.task} has no scripted expert to behaviour-clone (its task does not "
             "implement expert_reply); set sft: null (--set sft=null)"
         )
@@ -459,9 +459,9 @@ def _check_before_writing(config: TrainConfig, env: Any) -> None:
         try:
             check_team(config.team, env.possible_agents)
         except ConfigError as exc:
-            problems += [f"team: {p}" for p in exc.problems]
-    if problems:
-        raise ConfigError("training config", problems)
+            errors += [f"team: {e}" for e in exc.errors]
+    if errors:
+        raise ConfigError("training config", errors)
 
 
 def _normalised(data: Any) -> dict[str, Any]:

@@ -145,19 +145,19 @@ def check_resume(
         saved.append((str(path), normalise(read_config(path, what="the run's config.yaml"))))
     if checkpoint is not None and isinstance(checkpoint.state.get("config"), Mapping):
         saved.append((str(checkpoint.path), normalise(checkpoint.state["config"])))
-    problems = []
+    errors = []
     for where, old in saved:
         diffs = config_differences(old, config)
         if diffs:
-            problems.append(f"the config differs from the one in {where}:")
-            problems += [f"  {line}" for line in diffs]
-    if problems:
-        problems.append(
+            errors.append(f"the config differs from the one in {where}:")
+            errors += [f"  {line}" for line in diffs]
+    if errors:
+        errors.append(
             f"resume with the run's own config (teamtr train --resume --run-dir {run_dir}, "
             "which reads its config.yaml), or start a new run in another --run-dir; only "
             f"{', '.join(SAFE_TO_CHANGE)} may change on a resume"
         )
-        raise ConfigError("resume", problems)
+        raise ConfigError("resume", errors)
 
 
 # -- checkpoints --------------------------------------------------------------------------------

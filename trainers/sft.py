@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from adapters.scripted import ScriptedExpert
 from tasks.base import Task
-from teamtr_core.choices import choice_problems
+from teamtr_core.choices import choice_errors
 from teamtr_core.policy import Completion, SamplingParams, TrainablePolicy
 from teamtr_core.seeds import SFT_STREAM, derive_seed
 from teamtr_env.env import TeamEnv
@@ -73,22 +73,20 @@ class SFTConfig:
     )
 
     def __post_init__(self) -> None:
-        problems = [
+        errors = [
             f"{name} must be >= 1, got {getattr(self, name)}"
             for name in ("problems", "steps", "batch_size")
             if getattr(self, name) < 1
         ]
         if not (self.lr > 0 and self.max_grad_norm > 0 and self.weight_decay >= 0):
-            problems.append("lr and max_grad_norm must be > 0 and weight_decay >= 0")
-        problems += choice_problems("lr_schedule", self.lr_schedule, LrSchedule)
+            errors.append("lr and max_grad_norm must be > 0 and weight_decay >= 0")
+        errors += choice_errors("lr_schedule", self.lr_schedule, LrSchedule)
         if not 0.0 <= self.expert_error_rate <= 1.0:
-            problems.append(f"expert_error_rate must be in [0, 1], got {self.expert_error_rate}")
+            errors.append(f"expert_error_rate must be in [0, 1], got {self.expert_error_rate}")
         if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:
-            problems.append(
-                f"target_accuracy must be in (0, 1] or None, got {self.target_accuracy}"
-            )
-        if problems:
-            raise ValueError("Invalid SFTConfig: " + "; ".join(problems))
+            errors.append(f"target_accuracy must be in (0, 1] or None, got {self.target_accuracy}")
+        if errors:
+            raise ValueError("Invalid SFTConfig: " + "; ".join(errors))
 
 
 def collect_expert_data(

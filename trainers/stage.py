@@ -97,11 +97,11 @@ class Stage:
         if self.diag is not None:
             self.diag.stage_started(self)
 
-    def sample(self, index: int, problems: int) -> RolloutBatch:
-        """``problems`` prompts x G rollouts under the team's current parameters (seeded by the
+    def sample(self, index: int, prompts: int) -> RolloutBatch:
+        """``prompts`` prompts x G rollouts under the team's current parameters (seeded by the
         stage and ``index``; counted in the training budget and the stage's mean reward)."""
         t0 = time.perf_counter()
-        batch = self.trainer.sample(self.index, index, problems, "train")
+        batch = self.trainer.sample(self.index, index, prompts, "train")
         self.timing["rollout_s"] += time.perf_counter() - t0
         for m in batch.messages:
             counts = self.messages.setdefault(m.agent, [0, 0])

@@ -258,11 +258,11 @@ class StageDiagnostics:
                 )
             self.stage_start_batches(*self._stale)
         with self.timed("improvement"):
-            j_problems = self._j_problems(config)
-            if self._stale is not None and j_problems == b:
+            j_prompts = self._j_prompts(config)
+            if self._stale is not None and j_prompts == b:
                 before = self._stale[0]  # independent of the update data: J(before) too
             else:
-                before = trainer.sample(stage.index, J_INDEX, j_problems, "diagnostic")
+                before = trainer.sample(stage.index, J_INDEX, j_prompts, "diagnostic")
             self.j_before = float(before.rewards().mean())
 
     def before_update(self, stage: ObservedStage, agent: str, index: int) -> None:
@@ -327,13 +327,13 @@ class StageDiagnostics:
         and each diagnostic's cost."""
         if stage.config.diagnostics.full:
             with self.timed("improvement"):
-                problems = self._j_problems(stage.config)
-                after = stage.trainer.sample(stage.index, J_INDEX + 1, problems, "diagnostic")
+                prompts = self._j_prompts(stage.config)
+                after = stage.trainer.sample(stage.index, J_INDEX + 1, prompts, "diagnostic")
                 self.j_after = float(after.rewards().mean())
         return self.metrics(stage.report.updates)
 
     @staticmethod
-    def _j_problems(config: TrainConfig) -> int:
+    def _j_prompts(config: TrainConfig) -> int:
         """Prompts of each batch that measures J before and after the stage (``full``)."""
         return config.diagnostics.eval_problems or config.schedule.problems_per_batch
 

@@ -103,7 +103,7 @@ class SwapConfig:
 # -- the checks of a swap -------------------------------------------------------------------------
 
 
-def tokenizer_problems(old: Any, new: Any) -> list[str]:
+def tokenizer_errors(old: Any, new: Any) -> list[str]:
     """Differences between the tokenizers of the old and the new agent (every one): the
     vocabularies (token -> id) and the special tokens. KL to the old agent, the trust region and
     Stage-0 alignment need one action space (paper App. D.1)."""
@@ -112,7 +112,7 @@ def tokenizer_problems(old: Any, new: Any) -> list[str]:
     if a is None or b is None:
         which = "the old agent's policy" if a is None else "the new model"
         return [f"tokenizer: {which} has no tokenizer to compare; {fix}"]
-    problems = []
+    errors = []
     va, vb = a.get_vocab(), b.get_vocab()
     if va != vb:
         only_old = sorted(set(va) - set(vb))
@@ -123,21 +123,21 @@ def tokenizer_problems(old: Any, new: Any) -> list[str]:
             f"{len(only_new)} only in the new (e.g. {only_new[:3]})" if only_new else "",
             f"{len(moved)} with other ids (e.g. {moved[:3]})" if moved else "",
         ]
-        problems.append(
+        errors.append(
             f"tokenizer: the vocabularies differ ({len(va)} vs {len(vb)} tokens; "
             f"{', '.join(d for d in detail if d)}); {fix}"
         )
     for name in ("bos_token", "eos_token", "pad_token", "unk_token"):
         x, y = getattr(a, name, None), getattr(b, name, None)
         if x != y:
-            problems.append(f"tokenizer: {name} is {x!r} in the old agent's, {y!r} in the new's")
+            errors.append(f"tokenizer: {name} is {x!r} in the old agent's, {y!r} in the new's")
     extra_a, extra_b = _other_special_tokens(a), _other_special_tokens(b)
     if extra_a != extra_b:
-        problems.append(
+        errors.append(
             f"tokenizer: other special tokens differ (old {sorted(map(str, extra_a))}, new "
             f"{sorted(map(str, extra_b))})"
         )
-    return problems
+    return errors
 
 
 def _other_special_tokens(tokenizer: Any) -> set[str]:
@@ -146,7 +146,7 @@ def _other_special_tokens(tokenizer: Any) -> set[str]:
     return set(getattr(tokenizer, "all_special_tokens", ())) - named
 
 
-def protocol_problems(
+def protocol_errors(
     team_protocol: Any,
     agent: str,
     old: Any,
@@ -161,13 +161,13 @@ def protocol_problems(
     swap (App. G.7); a model trained for another protocol has to be aligned to this one, or the
     team retrained under the new protocol."""
     fix = "the protocol stays fixed across a swap (App. G.7)"
-    problems = []
+    errors = []
     if getattr(old, "use_chat_template", None) != getattr(new, "use_chat_template", None) or (
         getattr(old, "use_chat_template", False)
         and getattr(old.tokenizer, "chat_template", None)
         != getattr(new.tokenizer, "chat_template", None)
     ):
-        problems.append(
+        errors.append(
             "protocol: the new model renders the context with another chat template "
             f"(old agent: {'its template' if getattr(old, 'use_chat_template', False) else 'plain text'}, "
             f"new: {'a template' if getattr(new, 'use_chat_template', False) else 'plain text'}"
@@ -186,7 +186,7 @@ def protocol_problems(
             if key not in PROTOCOL_KEYS:
                 near = difflib.get_close_matches(key, PROTOCOL_KEYS, n=1)
                 hint = f" (did you mean {near[0]!r}?)" if near else ""
-                problems.append(
+                errors.append(
                     f"protocol: {where} sets unknown key {key!r}{hint}; known: "
                     f"{', '.join(PROTOCOL_KEYS)}"
                 )
@@ -200,12 +200,12 @@ def protocol_problems(
                 pairs = [(key, value, current[key])]
             for name, want, have in pairs:
                 if want != have:
-                    problems.append(
+                    errors.append(
                         f"protocol: {where} sets {name}={_short(want)} but the team's is "
                         f"{_short(have)}; {fix}: drop the setting, or retrain the team under "
                         "the new protocol"
                     )
-    return problems
+    return errors
 
 
 def model_protocol(model: str | Path) -> dict[str, Any]:
@@ -245,30 +245,30 @@ class _Loaded:
 
 
 def _check_dirs(config: SwapConfig) -> list[str]:
-    problems = []
+    errors = []
     run_dir, out = Path(config.run_dir).resolve(), config.out_dir.resolve()
     if not (run_dir / "config.yaml").is_file():
-        problems.append(f"run_dir: {config.run_dir} holds no config.yaml (a teamtr training run)")
+        errors.append(f"run_dir: {config.run_dir} holds no config.yaml (a teamtr training run)")
     if out == run_dir or run_dir in out.parents:
-        problems.append(
+        errors.append(
             f"out: {config.out_dir} is {'the run directory' if out == run_dir else 'inside the run directory'} "
             f"{config.run_dir}; a swap never writes into the run it starts from: give --out NEW_RUN_DIR"
         )
     elif out.exists() and (not out.is_dir() or any(out.iterdir())):
-        problems.append(
+        errors.append(
             f"out: {config.out_dir} already exists and is not empty; a swap starts a new run: "
             "give an empty or new --out"
         )
     if not (Path(config.model) / "config.json").is_file():
-        problems.append(
+        errors.append(
             f"model: {config.model} is not a model directory (no config.json); nothing is "
             "downloaded: pass a local checkpoint"
         )
     if config.stages < 1:
-        problems.append(f"stages: must be >= 1, got {config.stages}")
+        errors.append(f"stages: must be >= 1, got {config.stages}")
     if config.eval_every < 0:
-        problems.append(f"eval_every: must be >= 0, got {config.eval_every}")
-    return problems
+        errors.append(f"eval_every: must be >= 0, got {config.eval_every}")
+    return errors
 
 
 def _load_run(config: SwapConfig) -> _Loaded:
@@ -280,19 +280,19 @@ def _load_run(config: SwapConfig) -> _Loaded:
             "swap", [f"run_dir: {run_dir} has no checkpoint yet: train it first (teamtr train)"]
         )
     env = env_factory(train, "train")()
-    problems = []
+    errors = []
     slots = found.state["trainer"]["slots"]
     if config.agent not in slots:
         near = difflib.get_close_matches(config.agent, list(slots), n=1)
         hint = f" (did you mean {near[0]!r}?)" if near else ""
-        problems.append(
+        errors.append(
             f"agent: {config.agent!r} is not a trained agent of {run_dir}{hint}; trained agents: "
             f"{', '.join(slots)}"
         )
     if train.team is None and not (run_dir / "models" / "tiny" / "config.json").is_file():
-        problems.append(f"run_dir: {run_dir}/models/tiny (the run's model) is missing")
-    if problems:
-        raise ConfigError("swap", problems)
+        errors.append(f"run_dir: {run_dir}/models/tiny (the run's model) is missing")
+    if errors:
+        raise ConfigError("swap", errors)
     policies = build_policies(train, env, run_dir)
     for agent, slot in slots.items():
         policies[agent].load_state_dict(slot["policy"])
@@ -327,9 +327,9 @@ def swap_agent(config: SwapConfig, *, console: Console | None = None) -> dict[st
             protocol, listed before the new directory is written.
     """
     console = console or Console()
-    problems = _check_dirs(config)
-    if problems:
-        raise ConfigError("swap", problems)
+    errors = _check_dirs(config)
+    if errors:
+        raise ConfigError("swap", errors)
     loaded = _load_run(config)
     train, env, policies = loaded.config, loaded.env, loaded.policies
     if train.torch_threads > 0:
@@ -398,10 +398,10 @@ def _checked_model(config: SwapConfig, team: TeamConfig, env: Any, old: Any) -> 
     new = build_policy(team.agents[config.agent], env.task)
     expected = [(f"{Path(config.model) / PROTOCOL_FILE}", model_protocol(config.model))]
     expected.append(("the swap's protocol options", dict(config.protocol)))
-    problems = tokenizer_problems(old, new)
-    problems += protocol_problems(env.protocol, config.agent, old, new, expected)
-    if problems:
-        raise ConfigError(f"swap of {config.agent!r}", problems)
+    errors = tokenizer_errors(old, new)
+    errors += protocol_errors(env.protocol, config.agent, old, new, expected)
+    if errors:
+        raise ConfigError(f"swap of {config.agent!r}", errors)
     return new
 
 

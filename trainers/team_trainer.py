@@ -125,9 +125,9 @@ class TeamTrainer:
         # A TrainConfig was checked by its own learner when it was built; a learner object given
         # here may be another, so it checks the configuration itself.
         self.learner = learner if learner is not None else make_learner(config.schedule.learner)
-        problems = self.learner.check(config) if learner is not None else []
-        if problems:
-            raise ConfigError("training config", problems)
+        errors = self.learner.check(config) if learner is not None else []
+        if errors:
+            raise ConfigError("training config", errors)
         shared = config.sampling
         self.runner = make_runner(
             env_fn,
@@ -170,8 +170,9 @@ class TeamTrainer:
             self.diagnostics = RunDiagnostics(config, probe.task, probe.protocol.turn_limit)
 
     # -- sampling ---------------------------------------------------------------------------
-    def sample(self, stage: int, index: int, problems: int, purpose: str = "train") -> RolloutBatch:
-        """Rollouts under the CURRENT parameters of every agent (seeded by stage and index)."""
+    def sample(self, stage: int, index: int, prompts: int, purpose: str = "train") -> RolloutBatch:
+        """``prompts`` prompts x G rollouts under the CURRENT parameters of every agent (seeded by
+        stage and index)."""
         stream = TRAIN_STREAM if purpose == "train" else DIAG_STREAM
         seed = derive_seed(self.config.seed, stream, stage, index)
         for agent, slot in self.slots.items():  # workers play the current weights, never stale
@@ -182,7 +183,7 @@ class TeamTrainer:
             # i.i.d. draws: a training batch samples the distribution the objective averages
             # over (a problem may repeat), unlike an evaluation set.
             self.runner.sample_problems(
-                problems, seed=derive_seed(seed, PROBLEM_STREAM), distinct=False
+                prompts, seed=derive_seed(seed, PROBLEM_STREAM), distinct=False
             ),
             group_size=self.config.schedule.group_size,
             seed=seed,
@@ -215,7 +216,7 @@ class TeamTrainer:
 
     # -- one stage ----------------------------------------------------------------------------
     def sampling_plan(self, n: int) -> list[SamplePlan]:
-        """The stage's sampling events as ``(first update, updates covered, problems)``: the
+        """The stage's sampling events as ``(first update, updates covered, prompts)``: the
         learner's plan (TeamTR samples before every ``resample_every``-th update; naive sequential
         and joint once, at the stage start), sized by ``schedule.budget``."""
         return self.learner.sampling_plan(n, self.config.schedule)

@@ -15,18 +15,18 @@ DEFAULT_ROUNDS = 25  # AR-Bench's max_turn
 
 
 def check_common(max_rounds: object, split: object, data_split: object) -> list[str]:
-    """Problems with the options every ARBench game takes (empty when all are valid)."""
-    problems = []
+    """Errors in the options every ARBench game takes (empty when all are valid)."""
+    errors = []
     if (
         not isinstance(max_rounds, int)
         or isinstance(max_rounds, bool)
         or not 1 <= max_rounds <= 1000
     ):
-        problems.append(f"max_rounds must be an integer in 1..1000, got {max_rounds!r}")
+        errors.append(f"max_rounds must be an integer in 1..1000, got {max_rounds!r}")
     for name, value in (("split", split), ("data_split", data_split)):
         if value not in SPLITS:
-            problems.append(f"{name} must be one of {SPLITS}, got {value!r}")
-    return problems
+            errors.append(f"{name} must be one of {SPLITS}, got {value!r}")
+    return errors
 
 
 def env_turns(context: str, task_name: str) -> int:

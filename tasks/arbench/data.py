@@ -31,7 +31,7 @@ Converter = Callable[[Any, int, Split], Problem]
 
 
 class ArbenchDataError(ConfigError):
-    """A data file that is not in an accepted format; ``problems`` lists every bad row, each
+    """A data file that is not in an accepted format; ``errors`` lists every bad row, each
     named by its file and line (and item, in a JSON list). A ``ConfigError``, so a
     ``ValueError``."""
 
@@ -66,7 +66,7 @@ def load_file(path: str | Path, convert: Converter, split: Split = "test") -> li
             continue
         read.keep(row, problem, problems)
     if read.bad:
-        raise ArbenchDataError(f"data file {path}", read.problems())
+        raise ArbenchDataError(f"data file {path}", read.errors())
     if not problems:
         raise ArbenchDataError(
             f"data file {path}",

@@ -70,12 +70,12 @@ class DetectiveCaseTask(CasePoolTask):
         split: Split = "train",
         data_split: Split = "test",
     ) -> None:
-        problems = check_common(max_rounds, split, data_split)
+        errors = check_common(max_rounds, split, data_split)
         self.responder: Responder
         self.responder, bad = resolve(responder, "answer_suspect")
-        problems += bad
-        if problems:
-            raise TaskConfigError("DetectiveCaseTask", problems)
+        errors += bad
+        if errors:
+            raise TaskConfigError("DetectiveCaseTask", errors)
         self.max_rounds = max_rounds
         self._open_pool(data_file, split, data_split)
 

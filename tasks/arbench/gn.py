@@ -69,12 +69,12 @@ class GuessingNumbersTask(InteractiveTask):
         split: Split = "train",
         data_split: Split = "test",
     ) -> None:
-        problems = check_common(max_rounds, split, data_split)
+        errors = check_common(max_rounds, split, data_split)
         for option, value in (("early_stop", early_stop), ("allow_repeated", allow_repeated)):
             if not isinstance(value, bool):
-                problems.append(f"{option} must be true or false, got {value!r}")
-        if problems:
-            raise TaskConfigError("GuessingNumbersTask", problems)
+                errors.append(f"{option} must be true or false, got {value!r}")
+        if errors:
+            raise TaskConfigError("GuessingNumbersTask", errors)
         self.max_rounds = max_rounds
         self.early_stop = early_stop
         self.allow_repeated = allow_repeated

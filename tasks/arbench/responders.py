@@ -159,7 +159,7 @@ def resolve(responder: object, method: str) -> tuple[Any, list[str]]:
     """``"scripted"`` -> a :class:`ScriptedResponder`; an object with ``method`` -> itself.
 
     Returns:
-        ``(responder, problems)``; ``problems`` is empty when the responder is usable.
+        ``(responder, errors)``; ``errors`` is empty when the responder is usable.
     """
     if isinstance(responder, str):
         if responder == "scripted":

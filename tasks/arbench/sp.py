@@ -75,14 +75,14 @@ class SituationPuzzleTask(CasePoolTask):
         split: Split = "train",
         data_split: Split = "test",
     ) -> None:
-        problems = check_common(max_rounds, split, data_split)
+        errors = check_common(max_rounds, split, data_split)
         self.responder: Responder
         self.responder, bad = resolve(responder, "answer_puzzle")
-        problems += bad
+        errors += bad
         if not isinstance(success_f1, int | float) or not 0.0 <= success_f1 <= 1.0:
-            problems.append(f"success_f1 must be a number in [0, 1], got {success_f1!r}")
-        if problems:
-            raise TaskConfigError("SituationPuzzleTask", problems)
+            errors.append(f"success_f1 must be a number in [0, 1], got {success_f1!r}")
+        if errors:
+            raise TaskConfigError("SituationPuzzleTask", errors)
         self.max_rounds = max_rounds
         self.success_f1 = float(success_f1)
         self._open_pool(data_file, split, data_split)

@@ -8,7 +8,7 @@ import numpy as np
 
 from tasks.arith import rules
 from tasks.base import Problem, Score, SingleAnswerTask, Split, TaskConfigError, is_int
-from teamtr_core.choices import choice_problems
+from teamtr_core.choices import choice_errors
 
 _PROBLEM_LINE = re.compile(r"^Compute: ([0-9+\-* ]+)$", re.MULTILINE)
 
@@ -32,18 +32,18 @@ class ArithTask(SingleAnswerTask):
     def __init__(
         self, digits: int = 2, operators: str = "+", operands: int = 2, split: str = "train"
     ) -> None:
-        problems = []
+        errors = []
         if not is_int(digits) or not 1 <= digits <= 9:
-            problems.append(f"digits must be an integer in 1..9, got {digits!r}")
+            errors.append(f"digits must be an integer in 1..9, got {digits!r}")
         if not isinstance(operators, str) or not operators or set(operators) - set(rules.OPERATORS):
-            problems.append(
+            errors.append(
                 f"operators must be a non-empty string of {rules.OPERATORS!r}, got {operators!r}"
             )
         if not is_int(operands) or not 2 <= operands <= 6:
-            problems.append(f"operands must be an integer in 2..6, got {operands!r}")
-        problems += choice_problems("split", split, Split)
-        if problems:
-            raise TaskConfigError("ArithTask", problems)
+            errors.append(f"operands must be an integer in 2..6, got {operands!r}")
+        errors += choice_errors("split", split, Split)
+        if errors:
+            raise TaskConfigError("ArithTask", errors)
         self.digits = digits
         self.operators = "".join(dict.fromkeys(operators))
         self.operands = operands

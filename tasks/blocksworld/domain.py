@@ -205,19 +205,19 @@ def below_from_facts(blocks: Sequence[str], facts: Iterable[Fact]) -> tuple[int,
     """
     index = {b: i for i, b in enumerate(blocks)}
     below: list[int | None] = [None] * len(blocks)
-    problems: list[str] = []
+    errors: list[str] = []
     facts = frozenset(facts)
 
     def place(block: str, value: int) -> None:
         i = index[block]
         if below[i] is not None:
-            problems.append(f"block {block} has two positions")
+            errors.append(f"block {block} has two positions")
         below[i] = value
 
     for fact in sorted(facts):
         unknown = [a for a in fact[1:] if a not in index]
         if unknown:
-            problems.append(f"{fact_str(fact)} names unknown object(s) {unknown}")
+            errors.append(f"{fact_str(fact)} names unknown object(s) {unknown}")
             continue
         if fact[0] == "ontable":
             place(fact[1], TABLE)
@@ -225,39 +225,39 @@ def below_from_facts(blocks: Sequence[str], facts: Iterable[Fact]) -> tuple[int,
             place(fact[1], HELD)
         elif fact[0] == "on":
             place(fact[1], index[fact[2]])
-    problems += [f"block {blocks[i]} has no position" for i, b in enumerate(below) if b is None]
-    if not problems:
+    errors += [f"block {blocks[i]} has no position" for i, b in enumerate(below) if b is None]
+    if not errors:
         compact = tuple(b for b in below if b is not None)
-        problems += _consistency_problems(blocks, compact, facts)
-        if not problems:
+        errors += _consistency_errors(blocks, compact, facts)
+        if not errors:
             return compact
-    raise ValueError("; ".join(problems))
+    raise ValueError("; ".join(errors))
 
 
-def _consistency_problems(
+def _consistency_errors(
     blocks: Sequence[str], below: tuple[int, ...], facts: frozenset[Fact]
 ) -> list[str]:
-    problems = []
+    errors = []
     supports = [b for b in below if b >= 0]
     for b in sorted({b for b in supports if supports.count(b) > 1}):
-        problems.append(f"more than one block is on {blocks[b]}")
+        errors.append(f"more than one block is on {blocks[b]}")
     if sum(b == HELD for b in below) > 1:
-        problems.append("more than one block is held")
+        errors.append("more than one block is held")
     for i in range(len(below)):
         seen, j = set(), i
         while j >= 0 and below[j] >= 0:
             if j in seen:
-                problems.append(f"block {blocks[i]} is in a cycle")
+                errors.append(f"block {blocks[i]} is in a cycle")
                 break
             seen.add(j)
             j = below[j]
-    if not problems and facts != facts_from_below(blocks, below):
+    if not errors and facts != facts_from_below(blocks, below):
         extra = sorted(map(fact_str, facts - facts_from_below(blocks, below)))
         lack = sorted(map(fact_str, facts_from_below(blocks, below) - facts))
-        problems.append(
+        errors.append(
             f"clear/handempty facts contradict the positions (extra {extra}, missing {lack})"
         )
-    return problems
+    return errors
 
 
 def successors(below: tuple[int, ...]) -> Iterator[tuple[tuple[str, int, int], tuple[int, ...]]]:

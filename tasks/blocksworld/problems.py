@@ -184,10 +184,10 @@ def _load_path(path: Path, split: Split, optimality: bool) -> list[Problem]:
         return [_pddl_problem(parsed.instance, path, split, None)]
     if path.suffix.lower() == ".json":
         return _load_prompts_json(path, split, optimality)
-    return load_problems(path, check=_row_problems)
+    return load_problems(path, check=_row_errors)
 
 
-def _row_problems(problem: Problem) -> list[str]:
+def _row_errors(problem: Problem) -> list[str]:
     """Why a project-JSONL row is not a Blocksworld problem (empty: it is one)."""
     try:
         instance_from_data(problem.data)

@@ -65,10 +65,10 @@ class BlocksworldTask(SingleAnswerTask):
         stop_at_plan_end: bool = True,
         split: str = "train",
     ) -> None:
-        problems = []
+        errors = []
         size_range = _parse_blocks(blocks)
         if size_range is None:
-            problems.append(
+            errors.append(
                 f"blocks must be an integer in {MIN_BLOCKS}..{MAX_BLOCKS} or a range like '3-5' "
                 f"or [3, 5] within it, got {blocks!r}"
             )
@@ -77,11 +77,11 @@ class BlocksworldTask(SingleAnswerTask):
             ("stop_at_plan_end", stop_at_plan_end),
         ):
             if not isinstance(flag, bool):
-                problems.append(f"{key} must be true or false, got {flag!r}")
+                errors.append(f"{key} must be true or false, got {flag!r}")
         if split not in SPLITS:
-            problems.append(f"split must be one of {SPLITS}, got {split!r}")
-        if problems or size_range is None:
-            raise TaskConfigError("BlocksworldTask", problems)
+            errors.append(f"split must be one of {SPLITS}, got {split!r}")
+        if errors or size_range is None:
+            raise TaskConfigError("BlocksworldTask", errors)
         self.blocks = size_range
         self.require_optimal = require_optimal
         self.stop_at_plan_end = stop_at_plan_end

@@ -4,7 +4,7 @@ file is read (the ``datasets`` extra: ``pip install 'teamtr[datasets]'``).
 
 Nothing here downloads anything: only local paths are read. Lines of a JSON file that cannot be
 read (not UTF-8, not JSON, not an object) are kept in :attr:`Table.bad` with their ``file:line``,
-so that the task reports them together with the rows' own problems (a missing prompt, a repeated
+so that the task reports them together with the rows' own errors (a missing prompt, a repeated
 id), every bad line at once (:func:`tasks.base.listed`: the first 50 and a count of the rest), as a
 :class:`~tasks.base.TaskConfigError`.
 """
@@ -48,7 +48,7 @@ class Table:
         places: for each row, the same place in short (``"line 3"``, ``"row 3"``,
             ``"test row 3"``), to say where a repeated id was first.
         order: for each row, its position in the file (a JSON file's line, else the row's index),
-            to list the problems of the file in file order.
+            to list the errors of the file in file order.
         splits: for a saved ``DatasetDict``, each row's split (from the dict's split names);
             ``None`` for a single table.
         bad: ``(order, message)`` of every line that could not be read as a row (not UTF-8, not
@@ -71,7 +71,7 @@ def read_table(path: Path) -> Table:
     ``train``, ``validation`` / ``valid`` / ``val`` / ``dev`` and ``test``).
 
     Lines of a JSON file that cannot be read as rows are not raised here: they are in
-    :attr:`Table.bad`, for the task to report with the rows' own problems.
+    :attr:`Table.bad`, for the task to report with the rows' own errors.
 
     Raises:
         TaskConfigError: a missing path, an unknown format, an unreadable parquet file or

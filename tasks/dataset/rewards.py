@@ -71,7 +71,7 @@ def resolve(spec: object, where: str) -> tuple[str, RewardFunc] | str:
     )
 
 
-def signature_problem(name: str, func: RewardFunc, columns: Sequence[str]) -> str | None:
+def signature_error(name: str, func: RewardFunc, columns: Sequence[str]) -> str | None:
     """One line if ``func`` cannot be called as ``func(prompts=..., completions=..., **columns)``
     (every column a keyword argument, as TRL calls it), else ``None``. A function whose signature
     cannot be read is assumed to be fine."""

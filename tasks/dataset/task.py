@@ -31,7 +31,7 @@ from tasks.base import (
 )
 from tasks.dataset import rewards
 from tasks.dataset.reading import Table, read_table
-from teamtr_core.choices import choice_problems
+from teamtr_core.choices import choice_errors
 
 log = logging.getLogger(__name__)
 
@@ -116,30 +116,30 @@ class DatasetTask(SingleAnswerTask):
         meta_columns: Sequence[str] = (),
         success_threshold: float | None = None,
     ) -> None:
-        problems: list[str] = []
+        errors: list[str] = []
         if not isinstance(prompt_column, str) or not prompt_column:
-            problems.append(f"prompt_column: expected a column name, got {prompt_column!r}")
+            errors.append(f"prompt_column: expected a column name, got {prompt_column!r}")
         for option, value in (("id_column", id_column), ("split_column", split_column)):
             if value is not None and (not isinstance(value, str) or not value):
-                problems.append(f"{option}: expected a column name or null, got {value!r}")
+                errors.append(f"{option}: expected a column name or null, got {value!r}")
         if isinstance(meta_columns, str):
             meta_columns = [meta_columns]
         if not isinstance(meta_columns, Sequence) or not all(
             isinstance(c, str) and c for c in meta_columns
         ):
-            problems.append(f"meta_columns: expected a list of column names, got {meta_columns!r}")
-        columns_ok = not problems  # the data is only read with well-formed column options
-        problems += choice_problems("split", split, Split)
-        funcs, given = self._resolve_funcs(reward_funcs, problems)
-        weights = self._weights(reward_weights, given, problems)
+            errors.append(f"meta_columns: expected a list of column names, got {meta_columns!r}")
+        columns_ok = not errors  # the data is only read with well-formed column options
+        errors += choice_errors("split", split, Split)
+        funcs, given = self._resolve_funcs(reward_funcs, errors)
+        weights = self._weights(reward_weights, given, errors)
         if success_threshold is not None and not _is_number(success_threshold):
-            problems.append(
+            errors.append(
                 f"success_threshold: expected a finite number or null, got {success_threshold!r}"
             )
         loaded = None
         if path is None or not isinstance(path, (str, os.PathLike)) or not str(path):
-            problems.append(f"path: expected the path of a local dataset, got {path!r}")
-        elif columns_ok:  # the file's own problems are reported with the options'
+            errors.append(f"path: expected the path of a local dataset, got {path!r}")
+        elif columns_ok:  # the file's own errors are reported with the options'
             try:
                 loaded = _load(
                     Path(path).expanduser(),
@@ -149,15 +149,15 @@ class DatasetTask(SingleAnswerTask):
                     tuple(meta_columns),
                 )
             except TaskConfigError as exc:
-                problems += exc.problems
+                errors += exc.errors
         if loaded is not None:
             passed = [c for c in loaded.columns if c not in _skipped(prompt_column)]
             for name, func in funcs:
-                problem = rewards.signature_problem(name, func, passed)
-                if problem is not None:
-                    problems.append(problem)
-        if problems:
-            raise TaskConfigError(_WHAT, problems)
+                error = rewards.signature_error(name, func, passed)
+                if error is not None:
+                    errors.append(error)
+        if errors:
+            raise TaskConfigError(_WHAT, errors)
         assert loaded is not None
         self.path = Path(path).expanduser()  # type: ignore[arg-type]
         self.prompt_column = prompt_column
@@ -183,11 +183,11 @@ class DatasetTask(SingleAnswerTask):
     # -- options ------------------------------------------------------------------------------
     @staticmethod
     def _resolve_funcs(
-        specs: object, problems: list[str]
+        specs: object, errors: list[str]
     ) -> tuple[list[tuple[str, rewards.RewardFunc]], int]:
         """The resolved reward functions and how many were given."""
         if specs is None:
-            problems.append(
+            errors.append(
                 "reward_funcs: give at least one reward function (a callable or "
                 "'module:function'), e.g. 'tasks.dataset.rewards:exact_match'"
             )
@@ -195,7 +195,7 @@ class DatasetTask(SingleAnswerTask):
         if isinstance(specs, str) or callable(specs):
             specs = [specs]
         if not isinstance(specs, Sequence) or not specs:
-            problems.append(
+            errors.append(
                 f"reward_funcs: expected a reward function or a non-empty list of them, got "
                 f"{specs!r}"
             )
@@ -204,23 +204,23 @@ class DatasetTask(SingleAnswerTask):
         for i, spec in enumerate(specs):
             found = rewards.resolve(spec, f"reward_funcs[{i}]")
             if isinstance(found, str):
-                problems.append(found)
+                errors.append(found)
             else:
                 funcs.append(found)
         return funcs, len(specs)
 
     @staticmethod
-    def _weights(given: object, n: int, problems: list[str]) -> list[float]:
+    def _weights(given: object, n: int, errors: list[str]) -> list[float]:
         if given is None:
             return [1.0] * n
         if not isinstance(given, Sequence) or isinstance(given, str):
-            problems.append(f"reward_weights: expected a list of numbers, got {given!r}")
+            errors.append(f"reward_weights: expected a list of numbers, got {given!r}")
             return [1.0] * n
         bad = [w for w in given if not _is_number(w)]
         if bad:
-            problems.append(f"reward_weights: expected finite numbers, got {bad}")
+            errors.append(f"reward_weights: expected finite numbers, got {bad}")
         if len(given) != n:
-            problems.append(
+            errors.append(
                 f"reward_weights: {len(given)} weight(s) for {n} reward function(s); give one "
                 "weight per reward function (or none: every weight 1.0)"
             )
@@ -263,7 +263,7 @@ class DatasetTask(SingleAnswerTask):
         labelled with its split as in the task's own file.
 
         Raises:
-            TaskConfigError: as the constructor, for the file's problems.
+            TaskConfigError: as the constructor, for the file's errors.
         """
         return list(
             _load(
@@ -409,10 +409,10 @@ def _build(
             count of the rest.
     """
     columns = table.columns
-    problems = _column_problems(path, table, prompt_column, id_column, split_column, meta_columns)
+    errors = _column_errors(path, table, prompt_column, id_column, split_column, meta_columns)
     bad = list(table.bad)  # (order, "where: what") of every bad line
-    if problems:  # the rows cannot be checked against columns that are not there
-        raise TaskConfigError(_WHAT, problems + _listed(bad))
+    if errors:  # the rows cannot be checked against columns that are not there
+        raise TaskConfigError(_WHAT, errors + _listed(bad))
     labelled = split_column is not None and split_column in columns and table.splits is None
     built: dict[str, Problem] = {}
     first: dict[str, tuple[str, dict[str, Any]]] = {}  # problem id -> where first, its row
@@ -476,7 +476,7 @@ def _keep_first(built: dict[str, Problem], problem: Problem, path: Path) -> None
         )
 
 
-def _column_problems(
+def _column_errors(
     path: Path,
     table: Table,
     prompt_column: str,
@@ -487,20 +487,20 @@ def _column_problems(
     """The column options that name no column of ``table`` (or: the table has no rows)."""
     columns = table.columns
     shown = f"{str(path)!r} has the columns {list(columns)}"
-    problems = []
+    errors = []
     if not table.rows:
         if not table.bad:
-            problems.append(f"path: {str(path)!r} has no rows (an empty dataset)")
-        return problems
+            errors.append(f"path: {str(path)!r} has no rows (an empty dataset)")
+        return errors
     for option, column in (("prompt_column", prompt_column), ("id_column", id_column)):
         if column is not None and column not in columns:
-            problems.append(f"{option}: no column {column!r}; {shown}")
+            errors.append(f"{option}: no column {column!r}; {shown}")
     if split_column not in (None, "split") and split_column not in columns:
-        problems.append(f"split_column: no column {split_column!r}; {shown}")
+        errors.append(f"split_column: no column {split_column!r}; {shown}")
     missing = [c for c in meta_columns if c not in columns]
     if missing:
-        problems.append(f"meta_columns: no column(s) {missing}; {shown}")
-    return problems
+        errors.append(f"meta_columns: no column(s) {missing}; {shown}")
+    return errors
 
 
 def _row_id(
@@ -532,7 +532,7 @@ def _row_id(
 
 
 def _listed(bad: list[tuple[int, str]]) -> list[str]:
-    """The bad lines in file order (one line's problems in the order found), capped."""
+    """The bad lines in file order (one line's errors in the order found), capped."""
     return listed([message for _, message in sorted(bad, key=lambda b: b[0])])
 
 

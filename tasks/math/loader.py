@@ -157,7 +157,7 @@ def load_math_file(path: str | Path, *, split: str = "test") -> list[Problem]:
             continue
         read.keep(row, made, problems)
     if read.bad:
-        raise ConfigError(f"data file {path}", read.problems())
+        raise ConfigError(f"data file {path}", read.errors())
     if not problems:
         raise ConfigError(f"data file {path}", [f"{path}: no problems found (the file is empty)."])
     return problems

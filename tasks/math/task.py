@@ -53,14 +53,14 @@ class MathTask(SingleAnswerTask):
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
     ) -> None:
-        problems: list[str] = []
-        names = _kind_names(kinds, problems)
+        errors: list[str] = []
+        names = _kind_names(kinds, errors)
         if not is_int(difficulty) or difficulty not in DIFFICULTIES:
-            problems.append(f"difficulty must be one of {DIFFICULTIES}, got {difficulty!r}")
+            errors.append(f"difficulty must be one of {DIFFICULTIES}, got {difficulty!r}")
         if split not in SPLITS:
-            problems.append(f"split must be one of {SPLITS}, got {split!r}")
+            errors.append(f"split must be one of {SPLITS}, got {split!r}")
         if not isinstance(require_think_format, bool):
-            problems.append(
+            errors.append(
                 f"require_think_format must be true or false, got {require_think_format!r}"
             )
         if (
@@ -68,15 +68,15 @@ class MathTask(SingleAnswerTask):
             or not isinstance(timeout_s, (int, float))
             or not 0 < timeout_s <= MAX_TIMEOUT_S
         ):
-            problems.append(
+            errors.append(
                 f"timeout_s must be a number in (0, {MAX_TIMEOUT_S:g}], got {timeout_s!r}"
             )
         if not is_int(max_answer_chars) or not 1 <= max_answer_chars <= 100_000:
-            problems.append(
+            errors.append(
                 f"max_answer_chars must be an integer in 1..100000, got {max_answer_chars!r}"
             )
-        if problems:
-            raise TaskConfigError("MathTask", problems)
+        if errors:
+            raise TaskConfigError("MathTask", errors)
         self.kinds = names
         self.difficulty = difficulty
         self.split = split
@@ -159,21 +159,21 @@ class MathTask(SingleAnswerTask):
         return candidates[-1]
 
 
-def _kind_names(kinds: object, problems: list[str]) -> tuple[str, ...]:
-    """Parses ``kinds`` (comma-separated string or list of names); appends every problem."""
+def _kind_names(kinds: object, errors: list[str]) -> tuple[str, ...]:
+    """Parses ``kinds`` (comma-separated string or list of names); appends every error."""
     if isinstance(kinds, str):
         raw = [k.strip() for k in kinds.split(",")]
     elif isinstance(kinds, (list, tuple)) and all(isinstance(k, str) for k in kinds):
         raw = [k.strip() for k in kinds]
     else:
-        problems.append(f"kinds must be a comma-separated string or a list of names, got {kinds!r}")
+        errors.append(f"kinds must be a comma-separated string or a list of names, got {kinds!r}")
         return ()
     raw = [k for k in raw if k]
     if not raw:
-        problems.append(f"kinds must name at least one of {sorted(GENERATORS)}, got {kinds!r}")
+        errors.append(f"kinds must name at least one of {sorted(GENERATORS)}, got {kinds!r}")
     for kind in raw:
         if kind not in GENERATORS:
             close = difflib.get_close_matches(kind, list(GENERATORS), n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
-            problems.append(f"unknown kind {kind!r}.{hint} Known kinds: {sorted(GENERATORS)}.")
+            errors.append(f"unknown kind {kind!r}.{hint} Known kinds: {sorted(GENERATORS)}.")
     return tuple(dict.fromkeys(raw))

@@ -7,7 +7,7 @@ import numpy as np
 from tasks.arith.rules import extract_answer
 from tasks.base import Problem, Score, SingleAnswerTask, Split, TaskConfigError, is_int
 from tasks.pipeline import rules
-from teamtr_core.choices import choice_problems
+from teamtr_core.choices import choice_errors
 
 
 class PipelineTask(SingleAnswerTask):
@@ -49,17 +49,17 @@ class PipelineTask(SingleAnswerTask):
         split: str = "train",
         expert_error: str = "arithmetic",
     ) -> None:
-        problems = []
+        errors = []
         if not is_int(steps) or not 1 <= steps <= rules.MAX_STEPS:
-            problems.append(f"steps must be an integer in 1..{rules.MAX_STEPS}, got {steps!r}")
+            errors.append(f"steps must be an integer in 1..{rules.MAX_STEPS}, got {steps!r}")
         if not is_int(max_operand) or not 1 <= max_operand <= 9:
-            problems.append(f"max_operand must be an integer in 1..9, got {max_operand!r}")
+            errors.append(f"max_operand must be an integer in 1..9, got {max_operand!r}")
         if not is_int(max_value) or not 9 <= max_value <= 999:
-            problems.append(f"max_value must be an integer in 9..999, got {max_value!r}")
-        problems += choice_problems("split", split, Split)
-        problems += choice_problems("expert_error", expert_error, rules.ExpertError)
-        if problems:
-            raise TaskConfigError("PipelineTask", problems)
+            errors.append(f"max_value must be an integer in 9..999, got {max_value!r}")
+        errors += choice_errors("split", split, Split)
+        errors += choice_errors("expert_error", expert_error, rules.ExpertError)
+        if errors:
+            raise TaskConfigError("PipelineTask", errors)
         self.steps = steps
         self.max_operand = max_operand
         self.max_value = max_value

@@ -71,10 +71,12 @@ def parse_agent_message(text: str, max_scan_chars: int = MAX_SCAN_CHARS) -> Agen
         arguments = call.arguments_dict()
         if call.name != RESPOND:
             return AgentAction("tool", name=call.name, arguments=arguments, ignored_calls=ignored)
-        problems = [e.message[:160] for e in _RESPOND_VALIDATOR.iter_errors(arguments)]
-        if problems:
+        respond_errors = [e.message[:160] for e in _RESPOND_VALIDATOR.iter_errors(arguments)]
+        if respond_errors:
             return AgentAction(
-                "invalid", "Error: invalid arguments for respond: " + "; ".join(problems), RESPOND
+                "invalid",
+                "Error: invalid arguments for respond: " + "; ".join(respond_errors),
+                RESPOND,
             )
         return AgentAction("message", str(arguments["content"]), ignored_calls=ignored)
     if not errors and CANONICAL_OPEN in text[:max_scan_chars]:

@@ -41,7 +41,7 @@ from tasks.tooluse.reward import GoldState, outputs_found, replay_gold
 from tasks.tooluse.tasks_data import ToolTask, builtin_tasks, load_task_file
 from tasks.tooluse.tools import RESPOND_MAX_CHARS, RESPOND_SCHEMA, TOOLS, make_toolbox, tool_schemas
 from tasks.tooluse.user_sim import MAX_USER_CHARS, STOP, ScriptedUser, Turn, UserSimulator
-from teamtr_core.choices import choice_problems
+from teamtr_core.choices import choice_errors
 from teamtr_core.toolcalls import ToolCall
 
 ToolListing = Literal["compact", "json"]
@@ -112,27 +112,27 @@ class ToolUseTask(InteractiveTask):
         unsupported: Unsupported = "skip",
         split: str | None = None,
     ) -> None:
-        problems: list[str] = []
-        problems += choice_problems("tool_listing", tool_listing, ToolListing)
+        errors: list[str] = []
+        errors += choice_errors("tool_listing", tool_listing, ToolListing)
         if not is_int(max_call_chars) or not 256 <= max_call_chars <= 1_000_000:
-            problems.append(
+            errors.append(
                 f"max_call_chars must be an integer in 256..1000000, got {max_call_chars!r}"
             )
-        problems += choice_problems("unsupported", unsupported, Unsupported)
+        errors += choice_errors("unsupported", unsupported, Unsupported)
         if split is not None and split not in SPLITS:
-            problems.append(f"split must be one of {SPLITS} or None, got {split!r}")
+            errors.append(f"split must be one of {SPLITS} or None, got {split!r}")
         db: Database = {}
         try:
             db = load_db(db_dir)
         except (DatabaseError, OSError) as exc:
-            problems.append(f"db_dir: {exc}")
+            errors.append(f"db_dir: {exc}")
         if not (user_sim == "scripted" or isinstance(user_sim, UserSimulator)):
-            problems.append(
+            errors.append(
                 "user_sim must be 'scripted' or an object with opening(task) and "
                 f"reply(task, conversation, rng), got {user_sim!r:.80}"
             )
-        if problems:
-            raise TaskConfigError("ToolUseTask", problems)
+        if errors:
+            raise TaskConfigError("ToolUseTask", errors)
         self.db = db
         self.split: Split | None = split  # type: ignore[assignment]
         self.unsupported = unsupported

@@ -117,29 +117,29 @@ def parse_record(record: object, task_id: str) -> ToolTask | list[str]:
     """A :class:`ToolTask` from a tau-bench record, or the list of everything wrong with it."""
     if not isinstance(record, Mapping):
         return [f"expected a JSON object, got {type(record).__name__}"]
-    problems = []
+    errors = []
     user_id, instruction = record.get("user_id"), record.get("instruction")
     if not isinstance(user_id, str):
-        problems.append(f"user_id: expected a string, got {user_id!r:.60}")
+        errors.append(f"user_id: expected a string, got {user_id!r:.60}")
     if not isinstance(instruction, str) or not instruction.strip():
-        problems.append("instruction: expected a non-empty string")
+        errors.append("instruction: expected a non-empty string")
     raw_actions, outputs = record.get("actions"), record.get("outputs", [])
     actions: list[Action] = []
     if not isinstance(raw_actions, list):
-        problems.append("actions: expected a list of {name, kwargs}")
+        errors.append("actions: expected a list of {name, kwargs}")
         raw_actions = []
     for i, raw in enumerate(raw_actions):
         name = raw.get("name") if isinstance(raw, Mapping) else None
         kwargs = raw.get("kwargs", raw.get("arguments", {})) if isinstance(raw, Mapping) else None
         if not isinstance(name, str) or not isinstance(kwargs, Mapping):
-            problems.append(f"actions[{i}]: expected {{'name': str, 'kwargs': object}}")
+            errors.append(f"actions[{i}]: expected {{'name': str, 'kwargs': object}}")
         elif name != RESPOND:  # a gold reply to the user changes nothing in the database
             actions.append(Action(name, dict(kwargs)))
     if not isinstance(outputs, list) or not all(isinstance(o, str) for o in outputs):
-        problems.append("outputs: expected a list of strings")
+        errors.append("outputs: expected a list of strings")
         outputs = []
-    if problems:
-        return problems
+    if errors:
+        return errors
     assert isinstance(user_id, str) and isinstance(instruction, str)
     return ToolTask(task_id, user_id, instruction, tuple(actions), tuple(outputs))
 
@@ -176,7 +176,7 @@ def _records_to_tasks(read: JsonRows, prefix: str) -> list[ToolTask]:
         else:
             tasks.append(parsed)
     if read.bad:
-        raise ConfigError(f"data file {read.path}", read.problems())
+        raise ConfigError(f"data file {read.path}", read.errors())
     return tasks
 
 
@@ -232,10 +232,10 @@ def load_task_file(
 
 
 def _project_jsonl(path: Path) -> list[Problem]:
-    return load_problems(path, check=_row_problems)
+    return load_problems(path, check=_row_errors)
 
 
-def _row_problems(problem: Problem) -> list[str]:
+def _row_errors(problem: Problem) -> list[str]:
     """Why a project-JSONL row is not a tool-use task (empty: it is one)."""
     try:
         ToolTask.from_problem(problem)

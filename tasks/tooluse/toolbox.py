@@ -161,10 +161,10 @@ class ToolBox:
                 f"Error: arguments of {name} are {size} characters; the limit is "
                 f"{self.max_call_chars}",
             )
-        problems = tool.validation_errors(arguments)
-        if problems:
+        errors = tool.validation_errors(arguments)
+        if errors:
             return ToolOutcome(
-                name, "invalid", f"Error: invalid arguments for {name}: " + "; ".join(problems[:5])
+                name, "invalid", f"Error: invalid arguments for {name}: " + "; ".join(errors[:5])
             )
         return None
 

@@ -120,7 +120,7 @@ def load_file(path: str | Path, split: Split = "test") -> list[Problem]:
             continue
         read.keep(row, problem, problems)
     if read.bad:
-        raise ConfigError(f"data file {path}", read.problems())
+        raise ConfigError(f"data file {path}", read.errors())
     if not problems:
         raise ConfigError(f"data file {path}", [f"{path}: no rows found"])
     return problems

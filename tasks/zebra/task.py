@@ -83,19 +83,19 @@ class ZebraTask(SingleAnswerTask):
         split: str = "train",
         data_split: str = "test",
     ) -> None:
-        problems = []
+        errors = []
         for label, value in (("houses", houses), ("attributes", attributes)):
             if not is_int(value) or not MIN_SIZE <= value <= MAX_SIZE:
-                problems.append(
+                errors.append(
                     f"{label} must be an integer in {MIN_SIZE}..{MAX_SIZE}, got {value!r}"
                 )
-        parsed_sizes, size_problems = _parse_sizes(sizes)
-        problems += size_problems
+        parsed_sizes, size_errors = _parse_sizes(sizes)
+        errors += size_errors
         for label, name in (("split", split), ("data_split", data_split)):
             if name not in SPLITS:
-                problems.append(f"{label} must be one of {SPLITS}, got {name!r}")
-        if problems:
-            raise TaskConfigError("ZebraTask", problems)
+                errors.append(f"{label} must be one of {SPLITS}, got {name!r}")
+        if errors:
+            raise TaskConfigError("ZebraTask", errors)
         self.sizes = parsed_sizes or ((houses, attributes),)
         self.split: Split = split  # type: ignore[assignment]
         self.data_split: Split = data_split  # type: ignore[assignment]
@@ -200,7 +200,7 @@ class ZebraTask(SingleAnswerTask):
 
 
 def _parse_sizes(sizes: object) -> tuple[tuple[tuple[int, int], ...], list[str]]:
-    """``((N, M), ...)`` from the ``sizes`` option, and every problem with it."""
+    """``((N, M), ...)`` from the ``sizes`` option, and every error with it."""
     if sizes is None:
         return (), []
     if isinstance(sizes, str):
@@ -209,7 +209,7 @@ def _parse_sizes(sizes: object) -> tuple[tuple[tuple[int, int], ...], list[str]]
         items = list(sizes)
     else:
         return (), [f"sizes: expected a list of sizes like ['3x3', '4x4'], got {sizes!r}"]
-    parsed, problems = [], []
+    parsed, errors = [], []
     for item in items:
         pair: tuple[Any, ...] = ()
         if isinstance(item, str) and (match := _SIZE_TEXT.fullmatch(item)):
@@ -219,10 +219,10 @@ def _parse_sizes(sizes: object) -> tuple[tuple[tuple[int, int], ...], list[str]]
         if len(pair) == 2 and all(is_int(v) and MIN_SIZE <= v <= MAX_SIZE for v in pair):
             parsed.append((int(pair[0]), int(pair[1])))
         else:
-            problems.append(
+            errors.append(
                 f"sizes: {item!r} is not a size 'NxM' (or [N, M]) with N and M in "
                 f"{MIN_SIZE}..{MAX_SIZE}"
             )
     if not items:
-        problems.append("sizes: expected at least one size, got none")
-    return tuple(parsed), problems
+        errors.append("sizes: expected at least one size, got none")
+    return tuple(parsed), errors

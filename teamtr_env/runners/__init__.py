@@ -63,11 +63,11 @@ def make_runner(
     """
     unknown = sorted(set(ray_options) - set(RAY_OPTIONS))
     chosen = backend if backend is not None else getattr(settings, "backend", "local")
-    problems = [f"unknown option {k!r}; expected one of {list(RAY_OPTIONS)}" for k in unknown]
+    errors = [f"unknown option {k!r}; expected one of {list(RAY_OPTIONS)}" for k in unknown]
     if chosen not in BACKENDS:
-        problems.append(f"backend must be one of {list(BACKENDS)}, got {chosen!r}")
-    if problems:
-        raise ConfigError("runner", problems)
+        errors.append(f"backend must be one of {list(BACKENDS)}, got {chosen!r}")
+    if errors:
+        raise ConfigError("runner", errors)
     if chosen == "local":
         return Runner(env_fn, policies, sampling, progress=progress)
     options = {k: getattr(settings, k) for k in RAY_OPTIONS if hasattr(settings, k)}

@@ -136,10 +136,10 @@ class Runner:
             return {a: value for a in self.agents}
         missing = [a for a in self.agents if a not in value]
         extra = [k for k in value if k not in self.agents]
-        problems = [f"{what}: no entry for agent {a!r}" for a in missing]
-        problems += [f"{what}: {k!r} is not an agent of this team {self.agents}" for k in extra]
-        if problems:
-            raise ConfigError("Runner", problems)
+        errors = [f"{what}: no entry for agent {a!r}" for a in missing]
+        errors += [f"{what}: {k!r} is not an agent of this team {self.agents}" for k in extra]
+        if errors:
+            raise ConfigError("Runner", errors)
         return dict(value)
 
     def sample_problems(self, n: int, seed: int = 0, *, distinct: bool = True) -> list[Problem]:

@@ -139,13 +139,13 @@ class RayRunner(Runner):
         progress: bool | None = None,
         description: str = "rollout",
     ) -> None:
-        problems = []
+        errors = []
         if workers < 1:
-            problems.append(f"workers must be >= 1, got {workers}")
+            errors.append(f"workers must be >= 1, got {workers}")
         if num_cpus < 0 or num_gpus < 0 or max_retries < 0:
-            problems.append("num_cpus, num_gpus and max_retries must be >= 0")
-        if problems:
-            raise ConfigError("RayRunner", problems)
+            errors.append("num_cpus, num_gpus and max_retries must be >= 0")
+        if errors:
+            raise ConfigError("RayRunner", errors)
         super().__init__(env_fn, policies, sampling, progress=progress, description=description)
         self.ray = init_ray(address)
         short = self._short_of_resources(workers, num_cpus, num_gpus)

@@ -89,11 +89,11 @@ def test_team_level_checks(tiny_model_dir: Path) -> None:
     )
     with pytest.raises(ConfigError) as err:
         build_team(config, AGENTS)
-    problems = err.value.problems
-    assert any("['judge'] are not on the team" in p for p in problems)
-    assert any("agents.solver: backend 'hf' needs 'path'" in p for p in problems)
-    assert any("agents.critic: lora/adapter_path need backend" in p for p in problems)
-    assert any("/no/such/dir is not a directory" in p for p in problems)
+    errors = err.value.errors
+    assert any("['judge'] are not on the team" in p for p in errors)
+    assert any("agents.solver: backend 'hf' needs 'path'" in p for p in errors)
+    assert any("agents.critic: lora/adapter_path need backend" in p for p in errors)
+    assert any("/no/such/dir is not a directory" in p for p in errors)
     with pytest.raises(ConfigError, match="agent 'critic' has no policy"):
         build_team(
             team_config_from_dict({"agents": {"solver": {"backend": "random"}}}),
@@ -117,7 +117,7 @@ def test_a_bad_error_rate_is_listed_with_every_other_team_problem(tmp_path: Path
     )
     with pytest.raises(ConfigError) as err:
         build_team(config, AGENTS, teamtr_env.make("teamtr/Arith-v0").task)
-    assert err.value.problems == [
+    assert err.value.errors == [
         "agents ['judge'] are not on the team ['solver', 'critic', 'aggregator']",
         "agents.solver.error_rate: must be in [0, 1], got 2.0",
         "agents.critic.error_rate: must be in [0, 1], got -0.5",
@@ -186,7 +186,7 @@ def test_old_per_agent_sampling_keys_load_with_a_warning() -> None:
     both = {"default": {"backend": "random", "temperature": 0.3, "sampling": {"temperature": 1}}}
     with pytest.raises(ConfigError) as excinfo:
         team_config_from_dict({**both, "sampling": {"seed": 3}})
-    text = "\n".join(excinfo.value.problems)
+    text = "\n".join(excinfo.value.errors)
     assert "the old name of sampling.temperature" in text and "runner derives a seed" in text
     with pytest.raises(ConfigError, match="temperature must be >= 0"):
         team_config_from_dict({"sampling": {"temperature": -1}})

@@ -6,7 +6,7 @@ from typing import Literal
 
 import pytest
 
-from teamtr_core.choices import choice_problems, choices, one_of
+from teamtr_core.choices import choice_errors, choices, one_of
 from teamtr_env.protocol import TeamProtocol, Visibility
 from trainers.sft import SFTConfig
 
@@ -18,8 +18,8 @@ def test_choices_come_from_the_literal_and_optional_literals() -> None:
     assert choices(Literal["a", "b"] | None) == ("a", "b", None)
     assert one_of(Mode) == "'keep' or 'strip'"
     assert one_of(Literal["a", "b", "c"]) == "'a', 'b' or 'c'"
-    assert choice_problems("mode", "keep", Mode) == []
-    assert choice_problems("mode", "hide", Mode) == ["mode: expected 'keep' or 'strip', got 'hide'"]
+    assert choice_errors("mode", "keep", Mode) == []
+    assert choice_errors("mode", "hide", Mode) == ["mode: expected 'keep' or 'strip', got 'hide'"]
     with pytest.raises(TypeError):
         choices(str)
 

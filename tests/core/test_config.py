@@ -93,8 +93,8 @@ class IntKeys:
     table: dict[int, str] = field(default_factory=dict)
 
 
-def _problems(excinfo: pytest.ExceptionInfo[ConfigError]) -> list[str]:
-    return excinfo.value.problems
+def _errors(excinfo: pytest.ExceptionInfo[ConfigError]) -> list[str]:
+    return excinfo.value.errors
 
 
 def test_schema_key_parts() -> None:
@@ -223,18 +223,18 @@ def test_five_problems_reported_at_once() -> None:
     }  # and "name" is missing
     with pytest.raises(ConfigError) as err:
         from_dict(Run, data, what="run config")
-    problems = _problems(err)
-    assert len(problems) == 5, problems
+    errors = _errors(err)
+    assert len(errors) == 5, errors
     text = str(err.value)
     assert text.startswith("Invalid run config (5 problem(s))")
-    assert problems == [  # sorted by path
+    assert errors == [  # sorted by path
         "mode: 'c' is not one of ['a', 'b']",
         "name: required key is missing (add it)",
         "unknown key 'lrr' in optim (did you mean 'lr'?)",
         "optim.betas[1]: expected number, got 'x'",
         "steps: expected integer, got 'many'",
     ]
-    assert all(f"  - {p}" in text for p in problems)
+    assert all(f"  - {p}" in text for p in errors)
 
 
 def test_nested_enum_nullable_and_top_level_messages() -> None:
@@ -248,7 +248,7 @@ def test_nested_enum_nullable_and_top_level_messages() -> None:
                 "agents": {"solver": {"backend": "hff", "lora_r": "8", "pth": "p"}},
             },
         )
-    assert _problems(err) == [
+    assert _errors(err) == [
         "unknown key 'stepz' at top level (did you mean 'steps'?)",
         "unknown key 'zzz' at top level (allowed: name, steps, optim, agents, mode)",
         "unknown key 'pth' in agents.solver (did you mean 'path'?)",
@@ -257,7 +257,7 @@ def test_nested_enum_nullable_and_top_level_messages() -> None:
     ]
     with pytest.raises(ConfigError) as err:
         from_dict(Extras, {"sub": {"lr": "x", "lrr": 1}, "pair": [1], "color": "green"})
-    assert _problems(err) == [
+    assert _errors(err) == [
         "color: 'green' is not one of ['red', 'blue']",
         "pair: [1] is too short",
         "unknown key 'lrr' in sub (did you mean 'lr'?)",
@@ -272,20 +272,20 @@ def test_nested_enum_nullable_and_top_level_messages() -> None:
 def test_post_init_value_error_surfaces_as_config_error_with_path() -> None:
     with pytest.raises(ConfigError) as err:
         from_dict(Run, {"name": "x", "agents": {"a": {"lora_r": 0}, "b": {"lora_r": -2}}})
-    assert _problems(err) == [
+    assert _errors(err) == [
         "agents.a.lora_r: expected a positive rank, got 0",
         "agents.b.lora_r: expected a positive rank, got -2",
     ]
     with pytest.raises(ConfigError) as err:
         from_dict(Checked, {"low": 3, "high": 1})
-    assert _problems(err) == ["low must be <= high, got low=3, high=1"]
+    assert _errors(err) == ["low must be <= high, got low=3, high=1"]
 
 
 def test_post_init_config_error_of_nested_dataclass_gets_path_prefix() -> None:
     with pytest.raises(ConfigError) as err:
         from_dict(Extras, {"team": {"agents": ["a", "a"], "max_turns": 0}})
-    assert any(p.startswith("team.agents: ") for p in _problems(err))
-    assert any(p.startswith("team.max_turns: ") for p in _problems(err))
+    assert any(p.startswith("team.agents: ") for p in _errors(err))
+    assert any(p.startswith("team.max_turns: ") for p in _errors(err))
 
 
 def _write(path: Path, data: dict[str, Any]) -> Path:
@@ -318,12 +318,12 @@ def test_malformed_override_and_bad_value_reported_together(tmp_path: Path) -> N
     path = _write(tmp_path / "run.yaml", {"name": "r"})
     with pytest.raises(ConfigError) as err:
         load_config(Run, path, ["steps", "optim.lr=fast", "optim.lrr=1", "name.x=1"])
-    problems = _problems(err)
-    assert len(problems) == 4, problems
-    assert "override 'steps': expected KEY=VALUE" in problems[0]
-    assert "override 'name.x=1': name is 'r', not a mapping" in problems[1]
-    assert "optim.lr: expected number, got 'fast'" in problems
-    assert "unknown key 'lrr' in optim (did you mean 'lr'?)" in problems
+    errors = _errors(err)
+    assert len(errors) == 4, errors
+    assert "override 'steps': expected KEY=VALUE" in errors[0]
+    assert "override 'name.x=1': name is 'r', not a mapping" in errors[1]
+    assert "optim.lr: expected number, got 'fast'" in errors
+    assert "unknown key 'lrr' in optim (did you mean 'lr'?)" in errors
     assert str(path) in str(err.value)
 
 
@@ -420,8 +420,8 @@ def test_apply_overrides_copies_creates_and_reports_all() -> None:
     assert data == {"name": "r", "optim": {"lr": 0.1}, "agents": None}
     with pytest.raises(ConfigError) as err:
         apply_overrides(data, ["nokey", "name.first=x", "ok=1", "also bad"])
-    assert len(_problems(err)) == 3
-    assert "set name=... instead" in _problems(err)[1]
+    assert len(_errors(err)) == 3
+    assert "set name=... instead" in _errors(err)[1]
 
 
 @pytest.mark.parametrize("text", ["\x85", "a\u2028b", "c\u2029", "é ☃"])
@@ -467,7 +467,7 @@ def test_an_old_key_beside_its_new_one_is_a_problem_reported_with_the_others() -
     data = {"learning_rate": 0.5, "optim": {"lr": 0.1}, "members": {"a": {"size": "x"}}}
     with pytest.raises(ConfigError) as excinfo:
         from_dict(Squad, data)
-    text = "\n".join(_problems(excinfo))
+    text = "\n".join(_errors(excinfo))
     assert "learning_rate: the old name of optim.lr, which is also given; keep optim.lr" in text
     assert "members.a.size" in text
     with pytest.raises(ConfigError, match="optim must be a mapping"):
@@ -491,13 +491,13 @@ class RateSection:
     count: int = 1
 
     def __post_init__(self) -> None:
-        problems = []
+        errors = []
         if not 0 <= self.rate <= 1:
-            problems.append(f"rate must be in [0, 1], got {self.rate}")
+            errors.append(f"rate must be in [0, 1], got {self.rate}")
         if self.count < 1:
-            problems.append(f"count must be >= 1, got {self.count}")
-        if problems:
-            raise ValueError("; ".join(problems))
+            errors.append(f"count must be >= 1, got {self.count}")
+        if errors:
+            raise ValueError("; ".join(errors))
 
 
 @dataclass(frozen=True)
@@ -523,7 +523,7 @@ def test_a_schema_problem_does_not_hide_the_sections_own_checks() -> None:
     }
     with pytest.raises(ConfigError) as err:
         from_dict(Sections, data)
-    assert sorted(err.value.problems) == sorted(
+    assert sorted(err.value.errors) == sorted(
         [
             "first.mode: 'c' is not one of ['a', 'b']",
             "named.y.count: expected integer, got 'many'",
@@ -555,7 +555,7 @@ def test_field_checks_reach_every_section_of_a_mapping() -> None:
     """A field check inside a ``dict[str, Section]`` (a team's agents) was never run."""
     with pytest.raises(ConfigError) as err:
         from_dict(WithChecks, {"members": {"a": {"value": -2}}, "limit": -1})
-    assert err.value.problems == [
+    assert err.value.errors == [
         "members.a.value: must be >= 0, got -2",
         "limit: must be >= 0, got -1",
     ]

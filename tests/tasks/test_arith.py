@@ -412,15 +412,15 @@ def test_invalid_arguments_report_every_problem() -> None:
         ArithTask(digits=0, operators="/", operands=1, split="dev")
     err = info.value
     assert isinstance(err, ValueError)
-    assert len(err.problems) == 4
+    assert len(err.errors) == 4
     message = str(err)
     assert "4 problem(s)" in message
     for needle in ("digits", "0", "operators", "'/'", "operands", "split", "'dev'"):
         assert needle in message
-    assert any("digits" in p for p in err.problems)
-    assert any("operators" in p for p in err.problems)
-    assert any("operands" in p for p in err.problems)
-    assert any("split" in p for p in err.problems)
+    assert any("digits" in p for p in err.errors)
+    assert any("operators" in p for p in err.errors)
+    assert any("operands" in p for p in err.errors)
+    assert any("split" in p for p in err.errors)
 
 
 @pytest.mark.parametrize(
@@ -439,8 +439,8 @@ def test_invalid_arguments_report_every_problem() -> None:
 def test_single_invalid_argument(kwargs: dict, field: str) -> None:
     with pytest.raises(TaskConfigError) as info:
         ArithTask(**kwargs)
-    assert len(info.value.problems) == 1
-    assert field in info.value.problems[0]
+    assert len(info.value.errors) == 1
+    assert field in info.value.errors[0]
 
 
 # ---------------------------------------------------------------- grade / score
@@ -618,7 +618,7 @@ def test_expert_never_raises_on_random_context(context: str, make_error: bool) -
 def test_bool_is_not_an_integer_argument() -> None:
     with pytest.raises(TaskConfigError) as err:
         ArithTask(digits=True, operands=False)  # type: ignore[arg-type]
-    assert len(err.value.problems) == 2
+    assert len(err.value.errors) == 2
 
 
 def test_grade_with_a_missing_gold_answer_is_a_scored_outcome() -> None:

@@ -308,7 +308,7 @@ def test_conversational_prompts_follow_trl(tmp_path: Path) -> None:
 def problems_of(**options: Any) -> list[str]:
     with pytest.raises(TaskConfigError) as info:
         DatasetTask(**options)
-    return info.value.problems
+    return info.value.errors
 
 
 def test_every_option_problem_is_reported_at_once(tmp_path: Path) -> None:

@@ -54,7 +54,7 @@ def test_generated_chains_stay_in_range_and_splits_are_disjoint() -> None:
 def test_bad_options_are_all_reported() -> None:
     with pytest.raises(TaskConfigError) as err:
         PipelineTask(steps=0, max_operand=12, max_value=3, split="dev", expert_error="typo")
-    assert len(err.value.problems) == 5
+    assert len(err.value.errors) == 5
     assert "expert_error" in str(err.value)
 
 

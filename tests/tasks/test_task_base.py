@@ -164,7 +164,7 @@ def test_episode_holds_fields() -> None:
 def test_task_config_error_lists_problems() -> None:
     err = TaskConfigError("Demo", ["a is bad", "b is bad"])
     assert isinstance(err, ValueError)
-    assert err.problems == ["a is bad", "b is bad"]
+    assert err.errors == ["a is bad", "b is bad"]
     assert str(err) == "Invalid Demo arguments (2 problem(s)):\n  - a is bad\n  - b is bad"
 
 
@@ -263,7 +263,7 @@ def test_load_reports_every_bad_line_at_once(tmp_path: Path) -> None:
     path.write_bytes(b"\n".join(rows) + b"\n")
     with pytest.raises(ConfigError) as info:
         load_problems(path)
-    assert [p.split(": ", 1)[0] for p in info.value.problems] == [
+    assert [p.split(": ", 1)[0] for p in info.value.errors] == [
         f"{path}:2",
         f"{path}:4",
         f"{path}:5",
@@ -280,8 +280,8 @@ def test_load_lists_the_first_bad_lines_and_counts_the_rest(tmp_path: Path) -> N
     path.write_text("nope\n" * 120, encoding="utf-8")
     with pytest.raises(ConfigError) as info:
         load_problems(path)
-    assert len(info.value.problems) == 51
-    assert info.value.problems[-1] == "... and 70 more (the first 50 shown)"
+    assert len(info.value.errors) == 51
+    assert info.value.errors[-1] == "... and 70 more (the first 50 shown)"
 
 
 @pytest.mark.parametrize(
@@ -306,7 +306,7 @@ def test_task_load_checks_what_each_row_needs(
     path.write_text(json.dumps(good) + "\n" + json.dumps(row) + "\n", encoding="utf-8")
     with pytest.raises(ConfigError) as info:
         task.load(path)
-    (problem,) = [p for p in info.value.problems if expected in p] or [str(info.value)]
+    (problem,) = [p for p in info.value.errors if expected in p] or [str(info.value)]
     assert problem.startswith(f"{path}:2: problem {row['id']!r}: ")
 
 
@@ -331,12 +331,12 @@ def test_a_single_answer_task_needs_an_answer_and_a_check_that_trips_is_reported
     path.write_text('{"id": "a", "data": {"word": "hi"}}\n{"id": "b", "answer": "x"}\n')
     with pytest.raises(ConfigError) as info:
         Echo().load(path)
-    assert info.value.problems == [
+    assert info.value.errors == [
         f"{path}:1: problem 'a': no 'answer': a single-answer task grades against it"
     ]
     with pytest.raises(ConfigError) as info:
         Strict().load(path)
-    assert f"{path}:2: problem 'b': unusable row (KeyError: 'word')" in info.value.problems
+    assert f"{path}:2: problem 'b': unusable row (KeyError: 'word')" in info.value.errors
 
 
 def test_read_json_rows_collects_every_bad_line(tmp_path: Path) -> None:
@@ -347,13 +347,13 @@ def test_read_json_rows_collects_every_bad_line(tmp_path: Path) -> None:
         (f"{path}:1", 1, {"a": 1}, None),
         (f"{path}:6", 6, {"b": 2}, None),
     ]
-    problems = read.problems()
-    assert [p.split(": ", 1)[0] for p in problems] == [f"{path}:{n}" for n in (2, 4, 5)]
-    assert "not valid JSON" in problems[0] and "'not json'" in problems[0]
-    assert "expected a JSON object, got list" in problems[1]
-    assert "not UTF-8 text (byte 0xff" in problems[2]
+    errors = read.errors()
+    assert [p.split(": ", 1)[0] for p in errors] == [f"{path}:{n}" for n in (2, 4, 5)]
+    assert "not valid JSON" in errors[0] and "'not json'" in errors[0]
+    assert "expected a JSON object, got list" in errors[1]
+    assert "not UTF-8 text (byte 0xff" in errors[2]
     read.add(read.rows[0], "checked by the loader")  # the loader's own findings, in line order
-    assert read.problems()[0] == f"{path}:1: checked by the loader"
+    assert read.errors()[0] == f"{path}:1: checked by the loader"
     assert len(read_json_rows(path, objects=False).rows) == 3  # [1] is a row
 
 
@@ -365,9 +365,9 @@ def test_read_json_rows_locates_the_items_of_a_json_list(tmp_path: Path) -> None
         (f"{path}:2: item 1", 1, {"a": 1}),
         (f"{path}:4: item 2", 2, {"b": [2]}),
     ]
-    assert read.problems() == [f"{path}:6: item 3: expected a JSON object, got int: '3'"]
+    assert read.errors() == [f"{path}:6: item 3: expected a JSON object, got int: '3'"]
     path.write_text('[\n  {"a": 1}\n  {"b": 2}\n]')  # a missing comma: one error, where it is
-    (problem,) = read_json_rows(path, layout="array").problems()
+    (problem,) = read_json_rows(path, layout="array").errors()
     assert problem.startswith(f"{path}:3: not valid JSON (Expecting ',' delimiter")
     assert not read_json_rows(path, layout="array").rows
 
@@ -379,7 +379,7 @@ def test_read_json_rows_document_layout(tmp_path: Path) -> None:
     assert (row.where, row.item, row.value) == (f"{path}:2", 1, {"a": 1})
     path.write_text('"0123"\n"4567"\nnope\n')  # not one document: JSON lines
     read = read_json_rows(path, layout="document", objects=False)
-    assert [r.value for r in read.rows] == ["0123", "4567"] and len(read.problems()) == 1
+    assert [r.value for r in read.rows] == ["0123", "4567"] and len(read.errors()) == 1
     path.write_text('[\n  {"a": 1},\n  {"b": 2}}\n]\n')  # a broken document: one error
-    (problem,) = read_json_rows(path, layout="document").problems()
+    (problem,) = read_json_rows(path, layout="document").errors()
     assert problem.startswith(f"{path}:3: not valid JSON")

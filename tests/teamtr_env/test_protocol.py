@@ -49,7 +49,7 @@ def test_every_problem_reported_at_once() -> None:
     ]
     for fragment in expected:
         assert fragment in text
-    assert len(err.value.problems) == len(expected)
+    assert len(err.value.errors) == len(expected)
 
 
 def test_empty_team_rejected() -> None:

@@ -84,8 +84,8 @@ def test_duplicates_and_override(reg: Registry) -> None:
 def test_bad_kwargs_report_every_problem_with_suggestions(reg: Registry) -> None:
     with pytest.raises(InvalidKwargsError) as err:
         reg.make("demo/Add-v0", digts=2, max_turn=3, agents="not a list", max_message_chars=0)
-    problems = err.value.problems
-    assert len(problems) == 4, problems
+    errors = err.value.errors
+    assert len(errors) == 4, errors
     text = str(err.value)
     assert "'digts'" in text and "Did you mean 'digits'" in text
     assert "'max_turn'" in text and "Did you mean 'max_turns'" in text
@@ -96,7 +96,7 @@ def test_bad_kwargs_report_every_problem_with_suggestions(reg: Registry) -> None
 def test_task_validation_errors_are_collected(reg: Registry) -> None:
     with pytest.raises(InvalidKwargsError) as err:
         reg.make("demo/Add-v0", digits=0, operands=9)
-    assert err.value.problems == [
+    assert err.value.errors == [
         "task: digits must be an integer in 1..9, got 0",
         "task: operands must be an integer in 2..6, got 9",
     ]

@@ -66,7 +66,7 @@ def test_callbacks_by_import_path_report_every_problem() -> None:
     assert type(made) is Callback
     with pytest.raises(ConfigError) as excinfo:
         load_callbacks(["nocolon", "no_such_module_xyz:Thing", "trainers.logger:NullLogger"])
-    text = "\n".join(excinfo.value.problems)
+    text = "\n".join(excinfo.value.errors)
     assert "'nocolon' is not 'module:attribute'" in text
     assert "no_such_module_xyz:Thing' failed: ModuleNotFoundError" in text
     assert "gave NullLogger, not a Callback" in text

@@ -159,14 +159,14 @@ def test_token_kl_and_occupancy_tv() -> None:
 
 
 # -- against the real machinery (sampled) -------------------------------------------------------
-def rollouts(game: eg.RelayGame, team_logits: list, problems: int, group: int, seed: int):
+def rollouts(game: eg.RelayGame, team_logits: list, n_problems: int, group: int, seed: int):
     runner = Runner(
         relay_env_fn(game),
         relay_policies(game, team_logits, seed=seed),
         SamplingParams(temperature=1.0),
         progress=False,
     )
-    return runner, runner.rollout(runner.sample_problems(problems, seed=seed), group, seed=seed)
+    return runner, runner.rollout(runner.sample_problems(n_problems, seed=seed), group, seed=seed)
 
 
 def test_j_by_simulation_through_runner_and_team_env() -> None:

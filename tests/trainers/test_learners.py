@@ -152,3 +152,22 @@ def test_the_learner_checks_a_config_once_when_it_is_built(monkeypatch: pytest.M
     assert len(calls) == 1  # the trainer does not check the built config again
     TeamTrainer(cfg, lambda: env_fn(AGENTS), tabular_team(AGENTS), TeamTR())
     assert len(calls) == 2  # a learner object given to the trainer checks it itself
+
+
+def test_old_names_problems_still_work_with_a_future_warning() -> None:
+    """``ConfigError.problems`` is now ``.errors`` (the lines) and ``SamplePlan.problems`` is now
+    ``.prompts`` (the count): the old names still read (and a plan still takes ``problems=``),
+    with a ``FutureWarning``."""
+    err = ConfigError("demo", ["a is bad", "b is bad"])
+    assert err.errors == ["a is bad", "b is bad"]
+    assert str(err) == "Invalid demo (2 problem(s)):\n  - a is bad\n  - b is bad"
+    with pytest.warns(FutureWarning, match=r"ConfigError\.problems is now ConfigError\.errors"):
+        assert err.problems == err.errors
+
+    plan = SamplePlan(first=0, covered=2, prompts=8)
+    assert plan.prompts == 8 and tuple(plan) == (0, 2, 8)
+    with pytest.warns(FutureWarning, match=r"SamplePlan\.problems is now SamplePlan\.prompts"):
+        assert plan.problems == 8
+    with pytest.warns(FutureWarning, match=r"SamplePlan\(problems=\.\.\.\) is now"):
+        old = SamplePlan(first=0, covered=2, problems=8)  # a plugin written before the rename
+    assert old == plan and old.prompts == 8

@@ -42,7 +42,7 @@ def test_a_resume_that_changes_the_results_is_refused_with_every_difference(tmp_
     )
     with pytest.raises(ConfigError) as excinfo:
         run_training(changed, resume=True, console=QUIET)
-    text = "\n".join(excinfo.value.problems)
+    text = "\n".join(excinfo.value.errors)
     assert "schedule.learner:" in text and '-> "naive_sequential"' in text
     assert "optim.lr:" in text and "tiny_model.hidden_size: 128 -> 64" in text
     assert "config.yaml" in text and "stage_0001.pt" in text  # both records are checked

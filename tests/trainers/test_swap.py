@@ -21,7 +21,7 @@ from teamtr_core.errors import ConfigError
 from trainers import rundir
 from trainers.align import AlignConfig, align_policy, split_probes
 from trainers.kl import vocab_kl
-from trainers.swap import PROTOCOL_FILE, SwapConfig, protocol_problems, swap_agent
+from trainers.swap import PROTOCOL_FILE, SwapConfig, protocol_errors, swap_agent
 
 quiet = Console(file=io.StringIO())
 
@@ -81,12 +81,12 @@ def test_a_protocol_mismatch_lists_every_problem(
             ),
             console=quiet,
         )
-    problems = err.value.problems
-    assert len(problems) == 4, problems
-    assert "system_prompt='You are a helpful assistant.' but the team's is ''" in problems[0]
-    assert "reasoning='strip' but the team's is 'keep'" in problems[1]
-    assert "tool_calls='canonical' but the team's is 'keep'" in problems[2]
-    assert "unknown key 'headr' (did you mean 'header'?)" in problems[3]
+    errors = err.value.errors
+    assert len(errors) == 4, errors
+    assert "system_prompt='You are a helpful assistant.' but the team's is ''" in errors[0]
+    assert "reasoning='strip' but the team's is 'keep'" in errors[1]
+    assert "tool_calls='canonical' but the team's is 'keep'" in errors[2]
+    assert "unknown key 'headr' (did you mean 'header'?)" in errors[3]
     assert not out.exists()
 
 
@@ -94,7 +94,7 @@ def test_the_teams_own_protocol_settings_pass(run: Path, new_model: Path) -> Non
     env = teamtr_env.make("teamtr/Arith-v0", system_prompts={"critic": ""})
     old = new = HFPolicy.from_pretrained(new_model)
     same = {"system_prompt": "", "reasoning": "keep", "tool_calls": "keep", "header": "Problem"}
-    assert protocol_problems(env.protocol, "critic", old, new, [("options", same)]) == []
+    assert protocol_errors(env.protocol, "critic", old, new, [("options", same)]) == []
 
 
 def test_the_new_run_directory_is_never_the_run_or_a_non_empty_one(

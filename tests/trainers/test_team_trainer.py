@@ -211,8 +211,8 @@ def test_stage_metrics_carry_each_agents_share_of_clipped_messages() -> None:
     batches = []
     sample = trainer.sample
 
-    def recording(stage, index, problems, purpose="train"):  # type: ignore[no-untyped-def]
-        batch = sample(stage, index, problems, purpose)
+    def recording(stage, index, prompts, purpose="train"):  # type: ignore[no-untyped-def]
+        batch = sample(stage, index, prompts, purpose)
         if purpose == "train":
             batches.append(batch)
         return batch
@@ -317,8 +317,8 @@ def test_reward_start_is_the_stage_start_teams_batch(monkeypatch) -> None:
     seen: list[float] = []
     real = Stage.sample
 
-    def recording(self, index, problems):
-        batch = real(self, index, problems)
+    def recording(self, index, prompts):
+        batch = real(self, index, prompts)
         seen.append(float(batch.rewards().mean()))
         return batch
 

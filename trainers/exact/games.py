@@ -56,13 +56,13 @@ class RelayGame:
 
     def __post_init__(self) -> None:
         fields = (("n", self.n, 1), ("symbols", self.symbols, 2), ("rounds", self.rounds, 1))
-        problems = [
+        errors = [
             f"{name} must be an integer >= {low}, got {value!r}"
             for name, value, low in fields
             if not is_integer(value) or value < low
         ]
-        if problems:
-            raise ValueError("Invalid RelayGame: " + "; ".join(problems))
+        if errors:
+            raise ValueError("Invalid RelayGame: " + "; ".join(errors))
 
     @property
     def turns(self) -> int:

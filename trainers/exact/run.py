@@ -174,22 +174,22 @@ def run_sampled(
         ValueError: ``config`` normalises or clips advantages (then ``l_seq`` has no ``J`` scale),
             or does not sample at temperature 1.
     """
-    problems = []
+    errors = []
     o = config.optim
     if o.normalize_advantages or o.a_clip is not None or o.advantage != "group":
-        problems.append(
+        errors.append(
             "optim.normalize_advantages must be false, optim.a_clip null and optim.advantage "
             "group (raw centred advantages); build the config with sampled_config()"
         )
     sampling = config.sampling
     if (sampling.temperature, sampling.top_p, sampling.top_k) != (1.0, 1.0, 0):
-        problems.append(
+        errors.append(
             "sampling must be the policy's own distribution (temperature 1, top_p 1, top_k 0: "
             f"TabularPolicy scores at 1), got temperature {sampling.temperature}, top_p "
             f"{sampling.top_p}, top_k {sampling.top_k}"
         )
-    if problems:
-        raise ValueError("run_sampled: " + "; ".join(problems))
+    if errors:
+        raise ValueError("run_sampled: " + "; ".join(errors))
     policies = relay_policies(game, logits, seed=config.seed)
     trainer = TeamTrainer(config, relay_env_fn(game), policies)
     g = config.schedule.group_size

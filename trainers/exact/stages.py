@@ -177,21 +177,21 @@ class ExactSettings:
     max_backtracks: int = 12
 
     def __post_init__(self) -> None:
-        problems = []
+        errors = []
         if not is_integer(self.steps) or self.steps < 1:
-            problems.append(f"steps must be an integer >= 1, got {self.steps!r}")
+            errors.append(f"steps must be an integer >= 1, got {self.steps!r}")
         if not self.lr > 0:
-            problems.append(f"lr must be > 0, got {self.lr!r}")
+            errors.append(f"lr must be > 0, got {self.lr!r}")
         if not self.delta > 0:
-            problems.append(f"delta must be > 0, got {self.delta!r}")
+            errors.append(f"delta must be > 0, got {self.delta!r}")
         if not self.beta >= 0:
-            problems.append(f"beta must be >= 0, got {self.beta!r}")
+            errors.append(f"beta must be >= 0, got {self.beta!r}")
         if self.ratio_clip is not None and not self.ratio_clip > 0:
-            problems.append(f"ratio_clip must be > 0 or None, got {self.ratio_clip!r}")
+            errors.append(f"ratio_clip must be > 0 or None, got {self.ratio_clip!r}")
         if not is_integer(self.max_backtracks) or self.max_backtracks < 0:
-            problems.append(f"max_backtracks must be an integer >= 0, got {self.max_backtracks!r}")
-        if problems:
-            raise ValueError("Invalid ExactSettings: " + "; ".join(problems))
+            errors.append(f"max_backtracks must be an integer >= 0, got {self.max_backtracks!r}")
+        if errors:
+            raise ValueError("Invalid ExactSettings: " + "; ".join(errors))
 
 
 @dataclass(frozen=True)

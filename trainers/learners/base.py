@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
@@ -10,14 +11,44 @@ if TYPE_CHECKING:
     from trainers.stage import Stage
 
 
-class SamplePlan(NamedTuple):
-    """A learner's plan of one sampling in a stage: before update ``first``, ``problems`` prompts
-    (x G rollouts) that serve ``covered`` updates (under the ``disjoint`` budget, each its own
-    slice). What was actually sampled is recorded as a :class:`trainers.team_trainer.SampleEvent`."""
-
+class _SamplePlanFields(NamedTuple):
     first: int
     covered: int
-    problems: int
+    prompts: int
+
+
+class SamplePlan(_SamplePlanFields):
+    """A learner's plan of one sampling in a stage: before update ``first``, ``prompts`` prompts
+    (x G rollouts) that serve ``covered`` updates (under the ``disjoint`` budget, each its own
+    slice). What was actually sampled is recorded as a :class:`trainers.team_trainer.SampleEvent`.
+
+    A named tuple ``(first, covered, prompts)``. The count was called ``problems`` before:
+    ``SamplePlan(..., problems=n)`` and ``plan.problems`` still work, with a ``FutureWarning``.
+    """
+
+    __slots__ = ()
+
+    def __new__(
+        cls, first: int, covered: int, prompts: int | None = None, *, problems: int | None = None
+    ) -> SamplePlan:
+        if problems is not None:
+            warnings.warn(
+                "SamplePlan(problems=...) is now SamplePlan(prompts=...)",
+                FutureWarning,
+                stacklevel=2,
+            )
+            if prompts is not None:
+                raise TypeError("SamplePlan: give prompts (problems is its old name), not both")
+            prompts = problems
+        if prompts is None:
+            raise TypeError("SamplePlan: missing the number of prompts (prompts=...)")
+        return super().__new__(cls, first, covered, prompts)
+
+    @property
+    def problems(self) -> int:
+        """Deprecated: :attr:`prompts` (the number of prompts sampled)."""
+        warnings.warn("SamplePlan.problems is now SamplePlan.prompts", FutureWarning, stacklevel=2)
+        return self.prompts
 
 
 class Learner(ABC):
@@ -26,7 +57,7 @@ class Learner(ABC):
     A stage updates every trainable agent once, in the stage's order (``stage.order``). The
     learner calls the shared machinery of :class:`~trainers.team_trainer.Stage`:
 
-    * ``stage.sample(index, problems)``: ``problems`` prompts x G rollouts under the team's
+    * ``stage.sample(index, prompts)``: ``prompts`` prompts x G rollouts under the team's
       CURRENT parameters (seeded by the stage and ``index``);
     * ``stage.part(batch, j, covered)``: the ``j``-th of ``covered`` disjoint slices of a batch;
     * ``stage.update(agent, batch, index=i)``: one update of ``agent`` on its messages in
@@ -44,7 +75,7 @@ class Learner(ABC):
     importance_weighting: ClassVar[bool] = False
 
     def check(self, config: TrainConfig) -> list[str]:
-        """Problems with ``config`` for this learner (one line each; empty: none). Run once, when
+        """Errors in ``config`` for this learner (one line each; empty: none). Run once, when
         a ``TrainConfig`` naming this learner is built (and by ``TeamTrainer`` for a learner
         object passed to it)."""
         if config.schedule.importance_weighting and not self.importance_weighting:

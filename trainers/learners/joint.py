@@ -24,7 +24,7 @@ class Joint(Learner):
         return single_batch_plan(n, schedule)
 
     def run_stage(self, stage: Stage) -> None:
-        ((_, covered, problems),) = self.sampling_plan(stage.n, stage.schedule)
-        batch = stage.sample(0, problems)
+        ((_, covered, prompts),) = self.sampling_plan(stage.n, stage.schedule)
+        batch = stage.sample(0, prompts)
         for i, agent in enumerate(stage.order):
             stage.update(agent, stage.part(batch, i, covered)[0], index=i)

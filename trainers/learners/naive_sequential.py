@@ -29,8 +29,8 @@ class NaiveSequential(Learner):
         return single_batch_plan(n, schedule)
 
     def run_stage(self, stage: Stage) -> None:
-        ((_, covered, problems),) = self.sampling_plan(stage.n, stage.schedule)
-        start = stage.sample(0, problems)  # the stage-start team, reused for every update
+        ((_, covered, prompts),) = self.sampling_plan(stage.n, stage.schedule)
+        start = stage.sample(0, prompts)  # the stage-start team, reused for every update
         weighted = stage.schedule.importance_weighting
         log_ratio = torch.zeros(len(start.episodes), dtype=torch.float64)
         for i, agent in enumerate(stage.order):

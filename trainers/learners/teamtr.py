@@ -25,8 +25,8 @@ class TeamTR(Learner):
         return [SamplePlan(first, c, schedule.batch_prompts(c)) for first, c in covers]
 
     def run_stage(self, stage: Stage) -> None:
-        for first, covered, problems in self.sampling_plan(stage.n, stage.schedule):
-            batch = stage.sample(first, problems)  # the team after `first` updates of this stage
+        for first, covered, prompts in self.sampling_plan(stage.n, stage.schedule):
+            batch = stage.sample(first, prompts)  # the team after `first` updates of this stage
             for j in range(covered):
                 part, _ = stage.part(batch, j, covered)
                 stage.update(stage.order[first + j], part, index=first + j)

@@ -138,12 +138,12 @@ def test_every_bad_row_is_reported_at_once(tmp_path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(ArbenchDataError) as err:
         SituationPuzzleTask().load(path)
-    problems = err.value.problems
-    assert [p.split(": ", 1)[0] for p in problems] == [f"{path}:{n}" for n in (2, 3, 4, 5)]
-    assert "not valid JSON" in problems[0]
-    assert "'surface' and 'bottom' must be non-empty" in problems[1]
-    assert "duplicate id 'arbench-sp:7' (first on line 1)" in problems[2]
-    assert "SP item is missing ['bottom']" in problems[3]
+    errors = err.value.errors
+    assert [p.split(": ", 1)[0] for p in errors] == [f"{path}:{n}" for n in (2, 3, 4, 5)]
+    assert "not valid JSON" in errors[0]
+    assert "'surface' and 'bottom' must be non-empty" in errors[1]
+    assert "duplicate id 'arbench-sp:7' (first on line 1)" in errors[2]
+    assert "SP item is missing ['bottom']" in errors[3]
     assert isinstance(err.value, ValueError)
 
 
@@ -153,7 +153,7 @@ def test_a_broken_json_list_is_one_error_where_it_breaks(tmp_path: Path) -> None
     path.write_text(text.replace("}", "}}", 1))  # one stray brace in a pretty-printed file
     with pytest.raises(ArbenchDataError) as err:
         DetectiveCaseTask().load(path)
-    (problem,) = err.value.problems
+    (problem,) = err.value.errors
     assert problem.startswith(f"{path}:") and "not valid JSON" in problem
 
 
@@ -162,6 +162,6 @@ def test_the_list_of_bad_rows_is_capped(tmp_path: Path) -> None:
     path.write_text(json.dumps(["0123", *(["1123"] * 60)], indent=0))
     with pytest.raises(ArbenchDataError) as err:
         GuessingNumbersTask().load(path)
-    problems = err.value.problems
-    assert len(problems) == 51 and problems[0].startswith(f"{path}:3: item 2: expected a secret")
-    assert problems[-1] == "... and 10 more (the first 50 shown)"
+    errors = err.value.errors
+    assert len(errors) == 51 and errors[0].startswith(f"{path}:3: item 2: expected a secret")
+    assert errors[-1] == "... and 10 more (the first 50 shown)"

@@ -135,7 +135,7 @@ def test_bad_options_are_all_reported() -> None:
     with pytest.raises(TaskConfigError) as err:
         bad: dict = {"max_rounds": True, "responder": object(), "data_split": "dev"}
         DetectiveCaseTask(**bad)
-    assert len(err.value.problems) == 3
+    assert len(err.value.errors) == 3
 
 
 def test_expert_interrogates_everyone_then_answers(case_problem: Problem) -> None:

@@ -177,7 +177,7 @@ def test_unfinished_episode_scores_zero_with_a_reason() -> None:
 def test_bad_options_are_all_reported() -> None:
     with pytest.raises(TaskConfigError) as err:
         GuessingNumbersTask(max_rounds=0, early_stop="yes", split="dev")  # type: ignore[arg-type]
-    assert len(err.value.problems) == 3
+    assert len(err.value.errors) == 3
 
 
 def test_bad_problem_secret_is_a_clear_error() -> None:

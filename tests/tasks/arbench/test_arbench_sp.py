@@ -152,7 +152,7 @@ def test_bad_options_are_all_reported() -> None:
     with pytest.raises(TaskConfigError) as err:
         bad: dict = {"max_rounds": -1, "responder": "gpt", "success_f1": 2, "split": "x"}
         SituationPuzzleTask(**bad)
-    assert len(err.value.problems) == 4
+    assert len(err.value.errors) == 4
 
 
 def test_expert_asks_key_questions_then_answers_with_the_story() -> None:

@@ -225,17 +225,17 @@ def test_every_bad_instance_of_a_prompts_json_is_reported_at_once(tmp_path: Path
     path.write_text(json.dumps(data))
     with pytest.raises(ConfigError) as info:
         BlocksworldTask().load(path)
-    problems = info.value.problems
-    assert len(problems) == 4
+    errors = info.value.errors
+    assert len(errors) == 4
     assert (
-        problems[0]
+        errors[0]
         == f"{path}: instance_id 3: the query does not follow PlanBench's one-shot template"
     )
-    assert problems[1].startswith(f"{path}: instance_id 4: expected one example")
-    assert problems[2].startswith(
+    assert errors[1].startswith(f"{path}: instance_id 4: expected one example")
+    assert errors[2].startswith(
         f"{path}: instance_id 2: duplicate instance_id (first at instances[0])"
     )
-    assert problems[3] == f"{path}: instances[4]: expected an object, got int"
+    assert errors[3] == f"{path}: instances[4]: expected an object, got int"
 
 
 def test_the_list_of_bad_instances_is_capped(tmp_path: Path) -> None:
@@ -245,5 +245,5 @@ def test_the_list_of_bad_instances_is_capped(tmp_path: Path) -> None:
     path.write_text(json.dumps(data))
     with pytest.raises(ConfigError) as info:
         BlocksworldTask().load(path)
-    assert len(info.value.problems) == 51
-    assert info.value.problems[-1] == "... and 10 more (the first 50 shown)"
+    assert len(info.value.errors) == 51
+    assert info.value.errors[-1] == "... and 10 more (the first 50 shown)"

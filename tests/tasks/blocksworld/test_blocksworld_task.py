@@ -37,7 +37,7 @@ def grade(reply: str, problem: Problem | None = None, **options: object):
 def test_options_are_validated_all_at_once() -> None:
     with pytest.raises(TaskConfigError) as err:
         BlocksworldTask(blocks=9, require_optimal="yes", stop_at_plan_end=1, split="dev")  # type: ignore[arg-type]
-    assert len(err.value.problems) == 4
+    assert len(err.value.errors) == 4
     assert "blocks must be an integer in 3..8" in str(err.value)
 
 

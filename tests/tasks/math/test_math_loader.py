@@ -140,14 +140,14 @@ def test_every_bad_line_is_reported_at_once(tmp_path: Path) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(ConfigError) as info:
         load_math_file(path)
-    problems = info.value.problems
-    assert [p.split(": ", 1)[0] for p in problems] == [f"{path}:{n}" for n in (2, 3, 4, 6, 7, 8)]
-    assert "not valid JSON" in problems[0]
-    assert "non-empty string in 'problem' (or 'question'); got '   '" in problems[1]
-    assert "duplicate id 'bad:1' (first on line 1)" in problems[2]
-    assert "no gold answer" in problems[3]
-    assert "expected a JSON object, got list" in problems[4]
-    assert "non-empty string data['problem']" in problems[5]
+    errors = info.value.errors
+    assert [p.split(": ", 1)[0] for p in errors] == [f"{path}:{n}" for n in (2, 3, 4, 6, 7, 8)]
+    assert "not valid JSON" in errors[0]
+    assert "non-empty string in 'problem' (or 'question'); got '   '" in errors[1]
+    assert "duplicate id 'bad:1' (first on line 1)" in errors[2]
+    assert "no gold answer" in errors[3]
+    assert "expected a JSON object, got list" in errors[4]
+    assert "non-empty string data['problem']" in errors[5]
     assert isinstance(info.value, ValueError)  # callers that caught ValueError still do
 
 
@@ -157,7 +157,7 @@ def test_the_list_of_bad_lines_is_capped(tmp_path: Path) -> None:
     _write(path, [{"id": "ok", "problem": "p", "answer": "1"}, *rows])
     with pytest.raises(ConfigError) as info:
         load_math_file(path)
-    assert len(info.value.problems) == 51
-    assert info.value.problems[0].startswith(f"{path}:2: ")
-    assert info.value.problems[49].startswith(f"{path}:51: ")
-    assert info.value.problems[-1] == "... and 10 more (the first 50 shown)"
+    assert len(info.value.errors) == 51
+    assert info.value.errors[0].startswith(f"{path}:2: ")
+    assert info.value.errors[49].startswith(f"{path}:51: ")
+    assert info.value.errors[-1] == "... and 10 more (the first 50 shown)"

@@ -32,9 +32,9 @@ def test_every_bad_option_is_reported_at_once() -> None:
             timeout_s=0,
             max_answer_chars=0,
         )
-    problems = info.value.problems
-    assert len(problems) == 6
-    assert "Did you mean 'quadratic'?" in problems[0]
+    errors = info.value.errors
+    assert len(errors) == 6
+    assert "Did you mean 'quadratic'?" in errors[0]
     for fragment in (
         "difficulty",
         "split",
@@ -42,7 +42,7 @@ def test_every_bad_option_is_reported_at_once() -> None:
         "timeout_s",
         "max_answer_chars",
     ):
-        assert any(p.startswith(fragment) for p in problems), fragment
+        assert any(p.startswith(fragment) for p in errors), fragment
 
 
 @pytest.mark.parametrize("kinds", ["", " , ", 3, ["linear", 2]])

@@ -109,10 +109,10 @@ def test_a_binary_file_names_the_file_without_a_bogus_line(tmp_path: Path) -> No
 
 
 def test_parse_record_lists_every_problem() -> None:
-    problems = parse_record(
+    errors = parse_record(
         {"user_id": 1, "instruction": "", "actions": [{"name": 2}], "outputs": [3]}, "t"
     )
-    assert isinstance(problems, list) and len(problems) == 4
+    assert isinstance(errors, list) and len(errors) == 4
 
 
 def test_task_load_warns_about_users_missing_from_the_database() -> None:
@@ -148,11 +148,11 @@ def test_every_bad_line_of_tau_jsonl_is_reported_at_once(tmp_path: Path) -> None
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(ConfigError) as info:
         load_task_file(path)
-    problems = info.value.problems
-    assert [p.split(": ", 1)[0] for p in problems] == [f"{path}:{n}" for n in (2, 3, 4, 5, 5)]
-    assert "not valid JSON" in problems[0] and "expected a JSON object, got list" in problems[1]
-    assert "instruction: expected a non-empty string" in problems[2]
-    assert "actions[0]: expected" in problems[3] and "outputs: expected" in problems[4]
+    errors = info.value.errors
+    assert [p.split(": ", 1)[0] for p in errors] == [f"{path}:{n}" for n in (2, 3, 4, 5, 5)]
+    assert "not valid JSON" in errors[0] and "expected a JSON object, got list" in errors[1]
+    assert "instruction: expected a non-empty string" in errors[2]
+    assert "actions[0]: expected" in errors[3] and "outputs: expected" in errors[4]
 
 
 def test_every_bad_line_of_project_jsonl_is_reported_at_once(tmp_path: Path) -> None:
@@ -168,11 +168,11 @@ def test_every_bad_line_of_project_jsonl_is_reported_at_once(tmp_path: Path) -> 
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(ConfigError) as info:
         load_task_file(path)
-    problems = info.value.problems
-    assert [p.split(": ", 1)[0] for p in problems] == [f"{path}:{n}" for n in (2, 3, 4)]
-    assert "not valid JSON" in problems[0]
-    assert f"duplicate id {first['id']!r} (first on line 1)" in problems[1]
-    assert "instruction: expected a non-empty string" in problems[2]
+    errors = info.value.errors
+    assert [p.split(": ", 1)[0] for p in errors] == [f"{path}:{n}" for n in (2, 3, 4)]
+    assert "not valid JSON" in errors[0]
+    assert f"duplicate id {first['id']!r} (first on line 1)" in errors[1]
+    assert "instruction: expected a non-empty string" in errors[2]
 
 
 def test_the_list_of_bad_records_is_capped(tmp_path: Path) -> None:
@@ -180,6 +180,6 @@ def test_the_list_of_bad_records_is_capped(tmp_path: Path) -> None:
     path.write_text(json.dumps([{"user_id": "u", "instruction": "", "actions": []}] * 60))
     with pytest.raises(ConfigError) as info:
         load_task_file(path)
-    problems = info.value.problems
-    assert len(problems) == 51 and problems[0].startswith(f"{path}:1: item 1: instruction")
-    assert problems[-1] == "... and 10 more (the first 50 shown)"
+    errors = info.value.errors
+    assert len(errors) == 51 and errors[0].startswith(f"{path}:1: item 1: instruction")
+    assert errors[-1] == "... and 10 more (the first 50 shown)"

@@ -237,20 +237,20 @@ def test_load_validates_official_rows(tmp_path: Path) -> None:
 # ---- whole episodes through the registered environment -------------------------------------------
 
 
-def run_eval(policy: object, k: int = 2, problems: int = 10, **make: object) -> float:
+def run_eval(policy: object, k: int = 2, n_problems: int = 10, **make: object) -> float:
     def env_fn() -> teamtr_env.TeamEnv:
         return teamtr_env.make("teamtr/ZebraLogic-v0", **make)
 
     runner = Runner(env_fn, policy, progress=False)  # type: ignore[arg-type]
     fixed = env_fn().problems
-    chosen = list(fixed) if fixed is not None else runner.sample_problems(problems, seed=0)
+    chosen = list(fixed) if fixed is not None else runner.sample_problems(n_problems, seed=0)
     return evaluate(runner, chosen, k=k, seed=0).metrics[f"avg@{k}"].mean
 
 
 def test_registered_env_scripted_expert_random_policy_and_data_path() -> None:
     task = teamtr_env.make("teamtr/ZebraLogic-v0").task
     assert run_eval(ScriptedExpert(task, error_rate=0.0, seed=0)) == 1.0
-    noisy = run_eval(ScriptedExpert(task, error_rate=0.3, seed=0), k=4, problems=40)
+    noisy = run_eval(ScriptedExpert(task, error_rate=0.3, seed=0), k=4, n_problems=40)
     assert 0.55 <= noisy <= 0.85
     assert run_eval(RandomPolicy(seed=0)) == 0.0
     expert = ScriptedExpert(task, error_rate=0.0, seed=0)
@@ -275,13 +275,13 @@ def test_every_bad_line_is_reported_at_once(tmp_path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(ConfigError) as err:
         ZebraTask().load(path)
-    problems = err.value.problems
-    assert [p.split(": ", 1)[0] for p in problems] == [f"{path}:{n}" for n in (2, 4, 5, 6, 7)]
-    assert "not valid JSON" in problems[0]
-    assert "'puzzle' must be a non-empty string" in problems[1]
-    assert f"duplicate id {good['id']!r} (first on line 1)" in problems[2]
-    assert "missing ['solution']" in problems[3]
-    assert "expected a JSON object, got int" in problems[4]
+    errors = err.value.errors
+    assert [p.split(": ", 1)[0] for p in errors] == [f"{path}:{n}" for n in (2, 4, 5, 6, 7)]
+    assert "not valid JSON" in errors[0]
+    assert "'puzzle' must be a non-empty string" in errors[1]
+    assert f"duplicate id {good['id']!r} (first on line 1)" in errors[2]
+    assert "missing ['solution']" in errors[3]
+    assert "expected a JSON object, got int" in errors[4]
 
 
 def test_every_bad_item_of_a_json_list_is_named_with_its_line(tmp_path: Path) -> None:
@@ -290,7 +290,7 @@ def test_every_bad_item_of_a_json_list_is_named_with_its_line(tmp_path: Path) ->
     path.write_text(json.dumps([good, {"id": "x"}, good], indent=1))
     with pytest.raises(ConfigError) as err:
         ZebraTask().load(path)
-    first, second = err.value.problems
+    first, second = err.value.errors
     text = path.read_text().splitlines()
     line = next(i for i, t in enumerate(text, 1) if '"id": "x"' in t)
     assert first.startswith(f"{path}:{line - 1}: item 2: ") and "missing" in first
@@ -302,6 +302,6 @@ def test_the_list_of_bad_lines_is_capped(tmp_path: Path) -> None:
     path.write_text("".join(json.dumps({"id": f"r{i}", "puzzle": "p"}) + "\n" for i in range(60)))
     with pytest.raises(ConfigError) as err:
         ZebraTask().load(path)
-    assert len(err.value.problems) == 51
-    assert err.value.problems[49].startswith(f"{path}:50: ")
-    assert err.value.problems[-1] == "... and 10 more (the first 50 shown)"
+    assert len(err.value.errors) == 51
+    assert err.value.errors[49].startswith(f"{path}:50: ")
+    assert err.value.errors[-1] == "... and 10 more (the first 50 shown)"
