@@ -212,6 +212,11 @@ registry.register(
     "trainers.learners.joint:Joint",
     description="one stage-start batch, every agent updated on it; no intermediate teams",
 )
+registry.register(
+    "teamtr/IndependentGRPO-v0",
+    "trainers.learners.independent:IndependentGRPO",
+    description="independent per-agent GRPO on one stage-start batch, no trust region (MAGRPO)",
+)
 
 
 def register_learner(id: str, entry_point: str | type, **kwargs: Any) -> LearnerSpec:

@@ -1,0 +1,38 @@
+"""Independent GRPO: every agent takes a plain GRPO step on one stage-start batch, no trust region.
+
+The learner users most often compare a team learner against (CoMLRL's MAGRPO, TRL's GRPO run
+per agent): every agent learns as if its teammates were part of the environment. A stage samples
+one batch under the stage-start team (sized by ``schedule.budget``, like joint's), and every agent
+is updated on its slice with the clipped surrogate and the KL penalty of ``optim`` but without the
+token-KL trust region (nothing is backtracked or reverted) and without resampling. The advantage
+baseline is ``optim.advantage`` (group mean, leave-one-out or none: MAGRPO, MARLOO, MAREINFORCE).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from trainers.learners.base import Learner, SamplePlan, single_batch_plan
+
+if TYPE_CHECKING:
+    from trainers.config import ScheduleConfig
+    from trainers.stage import Stage
+
+
+class IndependentGRPO(Learner):
+    """Every agent updated on its slice of one stage-start batch, without a trust region."""
+
+    stale_diagnostics: ClassVar[bool] = False  # no intermediate teams: no stale gap to measure
+
+    def sampling_plan(self, n: int, schedule: ScheduleConfig) -> list[SamplePlan]:
+        return single_batch_plan(n, schedule)
+
+    def run_stage(self, stage: Stage) -> None:
+        ((_, covered, prompts),) = self.sampling_plan(stage.n, stage.schedule)
+        batch = stage.sample(0, prompts)  # the stage-start team, for every agent
+        raw_kl = []
+        for i, agent in enumerate(stage.order):
+            part, _ = stage.part(batch, i, covered)  # this agent's slice
+            record = stage.update(agent, part, index=i, trust_region=False)
+            raw_kl.append(record.kl_raw)
+        stage.log("independent/kl_max", max(raw_kl))  # how far the unconstrained steps went
