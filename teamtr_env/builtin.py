@@ -44,6 +44,31 @@ def register_builtin(registry: Registry) -> None:
         kwargs={"symbols": 4},
         env_kwargs={"agents": ["a1", "a2", "a3"], "visibility": "previous"},
     )
+    # The relay game for language models: a secret word in a code the team must agree on (any
+    # chain of bijections that composes to the identity wins). max_turns=n*R for R rounds; the
+    # system prompts say 3 letters, so pass your own with another length.
+    registry.register(
+        "teamtr/Convention-v0",
+        "tasks.convention:ConventionTask",
+        description=(
+            "A secret word passed along a relay in a code the team chooses (each later agent sees "
+            "only the previous message); the last message must name it."
+        ),
+        kwargs={"length": 3, "conventions": 4},
+        env_kwargs={
+            "agents": ["a1", "a2", "a3"],
+            "visibility": "previous",
+            "system_prompts": {
+                **{
+                    a: "Pass the secret word on as one word of 3 lowercase letters, in your "
+                    "team's code."
+                    for a in ("a1", "a2")
+                },
+                "a3": "Pass the secret word on as one word of 3 lowercase letters, in your team's "
+                "code. You speak last: in the last round your word must be the secret itself.",
+            },
+        },
+    )
     registry.register(
         "teamtr/Math-v0",
         "tasks.math:MathTask",
