@@ -9,7 +9,7 @@ A plugin's entry point names a function ``register(registry)`` that calls
 
 ``schedule.learner`` in a training config, ``teamtr train --learner`` and
 ``teamtr compare --learners`` take any registered id, or one of the short names
-``teamtr``, ``naive_sequential`` and ``joint`` of the built-ins.
+``teamtr``, ``naive_sequential``, ``joint`` and ``independent`` of the built-ins.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ ALIASES = {
     "teamtr": "teamtr/TeamTR-v0",
     "naive_sequential": "teamtr/NaiveSequential-v0",
     "joint": "teamtr/Joint-v0",
+    "independent": "teamtr/IndependentGRPO-v0",
 }
 
 

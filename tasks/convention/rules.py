@@ -8,7 +8,9 @@ message is the team's guess.
 
 The task does not fix the encoding. It names a family of *transforms*, bijections of the words of
 a given length (:data:`TRANSFORMS`): each reverses the word or not and shifts every letter by
-``0..3`` places (mod 26). Reversal and shifts commute, so a chain of transforms composes to one
+``-2..2`` places (mod 26); the family is closed under inverses from ``C = 4`` on (``shift1`` and
+``unshift1`` undo each other), so the scripted experts can coordinate with shifts as well as with
+reversals. Reversal and shifts commute, so a chain of transforms composes to one
 ``(reversed, shift)`` pair: the parity of its reversals and the sum of its shifts mod 26
 (:func:`composite`). A team is *coordinated* when the composite of its turns is the identity.
 
@@ -28,11 +30,11 @@ TRANSFORMS: tuple[str, ...] = (
     "identity",
     "reverse",
     "shift1",
+    "unshift1",
     "reverse_shift1",
+    "reverse_unshift1",
     "shift2",
-    "reverse_shift2",
-    "shift3",
-    "reverse_shift3",
+    "unshift2",
 )
 """The family of transforms, in order: a task with ``conventions=C`` uses the first ``C``."""
 
@@ -41,11 +43,11 @@ _PARTS: dict[str, tuple[bool, int]] = {
     "identity": (False, 0),
     "reverse": (True, 0),
     "shift1": (False, 1),
+    "unshift1": (False, -1),
     "reverse_shift1": (True, 1),
+    "reverse_unshift1": (True, -1),
     "shift2": (False, 2),
-    "reverse_shift2": (True, 2),
-    "shift3": (False, 3),
-    "reverse_shift3": (True, 3),
+    "unshift2": (False, -2),
 }
 
 _WORD = re.compile(r"[a-z]{1,8}")

@@ -9,7 +9,7 @@ import numpy as np
 
 from tasks.base import Problem, Score, SingleAnswerTask, Split, TaskConfigError, is_int
 from tasks.convention import rules
-from teamtr_core.choices import choice_problems
+from teamtr_core.choices import choice_errors
 
 NO_WORD_REPLY = "I cannot find the word."
 """The scripted expert's reply when its context shows no word to pass on (always malformed)."""
@@ -70,7 +70,7 @@ class ConventionTask(SingleAnswerTask):
             allowed = rules.TRANSFORMS  # still name every unknown transform below
         else:
             allowed = rules.TRANSFORMS[:conventions]
-        errors += choice_problems("split", split, Split)
+        errors += choice_errors("split", split, Split)
         errors += _transform_errors(expert_transforms, allowed)
         if errors:
             raise TaskConfigError("ConventionTask", errors)

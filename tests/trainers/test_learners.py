@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from golden_learners import AGENTS, CASES, comparable, differences, record
 from helpers_trainers import config, env_fn, tabular_team
 
 from teamtr_core.errors import ConfigError
 from trainers.learners import Learner, SamplePlan
+from trainers.learners.independent import IndependentGRPO
 from trainers.learners.joint import Joint
 from trainers.learners.naive_sequential import NaiveSequential
 from trainers.learners.teamtr import TeamTR
@@ -171,3 +173,38 @@ def test_old_names_problems_still_work_with_a_future_warning() -> None:
     with pytest.warns(FutureWarning, match=r"SamplePlan\(problems=\.\.\.\) is now"):
         old = SamplePlan(first=0, covered=2, problems=8)  # a plugin written before the rename
     assert old == plan and old.prompts == 8
+
+
+def test_independent_grpo_is_joint_without_a_trust_region() -> None:
+    """The built-in ``independent``: one stage-start batch (the joint budget), every agent a
+    plain step on its slice, never held to a radius; with joint's region turned off the two give
+    the same parameters from the same start."""
+    assert type(make_learner("independent")) is IndependentGRPO
+    assert learner_spec("independent").id == "teamtr/IndependentGRPO-v0"
+    cfg = config(
+        diagnostics=False,
+        schedule__stages=2,
+        schedule__learner="independent",
+        trust_region__monitor_without_region=True,  # measures the steps' KL (kept anyway)
+    )
+    team = tabular_team(AGENTS)
+    trainer = TeamTrainer(cfg, lambda: env_fn(AGENTS), team)
+    assert trainer.sampling_plan(3) == make_learner("joint").sampling_plan(3, cfg.schedule)
+    report = trainer.run_stage()
+    assert [u.agent for u in report.updates] == list(AGENTS)
+    assert all(u.delta == math.inf and u.backtracks == 0 for u in report.updates)
+    assert report.metrics["independent/kl_max"] == max(u.kl_raw for u in report.updates)
+    trainer.run_stage()
+    joint_cfg = config(
+        diagnostics=False,
+        schedule__stages=2,
+        schedule__learner="joint",
+        trust_region__delta_mode="none",
+    )
+    joint_team = tabular_team(AGENTS)
+    joint = TeamTrainer(joint_cfg, lambda: env_fn(AGENTS), joint_team)
+    joint.run_stage()
+    joint.run_stage()
+    for agent in AGENTS:
+        for p, q in zip(team[agent].parameters(), joint_team[agent].parameters()):
+            assert torch.allclose(p, q, atol=1e-6), agent

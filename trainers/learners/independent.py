@@ -10,6 +10,7 @@ baseline is ``optim.advantage`` (group mean, leave-one-out or none: MAGRPO, MARL
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, ClassVar
 
 from trainers.learners.base import Learner, SamplePlan, single_batch_plan
@@ -35,4 +36,6 @@ class IndependentGRPO(Learner):
             part, _ = stage.part(batch, i, covered)  # this agent's slice
             record = stage.update(agent, part, index=i, trust_region=False)
             raw_kl.append(record.kl_raw)
-        stage.log("independent/kl_max", max(raw_kl))  # how far the unconstrained steps went
+        measured = [kl for kl in raw_kl if math.isfinite(kl)]
+        if measured:  # with trust_region.monitor_without_region: how far the steps went
+            stage.log("independent/kl_max", max(measured))
