@@ -7,6 +7,12 @@ from teamtr_env.registration import Registry
 
 def register_builtin(registry: Registry) -> None:
     """Registers the built-in tasks (same hook shape as a third-party plugin's)."""
+    _register_team_games(registry)
+    _register_benchmarks(registry)
+
+
+def _register_team_games(registry: Registry) -> None:
+    """The generated tasks built for teams: arithmetic, the pipeline, the relays."""
     registry.register(
         "teamtr/Arith-v0",
         "tasks.arith:ArithTask",
@@ -69,6 +75,10 @@ def register_builtin(registry: Registry) -> None:
             },
         },
     )
+
+
+def _register_benchmarks(registry: Registry) -> None:
+    """The benchmark tasks: math, AR-Bench, Blocksworld, ZebraLogic, tool use."""
     registry.register(
         "teamtr/Math-v0",
         "tasks.math:MathTask",
