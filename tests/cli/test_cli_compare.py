@@ -65,8 +65,11 @@ def test_the_quick_comparison_of_the_issue(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("ray")
-def test_compare_runs_the_seeds_on_ray_with_the_same_results(tmp_path: Path) -> None:
-    pytest.importorskip("ray")
+def test_compare_runs_the_seeds_on_ray_with_the_same_results(
+    tmp_path: Path, local_ray: None
+) -> None:
+    """On the session's local Ray (tests/conftest.py: started with the test helpers' paths,
+    which the other Ray tests' workers import)."""
     argv = ["compare", "teamtr/Relay-v0", "--learners", "teamtr", "joint", "--seeds", "0", "1"]
     assert main([*argv, *_sets(TINY), "--out", str(tmp_path / "local")]) == 0
     assert main([*argv, *_sets(TINY), "--ray", "--out", str(tmp_path / "ray")]) == 0
