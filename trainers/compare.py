@@ -43,10 +43,12 @@ from rich.console import Console
 
 from teamtr_core.config import to_dict
 from teamtr_core.errors import ConfigError
+from trainers.callbacks import Callback
 from trainers.config import TrainConfig, load_train_config
 from trainers.recipe import PER_PROBLEM_FILE, load_checkpoint, run_training
 from trainers.registry import RegistryError, learner_spec
 from trainers.run_report import json_finite
+from trainers.warm_start import behaviour_clone_cache
 
 #: What ``quick`` adds before the user's overrides: a minutes-long smoke comparison.
 QUICK_OVERRIDES = (
@@ -202,20 +204,42 @@ def _flat(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+class StageProgress(Callback):
+    """One line per finished stage of a comparison's run (its own output is kept quiet)."""
+
+    def __init__(self, console: Console, label: str, stages: int) -> None:
+        self.console, self.label, self.stages = console, label, stages
+
+    def on_stage_end(self, stage: int, metrics: Mapping[str, float]) -> bool | None:
+        reward = metrics.get("stage/reward_start", math.nan)
+        self.console.print(
+            f"  {self.label}: stage {stage}/{self.stages}, reward of the stage-start team "
+            f"{reward:.3f}",
+            highlight=False,
+        )
+        return None
+
+
 def run_one(config: TrainConfig, console: Console | None = None) -> dict[str, Any]:
     """One run of a comparison, resumable: its ``summary.json`` when it finished, else resumed
     from its last checkpoint, else started (a directory that holds no checkpoint yet is
-    restarted: nothing of it can be kept)."""
+    restarted: nothing of it can be kept). With a ``console``, a line per stage (and a note
+    before a behaviour cloning that is not cached yet)."""
     run_dir = Path(config.run_dir)
     done = run_dir / "summary.json"
     quiet = Console(file=io.StringIO())
     if done.exists():
         return dict(json.loads(done.read_text()))
+    label = f"{config.schedule.learner} seed {config.seed}"
+    progress = [StageProgress(console, label, config.schedule.stages)] if console else []
     if run_dir.exists() and load_checkpoint(run_dir) is not None:
         if console is not None:
             console.print(f"resuming {run_dir}")
-        return run_training(config, resume=True, console=quiet)
-    return run_training(config, console=quiet, overwrite=run_dir.exists())
+        return run_training(config, resume=True, console=quiet, callbacks=progress)
+    cache = behaviour_clone_cache(config)
+    if console is not None and cache is not None and not cache.exists():
+        console.print(f"  {label}: behaviour cloning the seed's shared start first")
+    return run_training(config, console=quiet, overwrite=run_dir.exists(), callbacks=progress)
 
 
 def run_seed(configs: Sequence[TrainConfig], threads: int = 0) -> list[dict[str, Any]]:

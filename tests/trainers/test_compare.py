@@ -112,6 +112,8 @@ def test_a_comparison_resumes_an_interrupted_run_and_refuses_other_settings(
     out = io.StringIO()
     data = compare(spec, console=Console(file=out, width=200))
     assert f"resuming {interrupted.run_dir}" in out.getvalue()
+    assert "teamtr/TeamTR-v0 seed 0: stage 2/2, reward of the stage-start team" in out.getvalue()
+    assert "teamtr/NaiveSequential-v0 seed 0: stage 2/2" in out.getvalue()  # after the resume
     saved = json.loads((tmp_path / "cmp" / "compare.json").read_text())
     (entry,) = saved["paired"]
     assert entry["trainer"] == "teamtr/NaiveSequential-v0"
