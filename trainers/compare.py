@@ -478,10 +478,13 @@ def plot(data: Mapping[str, Any], path: Path) -> None:
     ax1.legend()
     names = list(data["results"])
     ax2.bar(
-        names,
+        range(len(names)),
         [data["results"][n]["after_mean"] for n in names],
         yerr=[data["results"][n]["after_std"] for n in names],
     )
+    # "teamtr/NaiveSequential-v0" -> "NaiveSequential": the bars' labels stay apart
+    ax2.set_xticks(range(len(names)), [n.split("/")[-1].rsplit("-v", 1)[0] for n in names])
+    ax2.tick_params(axis="x", labelrotation=20)
     ax2.set_title(f"held-out {data['metric']} after training (± std over seeds)")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
