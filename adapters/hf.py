@@ -118,19 +118,7 @@ class HFPolicy:
             adapter_path: a saved LoRA adapter to load on top (trainable).
             **kwargs: passed to :class:`HFPolicy`.
         """
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        path = Path(path)
-        if not (path / "config.json").exists():
-            raise FileNotFoundError(
-                f"{path} is not a model directory (no config.json). Build a tiny one with "
-                "`teamtr models build-tiny PATH` or pass a local checkpoint; nothing is downloaded."
-            )
-        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        torch_dtype = "auto" if dtype == "auto" else _DTYPES[dtype]
-        model: Any = AutoModelForCausalLM.from_pretrained(
-            path, dtype=torch_dtype, local_files_only=True
-        )
+        model, tokenizer = load_pretrained(path, dtype)
         if adapter_path is not None:
             from peft import PeftModel
 
@@ -166,9 +154,21 @@ class HFPolicy:
         return (p for p in self.model.parameters() if p.requires_grad)
 
     def state_dict(self) -> Mapping[str, Any]:
+        """The weights training changes: the whole model's, or with LoRA only the adapter's (in
+        peft's saved-adapter naming), so checkpoints and weight syncs carry the adapter alone."""
+        if self.is_lora:
+            from peft import get_peft_model_state_dict
+
+            return dict(get_peft_model_state_dict(self.model))
         return self.model.state_dict()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> Any:
+        """Loads :meth:`state_dict`'s weights; a LoRA model also takes a whole model's state
+        (a checkpoint written before adapters were saved alone)."""
+        if self.is_lora and not set(state) <= set(self.model.state_dict()):
+            from peft import set_peft_model_state_dict
+
+            return set_peft_model_state_dict(self.model, dict(state))
         return self.model.load_state_dict(state)
 
     def prompt_ids(self, prompt: str) -> list[int]:
@@ -442,17 +442,43 @@ def _prefix_hosts(seqs: Sequence[tuple[int, ...]]) -> list[int]:
     return host_of
 
 
-def _wrap_lora(model: Any, lora: LoraSettings) -> Any:
-    from peft import LoraConfig, get_peft_model
+def load_pretrained(path: str | Path, dtype: DType = "float32") -> tuple[Any, Any]:
+    """The causal LM and tokenizer of a local model directory (offline: nothing is downloaded).
 
-    config = LoraConfig(
+    Raises:
+        FileNotFoundError: ``path`` has no ``config.json``.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = Path(path)
+    if not (path / "config.json").exists():
+        raise FileNotFoundError(
+            f"{path} is not a model directory (no config.json). Build a tiny one with "
+            "`teamtr models build-tiny PATH` or pass a local checkpoint; nothing is downloaded."
+        )
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    torch_dtype = "auto" if dtype == "auto" else _DTYPES[dtype]
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, local_files_only=True)
+    return model, tokenizer
+
+
+def lora_config(lora: LoraSettings) -> Any:
+    """peft's ``LoraConfig`` of ``lora`` for a causal LM."""
+    from peft import LoraConfig
+
+    return LoraConfig(
         r=lora.r,
         lora_alpha=lora.alpha,
         lora_dropout=lora.dropout,
         target_modules=list(lora.target_modules),
         task_type="CAUSAL_LM",
     )
-    return get_peft_model(model, config)
+
+
+def _wrap_lora(model: Any, lora: LoraSettings) -> Any:
+    from peft import get_peft_model
+
+    return get_peft_model(model, lora_config(lora))
 
 
 @contextlib.contextmanager

@@ -12,6 +12,11 @@ A team config is a YAML or JSON file validated against the schema generated from
 
 Relative paths are resolved against the config file's folder. Each agent gets its own parameter
 set (heterogeneous sizes are fine); ``build_team`` returns the policies and per-agent sampling.
+With ``shared_base: true``, the ``hf`` LoRA agents on the same model directory, device and dtype
+share one frozen base, each with its own adapter (:mod:`adapters.shared_lora`)::
+
+    shared_base: true
+    default: {backend: hf, path: models/qwen-7b, lora: {r: 16}}   # one base, an adapter each
 
 Every ``sampling`` section is a :class:`~teamtr_core.policy.SamplingParams`, and an agent's
 section inherits each key it does not set from the team's (and, inside a training config, the
@@ -21,10 +26,11 @@ with a ``FutureWarning``, as ``sampling.temperature`` / ``sampling.max_new_token
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
 from teamtr_core.config import from_dict, inherit, load_config
 from teamtr_core.errors import ConfigError
@@ -98,6 +104,13 @@ class TeamConfig:
             "check": sampling_errors,
         },
     )
+    shared_base: bool = field(
+        default=False,
+        metadata={
+            "help": "hf agents with LoRA (lora or adapter_path) on the same path, device and "
+            "dtype share one frozen base model, each with its own adapter"
+        },
+    )
 
     @staticmethod
     def _prepare_config(data: dict[str, Any]) -> None:
@@ -161,6 +174,11 @@ def check_team(
             errors.append(f"agents.{name}.path: {agent.path} is not a directory")
         if agent.backend not in _MODEL_BACKENDS and (agent.lora or agent.adapter_path):
             errors.append(f"agents.{name}: lora/adapter_path need backend 'hf' or 'vllm'")
+        if config.shared_base and agent.backend == "hf" and agent.lora and agent.adapter_path:
+            errors.append(
+                f"agents.{name}: with shared_base, give lora (fresh adapters) or adapter_path "
+                "(a saved one), not both"
+            )
         if not 0 <= agent.error_rate <= 1:
             errors.append(f"agents.{name}.error_rate: must be in [0, 1], got {agent.error_rate}")
         if agent.backend == "scripted" and task is not None and not _has_expert(task):
@@ -226,8 +244,102 @@ def build_team(
         ConfigError: listing every problem with the config for this team.
     """
     chosen = check_team(config, agents, task)
-    policies = {name: build_policy(agent, task) for name, agent in chosen.items()}
+    bases: dict[tuple[str, str, str], Any] = {}
+    ranks: dict[tuple[str, str, str], int] = {}  # a vLLM engine serves its agents' largest rank
+    for agent in chosen.values():
+        key = shared_base_key(agent) if config.shared_base else None
+        if key is not None and agent.backend == "vllm":
+            ranks[key] = max(ranks.get(key, 0), _adapter_rank(agent))
+    for agent in chosen.values():
+        key = shared_base_key(agent) if config.shared_base else None
+        if key in ranks and key not in bases:
+            bases[key] = _shared_base(agent, ranks[key])
+    policies = {
+        name: build_agent(config, name, agent, task, bases) for name, agent in chosen.items()
+    }
     return policies, team_sampling(config, agents, **sampling_overrides)
+
+
+def build_agent(
+    config: TeamConfig,
+    name: str,
+    agent: AgentPolicyConfig,
+    task: Any = None,
+    bases: dict[tuple[str, str, str], Any] | None = None,
+) -> Policy:
+    """Agent ``name``'s policy as ``build_team`` builds it. With ``config.shared_base``, an
+    ``hf`` LoRA agent is an adapter on the :class:`~adapters.shared_lora.SharedLoraBase` in
+    ``bases`` that its model directory, device and dtype name, and a ``vllm`` agent is served
+    by the one :class:`~adapters.vllm_policy.VLLMLoraTeam` engine of its model directory (with
+    its ``adapter_path``, or the base alone); a missing base or engine is made and added to
+    ``bases``. Otherwise :func:`build_policy`."""
+    key = shared_base_key(agent) if config.shared_base else None
+    if key is None:
+        return build_policy(agent, task)
+    bases = {} if bases is None else bases
+    if key not in bases:
+        bases[key] = _shared_base(agent)
+    if agent.backend == "vllm":
+        return cast(Policy, bases[key].agent(name, agent.adapter_path))
+    return cast(
+        Policy,
+        bases[key].add_agent(
+            name,
+            lora=agent.lora,
+            adapter_path=agent.adapter_path,
+            micro_batch_size=agent.micro_batch_size,
+            max_prompt_tokens=agent.max_prompt_tokens,
+            chat_template=agent.chat_template,
+        ),
+    )
+
+
+def _shared_base(agent: AgentPolicyConfig, rank: int = 0) -> Any:
+    """The base model (``hf``) or the multi-LoRA engine (``vllm``, serving adapters up to
+    ``rank``, at least 16) that ``agent`` starts."""
+    assert agent.path is not None
+    if agent.backend == "vllm":
+        import tempfile
+
+        from adapters.vllm_policy import VLLMLoraTeam
+
+        return VLLMLoraTeam(
+            agent.path,
+            adapter_dir=tempfile.mkdtemp(prefix="teamtr-vllm-adapters-"),
+            max_lora_rank=max(16, rank, _adapter_rank(agent)),
+            max_prompt_tokens=agent.max_prompt_tokens,
+            chat_template=agent.chat_template,
+            dtype=agent.dtype,
+            seed=agent.seed,
+        )
+    from adapters.shared_lora import SharedLoraBase
+
+    return SharedLoraBase.from_pretrained(agent.path, device=agent.device, dtype=agent.dtype)
+
+
+def _adapter_rank(agent: AgentPolicyConfig) -> int:
+    """The rank in a saved adapter's ``adapter_config.json`` (0: none or unreadable)."""
+    if agent.adapter_path is None:
+        return 0
+    try:
+        data = json.loads((Path(agent.adapter_path) / "adapter_config.json").read_text())
+        return int(data.get("r", 0))
+    except (OSError, ValueError, TypeError):
+        return 0
+
+
+def shared_base_key(agent: AgentPolicyConfig) -> tuple[str, str, str] | None:
+    """The base an agent shares under ``shared_base: true`` (backend, model directory, and for
+    ``hf`` device and dtype), or ``None``: it keeps a model of its own (a model-free backend,
+    or an ``hf`` agent without LoRA: fully fine-tuning it would change the others' base)."""
+    if agent.backend not in _MODEL_BACKENDS or agent.path is None:
+        return None
+    path = str(Path(agent.path).resolve())
+    if agent.backend == "vllm":
+        return ("vllm", path, agent.dtype)
+    if agent.lora is None and agent.adapter_path is None:
+        return None
+    return (path, agent.device, agent.dtype)
 
 
 def team_sampling(

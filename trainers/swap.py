@@ -39,7 +39,7 @@ from typing import Any
 import torch
 from rich.console import Console
 
-from adapters.team import AgentPolicyConfig, TeamConfig, build_policy
+from adapters.team import AgentPolicyConfig, TeamConfig, build_agent
 from teamtr_core.config import dump_config, to_dict
 from teamtr_core.errors import ConfigError
 from teamtr_core.seeds import PROBE_STREAM, derive_seed
@@ -395,7 +395,7 @@ def _checked_model(config: SwapConfig, team: TeamConfig, env: Any, old: Any) -> 
     Raises:
         ConfigError: every problem with the tokenizer or the protocol.
     """
-    new = build_policy(team.agents[config.agent], env.task)
+    new = build_agent(team, config.agent, team.agents[config.agent], env.task)
     expected = [(f"{Path(config.model) / PROTOCOL_FILE}", model_protocol(config.model))]
     expected.append(("the swap's protocol options", dict(config.protocol)))
     errors = tokenizer_errors(old, new)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from teamtr_core.policy import SamplingParams
-from teamtr_core.seeds import EVAL_STREAM, derive_seed
+from teamtr_core.seeds import EVAL_STREAM, INIT_STREAM, derive_seed
 from teamtr_env.evaluation import CLIPPED_WARN_RATIO, evaluate
 from teamtr_env.runners import Runner
 from trainers.config import TrainConfig
@@ -19,11 +19,17 @@ log = logging.getLogger(__name__)
 
 
 def build_policies(config: TrainConfig, env: Any, run_dir: Path) -> dict[str, Any]:
-    """Every agent's policy: the team config's, or a separate copy of the tiny model each."""
+    """Every agent's policy: the team config's, or a separate copy of the tiny model each. A
+    team config's fresh weights (new LoRA adapters) are drawn from the run's seed, so a run and
+    its rerun (or a separate and a shared-base team) start alike."""
     if config.team is not None:
+        import torch
+
         from adapters.team import build_team
 
-        policies, _ = build_team(config.team, env.possible_agents, env.task)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(derive_seed(config.seed, INIT_STREAM))
+            policies, _ = build_team(config.team, env.possible_agents, env.task)
         return policies
     from adapters.hf import HFPolicy
     from adapters.tiny import build_tiny_model

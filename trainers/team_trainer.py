@@ -42,7 +42,7 @@ import copy
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -315,7 +315,12 @@ class TeamTrainer:
 
 
 def _frozen_copy(policy: TrainablePolicy) -> TrainablePolicy:
-    """A copy of ``policy`` whose parameters take no gradient (the reference policy)."""
+    """A copy of ``policy`` whose parameters take no gradient (the reference policy); a policy
+    with a ``frozen_copy`` method makes its own (a shared-base LoRA agent: a frozen adapter on
+    the same base instead of a copy of the whole model)."""
+    frozen_copy = getattr(policy, "frozen_copy", None)
+    if callable(frozen_copy):
+        return cast(TrainablePolicy, frozen_copy())
     reference = copy.deepcopy(policy)
     for p in reference.parameters():
         p.requires_grad_(False)

@@ -254,6 +254,23 @@ def test_lora_trains_only_adapters_and_saves_loads_merges(
     )
 
 
+def test_a_lora_state_dict_is_the_adapter_alone(tiny_model_dir: Path) -> None:
+    """Checkpoints and weight syncs of a LoRA agent carry its adapter, not the frozen base; a
+    whole model's state (an older checkpoint) still loads."""
+    policy = HFPolicy.from_pretrained(tiny_model_dir, lora=LoraSettings(r=2))
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.add_(0.1)
+    state = policy.state_dict()
+    assert state and all("lora_" in key for key in state)
+    assert sum(v.numel() for v in state.values()) == sum(p.numel() for p in policy.parameters())
+    ref = policy.logprobs(PROMPTS, ["abc"] * 4).logprobs
+    for saved in (state, policy.model.state_dict()):
+        other = HFPolicy.from_pretrained(tiny_model_dir, lora=LoraSettings(r=2))
+        other.load_state_dict(saved)
+        torch.testing.assert_close(other.logprobs(PROMPTS, ["abc"] * 4).logprobs, ref)
+
+
 def test_invalid_arguments(tiny_model_dir: Path) -> None:
     with pytest.raises(ValueError, match="micro_batch_size"):
         HFPolicy.from_pretrained(tiny_model_dir, micro_batch_size=0)

@@ -1,5 +1,6 @@
 """VLLMPolicy: the adapter logic against a stand-in engine on CPU (prompt tokens, per-request seeds,
-message finishing, weight sync), and the real engine when vLLM and a GPU are present."""
+message finishing, weight sync, one engine serving every agent's LoRA adapter), and the real
+engine when vLLM and a GPU are present."""
 
 from __future__ import annotations
 
@@ -12,7 +13,14 @@ import pytest
 import torch
 
 from adapters.hf import HFPolicy
-from adapters.vllm_policy import VLLM_HINT, VLLMPolicy, to_vllm_sampling, vllm_available
+from adapters.shared_lora import SharedLoraBase
+from adapters.vllm_policy import (
+    VLLM_HINT,
+    VLLMLoraTeam,
+    VLLMPolicy,
+    to_vllm_sampling,
+    vllm_available,
+)
 from teamtr_core.policy import LoraSettings, SamplingParams
 
 
@@ -30,12 +38,24 @@ class FakeSamplingParams:
 class FakeLLM:
     """Samples token by token with an HF model (the engine vLLM would be), records requests."""
 
-    def __init__(self, policy: HFPolicy) -> None:
+    def __init__(self, policy: HFPolicy, base: Path | None = None) -> None:
         self.model = policy.model
+        self.base = base
         self.requests: list = []
+        self.lora_requests: list = []
+        self.adapters: dict[int, object] = {}
         self.prefix_resets = 0
 
-    def generate(self, prompts, params, use_tqdm=True):
+    def adapter_model(self, request):
+        """The base with the request's adapter, loaded once per adapter id (as vLLM caches)."""
+        if request.lora_int_id not in self.adapters:
+            loaded = HFPolicy.from_pretrained(self.base, adapter_path=request.lora_path)
+            self.adapters[request.lora_int_id] = loaded.model
+        return self.adapters[request.lora_int_id]
+
+    def generate(self, prompts, params, use_tqdm=True, lora_request=None):
+        self.lora_requests.append(lora_request)
+        model = self.model if lora_request is None else self.adapter_model(lora_request)
         outputs = []
         for prompt, sp in zip(prompts, params):
             self.requests.append((prompt["prompt_token_ids"], sp))
@@ -45,7 +65,7 @@ class FakeLLM:
             reason = "length"  # vLLM's CompletionOutput.finish_reason
             with torch.no_grad():
                 for _ in range(sp.max_tokens):
-                    logits = self.model(input_ids=torch.tensor([ids])).logits[0, -1]
+                    logits = model(input_ids=torch.tensor([ids])).logits[0, -1]
                     token = int(
                         torch.multinomial(
                             torch.softmax(logits / sp.temperature, -1), 1, generator=gen
@@ -70,7 +90,14 @@ class FakeLLM:
         self.prefix_resets += 1
 
 
-FAKE_VLLM = SimpleNamespace(SamplingParams=FakeSamplingParams)
+@dataclasses.dataclass
+class FakeLoRARequest:
+    lora_name: str
+    lora_int_id: int
+    lora_path: str
+
+
+FAKE_VLLM = SimpleNamespace(SamplingParams=FakeSamplingParams, LoRARequest=FakeLoRARequest)
 
 
 @pytest.fixture
@@ -161,6 +188,50 @@ def test_missing_vllm_gives_a_clear_error(tiny_model_dir: Path, monkeypatch) -> 
     assert "backend 'hf'" in VLLM_HINT
 
 
+def test_one_engine_serves_every_agents_adapter(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """A shared-base team's adapters, synced to one engine: each agent samples with its own
+    adapter, a sync sends the adapter alone under a new id, and old versions are removed."""
+    base = SharedLoraBase.from_pretrained(tiny_model_dir)
+    trainers = {a: base.add_agent(a, lora=LoraSettings(r=2)) for a in ("solver", "critic")}
+    fake = FakeLLM(HFPolicy.from_pretrained(tiny_model_dir), base=tiny_model_dir)
+    team = VLLMLoraTeam(
+        tiny_model_dir,
+        adapter_dir=tmp_path / "adapters",
+        max_lora_rank=2,
+        llm=fake,
+        tokenizer=base.tokenizer,
+        vllm_module=FAKE_VLLM,
+    )
+    served = {a: team.agent(a) for a in trainers}
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=6, seed=1)
+    served["solver"].generate(["abc"], sampling)
+    assert fake.lora_requests == [None]  # the base alone before the first sync
+    for shift, (agent, policy) in enumerate(trainers.items()):
+        with torch.no_grad():
+            for p in policy.parameters():
+                p.add_(0.3 * (shift + 1))
+        sent = served[agent].sync_weights(policy)
+        assert sent == len(policy.state_dict())
+    for agent, policy in trainers.items():
+        served[agent].generate(["abc"], sampling)
+        request = fake.lora_requests[-1]
+        assert Path(request.lora_path) == tmp_path / "adapters" / agent / "v1"
+        engine_model = fake.adapter_model(request)
+        ours = HFPolicy(engine_model, base.tokenizer).logprobs(["abc"], ["def"]).logprobs
+        torch.testing.assert_close(ours, policy.logprobs(["abc"], ["def"]).logprobs)
+    assert {r.lora_int_id for r in fake.lora_requests[1:]} == {1, 2}
+    served["solver"].sync_weights(trainers["solver"])  # a new version: a new id, one folder
+    assert served["solver"].request.lora_int_id == 3
+    assert [p.name for p in (tmp_path / "adapters" / "solver").iterdir()] == ["v2"]
+    with pytest.raises(ValueError, match="serves LoRA adapters"):
+        served["critic"].sync_weights(HFPolicy.from_pretrained(tiny_model_dir))
+    wide = HFPolicy.from_pretrained(tiny_model_dir, lora=LoraSettings(r=4))
+    with pytest.raises(ValueError, match="max_lora_rank 2"):
+        served["critic"].sync_weights(wide)
+    with pytest.raises(ValueError, match="already serves"):
+        team.agent("solver")
+
+
 @pytest.mark.skipif(
     not vllm_available(), reason="needs vLLM and a CUDA GPU (benchmarks/vllm_check.py)"
 )
@@ -183,3 +254,65 @@ def test_real_vllm_matches_hf_distribution(tiny_model_dir: Path) -> None:
     eos = trainer.eos_id
     assert all(g.clipped == (eos not in g.token_ids) for g in gens)
     assert any(g.clipped for g in gens)
+
+
+@pytest.mark.skipif(
+    not vllm_available(), reason="needs vLLM and a CUDA GPU (benchmarks/vllm_check.py)"
+)
+def test_real_vllm_serves_each_agents_adapter(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """Greedy messages of two agents' adapters on one real engine equal HFPolicy's."""
+    base = SharedLoraBase.from_pretrained(tiny_model_dir, device="cuda")
+    trainers = {a: base.add_agent(a, lora=LoraSettings(r=2)) for a in ("solver", "critic")}
+    team = VLLMLoraTeam(
+        tiny_model_dir,
+        adapter_dir=tmp_path,
+        max_lora_rank=8,
+        dtype="float32",
+        max_prompt_tokens=trainers["solver"].max_prompt_tokens,
+    )
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=8, seed=0)
+    prompts = ["Compute: 12 + 30\n### solver\n", "abc"]
+    for shift, (agent, policy) in enumerate(trainers.items()):
+        with torch.no_grad():
+            for p in policy.parameters():
+                p.add_(0.2 * (shift + 1))
+        served = team.agent(agent)
+        served.sync_weights(policy)
+        assert [g.token_ids for g in served.generate(prompts, greedy)] == [
+            g.token_ids for g in policy.generate(prompts, greedy)
+        ]
+
+
+def test_a_shared_base_team_config_serves_vllm_agents_from_one_engine(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import adapters.vllm_policy as vllm_policy
+    from adapters.team import build_team, team_config_from_dict
+
+    engines: list[dict] = []
+
+    def make_llm(**kwargs):
+        engines.append(kwargs)
+        return FakeLLM(HFPolicy.from_pretrained(tiny_model_dir), base=tiny_model_dir)
+
+    fake = SimpleNamespace(
+        LLM=make_llm, SamplingParams=FakeSamplingParams, LoRARequest=FakeLoRARequest
+    )
+    monkeypatch.setattr(vllm_policy, "_import_vllm", lambda: fake)
+    SharedLoraBase.from_pretrained(tiny_model_dir).add_agent(
+        "critic", lora=LoraSettings(r=32)
+    ).save_pretrained(tmp_path / "critic")
+    vllm = {"backend": "vllm", "path": str(tiny_model_dir)}
+    config = team_config_from_dict(
+        {
+            "shared_base": True,
+            "default": vllm,
+            "agents": {"critic": {**vllm, "adapter_path": str(tmp_path / "critic")}},
+        }
+    )
+    policies, _ = build_team(config, ["solver", "critic"])
+    (engine,) = engines  # one engine for both agents, with LoRA on, big enough for rank 32
+    assert engine["enable_lora"] and engine["max_lora_rank"] == 32
+    assert policies["solver"].request is None
+    assert Path(policies["critic"].request.lora_path) == tmp_path / "critic"
+    policies["critic"].generate(["abc"], SamplingParams(max_new_tokens=2, seed=0))
