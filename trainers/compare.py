@@ -10,7 +10,8 @@ differs. The comparison
 - is resumable: a finished run is read back, an interrupted one resumes from its last
   checkpoint, so a rerun of the same command continues where it stopped (a rerun with other
   settings is refused: an output directory never mixes results);
-- runs the seeds one after another, or in parallel on Ray (``ray=True``);
+- runs the seeds one after another, or in parallel on Ray (``ray=True``; the workers' stage
+  lines are printed as they come);
 - reports, for every other learner, the paired difference of held-out avg@K against the first
   learner (``other - first``), with a bootstrap CI that resamples seeds and, within a seed, the
   held-out problems (the runs of a seed are evaluated on the same problems);
@@ -242,14 +243,76 @@ def run_one(config: TrainConfig, console: Console | None = None) -> dict[str, An
     return run_training(config, console=quiet, overwrite=run_dir.exists(), callbacks=progress)
 
 
-def run_seed(configs: Sequence[TrainConfig], threads: int = 0) -> list[dict[str, Any]]:
+class _LineRelay(io.StringIO):
+    """The file of a Ray worker's console: every finished line goes to a Ray queue, and the
+    driver prints it (``init_ray`` turns Ray's own forwarding of worker output off)."""
+
+    def __init__(self, queue: Any) -> None:
+        super().__init__()
+        self.queue, self.pending = queue, ""
+
+    def write(self, text: str) -> int:
+        self.pending += text
+        *lines, self.pending = self.pending.split("\n")
+        for line in lines:
+            self.queue.put(line)
+        return len(text)
+
+
+def run_seed(
+    configs: Sequence[TrainConfig], threads: int = 0, lines: Any = None
+) -> list[dict[str, Any]]:
     """The runs of one seed, one after another (the first clones the team, the others load the
-    clone); ``threads > 0`` sets torch's threads first (parallel seeds share the cores)."""
+    clone); ``threads > 0`` sets torch's threads first (parallel seeds share the cores), and a
+    Ray queue ``lines`` receives the runs' progress lines (one per stage)."""
     if threads > 0:
         import torch
 
         torch.set_num_threads(threads)
-    return [run_one(c) for c in configs]
+    console = None
+    if lines is not None:
+        console = Console(file=_LineRelay(lines), width=200, color_system=None)
+    return [run_one(c, console) for c in configs]
+
+
+def _print_lines(lines: Any, console: Console) -> None:
+    """Prints what the workers have put on the queue ``lines`` so far."""
+    for line in lines.get_nowait_batch(lines.qsize()):
+        console.print(line, highlight=False)
+
+
+def _run_on_ray(
+    spec: CompareSpec,
+    configs: Mapping[str, Mapping[int, TrainConfig]],
+    console: Console,
+) -> dict[str, dict[int, dict[str, Any]]]:
+    """Every seed as one Ray task (its learners one after another, one torch thread), with the
+    workers' stage lines printed as they come and each seed's results as it finishes."""
+    from ray.util.queue import Queue
+
+    from teamtr_env.runners.ray import init_ray
+
+    ray = init_ray(spec.ray_address)
+    learners = list(configs)
+    results: dict[str, dict[int, dict[str, Any]]] = {learner: {} for learner in learners}
+    lines = Queue()
+    remote = ray.remote(num_cpus=1)(run_seed)
+    seeds = {
+        remote.remote([configs[learner][seed] for learner in learners], 1, lines): seed
+        for seed in spec.seeds
+    }
+    console.print(f"running {len(seeds)} seeds on Ray")
+    pending = list(seeds)
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1, timeout=1.0)
+        _print_lines(lines, console)
+        for ref in done:
+            seed = seeds[ref]
+            for learner, summary in zip(learners, ray.get(ref)):
+                results[learner][seed] = summary
+                console.print(f"{learner} seed {seed}: {_after_line(summary)}")
+    lines.shutdown()
+    return results
 
 
 def _run_all(
@@ -258,23 +321,10 @@ def _run_all(
     console: Console,
 ) -> dict[str, dict[int, dict[str, Any]]]:
     """Every run's summary, ``learner -> seed -> summary``."""
+    if spec.ray:
+        return _run_on_ray(spec, configs, console)
     learners = list(configs)
     results: dict[str, dict[int, dict[str, Any]]] = {learner: {} for learner in learners}
-    if spec.ray:
-        from teamtr_env.runners.ray import init_ray
-
-        ray = init_ray(spec.ray_address)
-        remote = ray.remote(num_cpus=1)(run_seed)
-        refs = {
-            seed: remote.remote([configs[learner][seed] for learner in learners], threads=1)
-            for seed in spec.seeds
-        }
-        console.print(f"running {len(refs)} seeds on Ray")
-        for seed, ref in refs.items():
-            for learner, summary in zip(learners, ray.get(ref)):
-                results[learner][seed] = summary
-                console.print(f"{learner} seed {seed}: {_after_line(summary)}")
-        return results
     for seed in spec.seeds:
         for learner in learners:
             console.print(f"{learner} seed {seed} ...")

@@ -66,13 +66,18 @@ def test_the_quick_comparison_of_the_issue(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.xdist_group("ray")
 def test_compare_runs_the_seeds_on_ray_with_the_same_results(
-    tmp_path: Path, local_ray: None
+    tmp_path: Path, local_ray: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """On the session's local Ray (tests/conftest.py: started with the test helpers' paths,
-    which the other Ray tests' workers import)."""
+    which the other Ray tests' workers import). The workers' stage lines reach the driver."""
     argv = ["compare", "teamtr/Relay-v0", "--learners", "teamtr", "joint", "--seeds", "0", "1"]
     assert main([*argv, *_sets(TINY), "--out", str(tmp_path / "local")]) == 0
+    capsys.readouterr()
     assert main([*argv, *_sets(TINY), "--ray", "--out", str(tmp_path / "ray")]) == 0
+    printed = capsys.readouterr().out
+    for learner in ("teamtr/TeamTR-v0", "teamtr/Joint-v0"):
+        for seed in (0, 1):
+            assert f"{learner} seed {seed}: stage 1/1, reward of the stage-start team" in printed
     local = json.loads((tmp_path / "local" / "compare.json").read_text())
     remote = json.loads((tmp_path / "ray" / "compare.json").read_text())
     for learner, row in local["results"].items():
