@@ -14,7 +14,9 @@ then, on a randomly initialised Llama of about 100M parameters (the character to
   tokens/s, and peak GPU memory;
 * **one training stage**: one TeamTR stage of a 3-agent team of those models on
   ``teamtr/Arith-v0``, with its time split into rollouts, gradient steps and KL monitoring, and peak
-  GPU memory.
+  GPU memory;
+* **team layouts** (benchmarks/team_memory.py's GPU rows): peak GPU memory of three LoRA agents
+  as separate copies and on one shared base.
 
 Usage::
 
@@ -137,6 +139,47 @@ def throughput(model_dir: Path, device: str, batches: list[int], new_tokens: int
     }
 
 
+def team_layouts(model_dir: Path, device: str) -> dict[str, Any]:
+    """Peak GPU memory of a 3-agent LoRA team (bfloat16 base) as separate copies and on one
+    shared base, each after one forward and backward pass per agent (benchmarks/team_memory.py's
+    GPU rows; on the CPU only the parameter bytes)."""
+    import gc
+
+    from adapters.shared_lora import SharedLoraBase
+    from teamtr_core.policy import LoraSettings
+
+    dtype = "bfloat16" if device.startswith("cuda") else "float32"
+    lora = LoraSettings(r=16, alpha=32)
+    completions = [[5] * 8 for _ in PROMPTS]
+    out: dict[str, Any] = {"dtype": dtype, "agents": 3}
+    for layout in ("separate", "shared"):
+        gc.collect()
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+        if layout == "separate":
+            team: list[Any] = [
+                HFPolicy.from_pretrained(model_dir, device=device, dtype=dtype, lora=lora)
+                for _ in range(3)
+            ]
+            models = [p.model for p in team]
+        else:
+            base = SharedLoraBase.from_pretrained(model_dir, device=device, dtype=dtype)
+            team = [base.add_agent(name, lora=lora) for name in ("a1", "a2", "a3")]
+            models = [base.model]
+        for policy in team:
+            policy.logprobs(PROMPTS, completions).message_logprobs().sum().backward()
+        _sync(device)
+        out[layout] = {
+            "param_bytes": sum(
+                p.numel() * p.element_size() for m in models for p in m.parameters()
+            ),
+            "peak_gpu_gb": _peak_gb(device),
+        }
+        del team, models
+    return out
+
+
 def training_stage(model_dir: Path, device: str, problems: int) -> dict[str, Any]:
     """One TeamTR stage of a 3-agent team on teamtr/Arith-v0 with its time split."""
     import teamtr_env
@@ -208,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         "correctness": correctness(tiny_dir, args.device),
         "throughput": throughput(big_dir, args.device, batches, new_tokens),
         "training_stage": training_stage(big_dir, args.device, stage_problems),
+        "team_layouts": team_layouts(big_dir, args.device),
     }
     result["wall_s"] = time.perf_counter() - t0
     _print(result, batches)
@@ -240,6 +284,15 @@ def _print(result: dict[str, Any], batches: list[int]) -> None:
         f"+ KL monitor {s['monitor_s']:.1f} (+ the rest); every accepted update in region: "
         f"{s['accepted_in_region']}; peak GPU memory: {'-' if peak is None else f'{peak:.2f} GiB'}"
     )
+    lay = result["team_layouts"]
+    print(f"\n3 LoRA agents ({lay['dtype']}), separate copies vs one shared base:")
+    for layout in ("separate", "shared"):
+        row = lay[layout]
+        peak = row["peak_gpu_gb"]
+        print(
+            f"  {layout}: {row['param_bytes'] / 2**20:,.1f} MiB of parameters, peak GPU memory "
+            f"{'-' if peak is None else f'{peak:.2f} GiB'}"
+        )
     print(f"total {result['wall_s']:.0f} s")
 
 

@@ -42,6 +42,7 @@ TRAINING_PAGES = {
     "docs/diagnostics.md",
     "docs/swap.md",
     "docs/trainers.md",
+    "docs/scaling.md",
 }
 
 

@@ -54,6 +54,10 @@ def test_cpu_mode_runs_every_check_and_writes_json(tmp_path: Path) -> None:
     assert stage["agents"] == 3 and stage["rollouts"] == 3 * 4 * 4 and stage["accepted_in_region"]
     assert stage["rollout_s"] > 0 and stage["update_s"] > 0
     assert "| logprobs_fp32_vs_cpu |" in proc.stdout and "one TeamTR stage" in proc.stdout
+    layouts = result["team_layouts"]  # one shared base: about one model, separate: about three
+    assert layouts["shared"]["param_bytes"] < 0.5 * layouts["separate"]["param_bytes"]
+    assert layouts["shared"]["peak_gpu_gb"] is None  # measured on a GPU only
+    assert "separate copies vs one shared base" in proc.stdout
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA machine runs the real check")

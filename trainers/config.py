@@ -305,6 +305,36 @@ class RunnerConfig:
 
 
 @dataclass(frozen=True)
+class TrainerPlacementConfig:
+    """Where each agent's updates run (trainers/updaters.py): this process, or a Ray actor per
+    trainable agent holding its trainable model, optimizer and reference."""
+
+    backend: Literal["local", "ray"] = _help(
+        "local: in this process; ray: one learner actor per trainable agent (its model, "
+        "optimizer state and trust-region backtracking live there; the driver orchestrates)",
+        "local",
+    )
+    address: str | None = _help(
+        "a Ray cluster to join (e.g. 'auto'); null starts a local Ray (or joins the runner's)",
+        None,
+    )
+    num_cpus: float = _help("CPUs each learner actor asks for", 1.0)
+    num_gpus: float = _help("GPUs each learner actor asks for (1: its model trains on a GPU)", 0.0)
+    max_restarts: int = _help(
+        "how many times a stage is replayed from the last checkpoint after a learner actor "
+        "died, in the whole run, before the run stops",
+        3,
+    )
+
+    def __post_init__(self) -> None:
+        errors = choice_errors("backend", self.backend, Literal["local", "ray"])
+        if self.num_cpus < 0 or self.num_gpus < 0 or self.max_restarts < 0:
+            errors.append("num_cpus, num_gpus and max_restarts must be >= 0")
+        if errors:
+            raise ValueError("; ".join(errors))
+
+
+@dataclass(frozen=True)
 class EvalConfig:
     """Evaluation before and after training (and every ``every`` stages when > 0)."""
 
@@ -465,6 +495,10 @@ class TrainConfig:
     )
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     runner: RunnerConfig = field(default_factory=RunnerConfig)
+    trainer: TrainerPlacementConfig = field(
+        default_factory=TrainerPlacementConfig,
+        metadata={"help": "where each agent's updates run (local, or a Ray learner actor each)"},
+    )
     trust_region: TrustRegionConfig = field(default_factory=TrustRegionConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)

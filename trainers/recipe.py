@@ -78,6 +78,7 @@ from trainers.team_eval import (
     evaluate_team,
 )
 from trainers.team_trainer import TeamTrainer
+from trainers.updaters import LearnerLost
 from trainers.warm_start import warm_start
 
 log = logging.getLogger(__name__)
@@ -123,6 +124,7 @@ class TrainingRecipe:
             )
         self.extra_loggers = list(loggers)
         self.state = RunState()
+        self.restarts = 0  # stages replayed after a Ray learner actor died
         self.policies: dict[str, Any] = {}
         self.trainer: TeamTrainer | None = None
         self.logger: MultiLogger | None = None
@@ -261,6 +263,11 @@ class TrainingRecipe:
                 total=total,
                 completed=trainer.stage,
             )
+            if (
+                config.trainer.backend == "ray"
+                and rundir.load(self.run_dir / "checkpoints") is None
+            ):
+                self.save()  # a learner actor lost in the first stage restarts from here
             while trainer.stage < total:
                 update_bar = progress.add_task(
                     f"stage {trainer.stage + 1} updates", total=len(trainer.slots)
@@ -268,7 +275,7 @@ class TrainingRecipe:
                 bar = OnUpdate(functools.partial(_advance, progress, update_bar))
                 self.hooks.append(bar)
                 try:
-                    report = trainer.run_stage()
+                    report = self._run_stage()
                 finally:
                     self.hooks.remove(bar)
                 progress.remove_task(update_bar)
@@ -292,6 +299,28 @@ class TrainingRecipe:
                     break
                 if stop_after is not None and trainer.stage >= stop_after:
                     raise StopTraining(f"stopped after stage {trainer.stage}")
+
+    def _run_stage(self) -> Any:
+        """One stage. When a Ray learner actor dies in it, the last checkpoint (the end of the
+        previous stage) is loaded into new actors and the stage is played again, so nothing of
+        the lost attempt is kept or counted (its updates reached ``on_update`` callbacks only);
+        ``trainer.max_restarts`` such replays in the whole run, then the error stands."""
+        trainer = self._trainer()
+        while True:
+            try:
+                return trainer.run_stage()
+            except LearnerLost as exc:
+                found = rundir.load(self.run_dir / "checkpoints")
+                if found is None or self.restarts >= self.config.trainer.max_restarts:
+                    raise
+                self.restarts += 1
+                self.console.print(
+                    f"{exc}. Restoring {found.path.name} into new learner actors and replaying "
+                    f"stage {found.state['trainer']['stage'] + 1} "
+                    f"(restart {self.restarts} of at most {self.config.trainer.max_restarts})"
+                )
+                trainer.restart_updaters()
+                trainer.load_state_dict(found.state["trainer"])
 
     def _validate(self, metrics: dict[str, float]) -> str | None:
         """Validation after a stage (``eval.every``) into ``metrics``, keeping the best team for

@@ -4,7 +4,8 @@ A stage updates every trainable agent once, in the stage's update order. The lea
 what is sampled and which agent is updated on what (``trainers/learners/``); :class:`Stage` owns
 the stage's state (its index, order, rewards, timing, the clipped-message counts, the report) and
 does the rest of each update: group advantages of the team reward, the policy step and the
-trust region (:func:`trainers.update.update_agent`), the beta and delta adaptation, the update's
+trust region (:func:`trainers.update.update_agent`, run by the agent's updater: here or in a Ray
+learner actor, :mod:`trainers.updaters`), the beta and delta adaptation, the update's
 record. Diagnostics observe the stage (:class:`trainers.stage_diagnostics.StageDiagnostics`:
 its start, every training batch, each update before and after, its end) and add their fields
 and metrics; the stage does not compute them.
@@ -34,8 +35,6 @@ from trainers.update import (
     adapt_beta,
     adapt_delta,
     joined_logprobs,
-    score,
-    update_agent,
 )
 
 if TYPE_CHECKING:
@@ -180,31 +179,23 @@ class Stage:
             self.diag.before_update(self, agent, index)
         off = not trust_region or cfg.trust_region.delta_mode == "none"
         delta = None if off else slot.delta
-        reference = None
-        if slot.reference is not None:
-            t0 = time.perf_counter()
-            reference = score(
-                slot.reference, messages, cfg.optim.micro_batch_size, trainer.temperatures[agent]
-            )
-            self.timing["reference_s"] += time.perf_counter() - t0
-        result = update_agent(
-            slot.policy,
-            slot.optimizer,
+        updater = slot.updater
+        assert updater is not None, "TeamTrainer.run_stage starts every updater"
+        result, reference_s = updater.update(
             messages,
             msg_adv,
             beta=slot.beta,
             delta=delta,
-            optim=cfg.optim,
-            region=cfg.trust_region,
             temperature=trainer.temperatures[agent],
             flip_trials=trainer.flip_trials,
             weights=weights,
-            reference=reference,
         )
+        if updater.has_reference:
+            self.timing["reference_s"] += reference_s
         self.timing["update_s"] += result.update_s
         self.timing["monitor_s"] += result.monitor_s
         if result.accepted and result.step_scale > 0:
-            slot.version += 1
+            trainer.apply_update(agent)
         if cfg.trust_region.adapt_beta and delta is not None:
             slot.beta = adapt_beta(slot.beta, result, delta)
         if cfg.trust_region.delta_mode == "adaptive":

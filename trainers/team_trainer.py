@@ -38,7 +38,6 @@ its noise floor, and one more batch after the stage measures J(after) - J(before
 
 from __future__ import annotations
 
-import copy
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -63,19 +62,35 @@ from trainers.stage_diagnostics import RunDiagnostics
 from trainers.update import (
     score,
 )
+from trainers.updaters import LocalUpdater, RayUpdater, Updater
 
 
 @dataclass
 class AgentSlot:
-    """A trainable agent: its policy, optimizer and trust-region state."""
+    """A trainable agent: the policy the team plays, its updater (optimizer, reference, where
+    its updates run: :mod:`trainers.updaters`) and its trust-region state."""
 
     policy: TrainablePolicy
-    optimizer: torch.optim.Optimizer
+    updater: Updater | None  # None until a Ray learner actor is started (first stage or load)
     beta: float
     delta: float
     version: int = 0  # accepted updates so far: which parameters produced a rollout
     synced: int | None = None  # the version last sent to a distributed runner's workers
-    reference: TrainablePolicy | None = None  # frozen at the first stage (optim.ref_kl_coef > 0)
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        """The optimizer of an agent updated in this process."""
+        return self._local().optimizer
+
+    @property
+    def reference(self) -> TrainablePolicy | None:
+        """The frozen reference of an agent updated in this process (``optim.ref_kl_coef``)."""
+        return self._local().reference
+
+    def _local(self) -> LocalUpdater:
+        if not isinstance(self.updater, LocalUpdater):
+            raise AttributeError("this agent's updates run in a Ray learner actor")
+        return self.updater
 
 
 @dataclass(frozen=True)
@@ -142,13 +157,9 @@ class TeamTrainer:
             for p in policies.values():
                 if isinstance(p, TrainablePolicy) and hasattr(p, "enable_gradient_checkpointing"):
                     p.enable_gradient_checkpointing()
+        remote = config.trainer.backend == "ray"
         self.slots = {
-            a: AgentSlot(
-                p,
-                torch.optim.AdamW(p.parameters(), lr=opt.lr, weight_decay=opt.weight_decay),
-                tr.beta,
-                tr.delta,
-            )
+            a: AgentSlot(p, None if remote else LocalUpdater(p, config), tr.beta, tr.delta)
             for a, p in policies.items()
             if isinstance(p, TrainablePolicy)
         }
@@ -177,7 +188,11 @@ class TeamTrainer:
         seed = derive_seed(self.config.seed, stream, stage, index)
         for agent, slot in self.slots.items():  # workers play the current weights, never stale
             if slot.synced != slot.version:
-                self.runner.sync(agent, slot.policy, slot.version)
+                sync_ref = getattr(self.runner, "sync_ref", None)
+                if isinstance(slot.updater, RayUpdater) and sync_ref is not None:
+                    sync_ref(agent, slot.updater.weights_ref(), slot.version)  # actor -> workers
+                else:
+                    self.runner.sync(agent, slot.policy, slot.version)
                 slot.synced = slot.version
         batch = self.runner.rollout(
             # i.i.d. draws: a training batch samples the distribution the objective averages
@@ -225,11 +240,11 @@ class TeamTrainer:
         """Runs stage ``self.stage`` with the learner and advances it (``callbacks`` hear of
         every update)."""
         lr = self.config.optim.lr_at(self.stage, self.config.schedule.stages)
-        for slot in self.slots.values():
-            for group in slot.optimizer.param_groups:
-                group["lr"] = lr
-            if self.config.optim.ref_kl_coef > 0 and slot.reference is None:
-                slot.reference = _frozen_copy(slot.policy)  # the team as training starts
+        for slot in self.updaters():
+            updater = cast(Updater, slot.updater)
+            updater.set_lr(lr)
+            if self.config.optim.ref_kl_coef > 0:
+                updater.freeze_reference()  # the team as training starts (once)
         stage = Stage(self)
         self.learner.run_stage(stage)
         report, costs = stage.finish()
@@ -239,6 +254,42 @@ class TeamTrainer:
         self.totals["stage_wall_s"] += report.metrics["stage/wall_s"]
         self.stage += 1
         return report
+
+    # -- where updates run ---------------------------------------------------------------------
+    def updaters(self) -> list[AgentSlot]:
+        """The slots, each with its updater (Ray learner actors are started here, from the
+        agents' current policies: after the warm start, or before a checkpoint is loaded)."""
+        missing = [a for a, slot in self.slots.items() if slot.updater is None]
+        if missing:
+            from teamtr_env.runners.ray import init_ray, short_of_resources
+
+            placement = self.config.trainer
+            ray = init_ray(placement.address)
+            short = short_of_resources(
+                ray, len(missing), placement.num_cpus, placement.num_gpus, "learner actors"
+            )
+            if short:
+                raise ConfigError("trainer", short)
+        for agent in missing:
+            self.slots[agent].updater = RayUpdater(agent, self.slots[agent].policy, self.config)
+        return list(self.slots.values())
+
+    def restart_updaters(self) -> None:
+        """Replaces every Ray learner actor (after one died): the caller loads a checkpoint."""
+        for slot in self.slots.values():
+            if isinstance(slot.updater, RayUpdater):
+                slot.updater.shutdown()
+                slot.updater = None
+            slot.synced = None  # the workers get the restored weights again
+
+    def apply_update(self, agent: str) -> None:
+        """After an accepted update: the team plays the updater's new weights (the policy the
+        driver holds is reloaded from a Ray learner actor; a local updater changed it in
+        place)."""
+        slot = self.slots[agent]
+        slot.version += 1
+        if isinstance(slot.updater, RayUpdater):
+            slot.policy.load_state_dict(slot.updater.weights())
 
     # -- helpers -------------------------------------------------------------------------------
     def score(self, agent: str, messages: list[MessageRecord]) -> list[Any]:
@@ -284,14 +335,12 @@ class TeamTrainer:
             "samples": [e.__dict__ for e in self.samples],
             "slots": {
                 a: {
-                    "policy": s.policy.state_dict(),
-                    "optimizer": s.optimizer.state_dict(),
+                    **cast(Updater, s.updater).state_dict(),
                     "beta": s.beta,
                     "delta": s.delta,
                     "version": s.version,
-                    **({"reference": s.reference.state_dict()} if s.reference is not None else {}),
                 }
-                for a, s in self.slots.items()
+                for a, s in zip(self.slots, self.updaters())
             },
             "torch_rng": torch.get_rng_state(),
             **({"diagnostics": self.diagnostics.state_dict()} if self.diagnostics else {}),
@@ -301,30 +350,16 @@ class TeamTrainer:
         self.stage = int(state["stage"])
         self.totals = defaultdict(float, state["totals"])
         self.samples = [SampleEvent(**e) for e in state["samples"]]
+        self.updaters()
         for a, s in state["slots"].items():
             slot = self.slots[a]
-            slot.policy.load_state_dict(s["policy"])
-            slot.optimizer.load_state_dict(s["optimizer"])
+            cast(Updater, slot.updater).load_state_dict(s)
+            if not isinstance(slot.updater, LocalUpdater):
+                slot.policy.load_state_dict(s["policy"])
             slot.beta, slot.delta, slot.version = s["beta"], s["delta"], s["version"]
-            if "reference" in s:
-                slot.reference = _frozen_copy(slot.policy)
-                slot.reference.load_state_dict(s["reference"])
         torch.set_rng_state(state["torch_rng"])
         if self.diagnostics is not None:
             self.diagnostics.load_state_dict(state.get("diagnostics", {}))
-
-
-def _frozen_copy(policy: TrainablePolicy) -> TrainablePolicy:
-    """A copy of ``policy`` whose parameters take no gradient (the reference policy); a policy
-    with a ``frozen_copy`` method makes its own (a shared-base LoRA agent: a frozen adapter on
-    the same base instead of a copy of the whole model)."""
-    frozen_copy = getattr(policy, "frozen_copy", None)
-    if callable(frozen_copy):
-        return cast(TrainablePolicy, frozen_copy())
-    reference = copy.deepcopy(policy)
-    for p in reference.parameters():
-        p.requires_grad_(False)
-    return reference
 
 
 def _score_temperature(sampling: SamplingParams) -> float:

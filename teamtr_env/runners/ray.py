@@ -72,6 +72,26 @@ def init_ray(address: str | None = None) -> Any:
     return ray
 
 
+def short_of_resources(
+    ray: Any, count: int, num_cpus: float, num_gpus: float, what: str = "actors"
+) -> list[str]:
+    """What ``count`` actors asking ``num_cpus`` and ``num_gpus`` each need beyond the
+    cluster's free resources (empty: they fit), waiting up to 10 s for the resources of actors
+    just killed to come back. Actors that do not fit would wait for resources forever."""
+    deadline = time.monotonic() + 10.0
+    while True:
+        free = ray.available_resources()
+        short = [
+            f"{count} {what} x {need:g} {name} = {count * need:g} {name}, but the Ray "
+            f"cluster has {free.get(key, 0):g} free (fewer {what}, or a bigger cluster)"
+            for name, key, need in (("CPUs", "CPU", num_cpus), ("GPUs", "GPU", num_gpus))
+            if need and count * need > free.get(key, 0) + 1e-9
+        ]
+        if not short or time.monotonic() > deadline:
+            return short
+        time.sleep(0.2)
+
+
 class _Worker:
     """A Ray actor's state: a local runner and the weight versions it has loaded."""
 
@@ -167,20 +187,7 @@ class RayRunner(Runner):
         self.timing: dict[str, float] = {"sync_s": 0.0, "put_s": 0.0}
 
     def _short_of_resources(self, workers: int, num_cpus: float, num_gpus: float) -> list[str]:
-        """What the workers ask for beyond the cluster's free resources (waiting up to 10 s for
-        the resources of actors just killed to come back)."""
-        deadline = time.monotonic() + 10.0
-        while True:
-            free = self.ray.available_resources()
-            short = [
-                f"{workers} workers x {need:g} {name} = {workers * need:g} {name}, but the Ray "
-                f"cluster has {free.get(key, 0):g} free (fewer workers, or a bigger cluster)"
-                for name, key, need in (("CPUs", "CPU", num_cpus), ("GPUs", "GPU", num_gpus))
-                if need and workers * need > free.get(key, 0) + 1e-9
-            ]
-            if not short or time.monotonic() > deadline:
-                return short
-            time.sleep(0.2)
+        return short_of_resources(self.ray, workers, num_cpus, num_gpus, "workers")
 
     def _new_actor(self) -> Any:
         return self._actor_class.remote(*self._init_args)
@@ -192,6 +199,11 @@ class RayRunner(Runner):
         state = {k: v.detach().to("cpu") for k, v in policy.state_dict().items()}
         self._weights[agent] = (version, self.ray.put(state))
         self.timing["put_s"] += time.perf_counter() - t0
+
+    def sync_ref(self, agent: str, ref: Any, version: int) -> None:
+        """Publishes weights that are in the object store already (a Ray learner actor's
+        state dict): the workers load them from there, and the driver never holds them."""
+        self._weights[agent] = (version, ref)
 
     def rollout(
         self,

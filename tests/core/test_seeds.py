@@ -31,6 +31,7 @@ def test_every_stream_has_its_own_number() -> None:
         "PROBE_STREAM": 23,
         "EVAL_STREAM": 999_983,
         "SFT_STREAM": 1_031,
+        "INIT_STREAM": 1_033,
         "CALL_STREAM": 7_919,
         "SHARD_STREAM": 104_729,
     }

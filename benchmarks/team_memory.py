@@ -1,0 +1,306 @@
+"""Team memory and scale: separate LoRA copies against one shared base, and one training stage
+in this process against a learner actor per agent.
+
+On a Llama built locally (nothing is downloaded; about 34M parameters, ``--quick`` about 10M) and
+a 3-agent team of LoRA agents:
+
+* **parameter bytes** of one agent, of three separate LoRA copies and of the shared-base team
+  (``SharedLoraBase``: one frozen base, an adapter per agent);
+* **peak resident memory** of a fresh process that builds each layout and runs one forward and
+  backward pass per agent (``VmHWM``, reset after torch and transformers are imported, where
+  Linux allows it; ``ru_maxrss`` elsewhere), with the resident memory before the model is
+  loaded beside it;
+* **the wall time of one TeamTR stage** of the shared-base team, with the updates in this
+  process and with a learner actor per agent on a local Ray (``trainer.backend: ray``);
+* **projected GPU memory** of 3 x 7B agents under each layout, with its assumptions printed.
+
+The GPU rows (peak CUDA memory of each layout) stay "not yet run" here: ``benchmarks/gpu_check.py``
+measures them on a GPU machine.
+
+Usage::
+
+    python benchmarks/team_memory.py [--quick] [--json OUT]
+
+Prints a table and writes JSON (default ``runs/team_memory.json``) with ``one_agent``,
+``separate`` and ``shared`` (each ``param_bytes``, ``peak_rss_bytes``, ``baseline_rss_bytes``),
+``stage`` (seconds, local and learner actors), ``projection`` and ``gpu``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+AGENTS = ("solver", "critic", "aggregator")
+LAYOUTS = ("one_agent", "separate", "shared")
+LORA = {"r": 16, "alpha": 32}
+#: (hidden, layers, heads, intermediate) of the locally built model.
+FULL_SPEC = (512, 8, 8, 2048)  # ~34M parameters
+QUICK_SPEC = (384, 4, 6, 1536)  # ~10M parameters
+
+
+def _status_kib(field: str) -> int | None:
+    """A ``/proc/self/status`` field in KiB (Linux), else ``None``."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def _reset_peak() -> int:
+    """Resets the peak resident memory to the current one where the kernel allows it (Linux:
+    ``/proc/self/clear_refs``), so that what torch's import touched and freed does not hide what
+    comes next; returns the current resident bytes."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+    now = _status_kib("VmRSS")
+    return _peak_bytes() if now is None else now * 1024
+
+
+def _peak_bytes() -> int:
+    """This process's peak resident memory (since :func:`_reset_peak` where it worked)."""
+    peak = _status_kib("VmHWM")
+    if peak is not None:
+        return peak * 1024
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(maxrss if sys.platform == "darwin" else maxrss * 1024)
+
+
+def measure_layout(layout: str, model: Path) -> dict[str, Any]:
+    """Builds ``layout`` in this (fresh) process, runs a forward and backward pass per agent,
+    and returns its parameter bytes and peak resident memory."""
+    import torch
+
+    from adapters.hf import HFPolicy
+    from adapters.shared_lora import SharedLoraBase
+    from teamtr_core.policy import LoraSettings
+
+    torch.set_num_threads(1)
+    lora = LoraSettings(**LORA)  # type: ignore[arg-type]
+    _warm_up(lora)
+    baseline = _reset_peak()
+    if layout == "one_agent":
+        team: dict[str, Any] = {"solver": HFPolicy.from_pretrained(model, lora=lora)}
+        models = [team["solver"].model]
+    elif layout == "separate":
+        team = {a: HFPolicy.from_pretrained(model, lora=lora) for a in AGENTS}
+        models = [p.model for p in team.values()]
+    else:
+        base = SharedLoraBase.from_pretrained(model)
+        team = {a: base.add_agent(a, lora=lora) for a in AGENTS}
+        models = [base.model]
+    param_bytes = sum(p.numel() * p.element_size() for m in models for p in m.parameters())
+    prompts = ["Compute: 12 + 30\n### solver\n"] * 4
+    for policy in team.values():
+        loss = -policy.logprobs(prompts, ["Answer: 42"] * 4).message_logprobs().sum()
+        loss.backward()
+    return {
+        "param_bytes": param_bytes,
+        "peak_rss_bytes": _peak_bytes(),
+        "baseline_rss_bytes": baseline,
+    }
+
+
+def _warm_up(lora: Any) -> None:
+    """Loads, runs and drops a 0.55M-parameter model once, so that what the first load imports
+    lazily (transformers' model code, peft) is resident before the baseline is taken."""
+    import gc
+
+    from adapters.hf import HFPolicy
+    from adapters.tiny import build_tiny_model
+
+    with tempfile.TemporaryDirectory() as tmp:
+        policy = HFPolicy.from_pretrained(build_tiny_model(Path(tmp) / "warm"), lora=lora)
+        policy.logprobs(["a"], ["b"]).message_logprobs().sum().backward()
+    del policy
+    gc.collect()
+
+
+def _measure_in_subprocess(layout: str, model: Path) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, str(Path(__file__)), "--measure", layout, "--model", str(model)]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"measuring {layout} failed:\n{done.stderr[-2000:]}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def stage_seconds(model: Path, backend: str, work: Path) -> dict[str, Any]:
+    """One TeamTR stage of the shared-base team (no warm start), with the updates here or in
+    a learner actor per agent; the stage's wall time and its split."""
+    from rich.console import Console
+
+    from teamtr_core.config import from_dict
+    from trainers.config import TrainConfig
+    from trainers.recipe import run_training
+
+    config = from_dict(
+        TrainConfig,
+        {
+            "task": "teamtr/Pipeline-v0",
+            "team": {
+                "shared_base": True,
+                "default": {"backend": "hf", "path": str(model), "lora": LORA},
+            },
+            "sft": None,
+            "sampling": {"max_new_tokens": 8},
+            "schedule": {"stages": 1, "problems_per_batch": 4, "group_size": 2},
+            "trainer": {"backend": backend, "num_cpus": 0.5},
+            "eval": {"problems": 4, "k": 1, "train_distribution": False},
+            "loggers": [],
+            "plot": False,
+            "progress": False,
+            "run_dir": str(work / f"stage-{backend}"),
+        },
+    )
+    run_training(config, console=Console(file=io.StringIO()))
+    rows = [json.loads(line) for line in (work / f"stage-{backend}" / "metrics.jsonl").open()]
+    stage = next(r for r in rows if "stage/wall_s" in r)
+    keys = ("wall_s", "rollout_s", "update_s", "monitor_s")
+    return {k: float(stage[f"stage/{k}"]) for k in keys if f"stage/{k}" in stage}
+
+
+def projection() -> dict[str, Any]:
+    """GPU memory of 3 x 7B agents under each layout (weights and training state; activations
+    and the KV cache excluded), with the assumptions."""
+    params = 7.62e9  # Qwen2.5-7B
+    layers, hidden, kv = 28, 3584, 512  # its attention: q, o hidden x hidden; k, v hidden x kv
+    r = LORA["r"]
+    adapter = layers * r * ((hidden + hidden) * 2 + (hidden + kv) * 2)  # q, o, k, v
+    base_gb = params * 2 / 1e9  # bfloat16 weights
+    adapter_state_gb = adapter * 16 / 1e9  # fp32 weights, gradients, Adam's two moments
+    full_state_gb = params * 16 / 1e9  # bf16 weights + grads, fp32 master + Adam (mixed precision)
+    return {
+        "assumptions": [
+            "Qwen2.5-7B: 7.62e9 parameters, 28 layers, hidden 3584, key/value width 512",
+            "base weights in bfloat16 (2 bytes per parameter), frozen",
+            f"LoRA r={r} on q, k, v, o: {adapter / 1e6:.1f}M parameters per agent, trained in "
+            "float32 with AdamW: 16 bytes per parameter (weights, gradients, two moments)",
+            "full fine-tuning: 16 bytes per parameter (bf16 weights and gradients, fp32 master "
+            "weights and two Adam moments)",
+            "activations, the KV cache and the reference policy excluded",
+        ],
+        "agents": 3,
+        "adapter_params": adapter,
+        "gb": {
+            "separate_lora_one_gpu": 3 * (base_gb + adapter_state_gb),
+            "shared_base_one_gpu": base_gb + 3 * adapter_state_gb,
+            "learner_actors_lora_per_gpu": base_gb + adapter_state_gb,
+            "full_finetune_one_gpu": 3 * full_state_gb,
+            "learner_actors_full_finetune_per_gpu": full_state_gb,
+        },
+    }
+
+
+def run(quick: bool) -> dict[str, Any]:
+    from adapters.tiny import TinyModelSpec, build_tiny_model
+
+    hidden, layers, heads, inter = QUICK_SPEC if quick else FULL_SPEC
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        spec = TinyModelSpec(
+            hidden_size=hidden, num_layers=layers, num_heads=heads, intermediate_size=inter
+        )
+        model = build_tiny_model(work / "model", spec)
+        result: dict[str, Any] = {
+            "model": {"hidden": hidden, "layers": layers, "heads": heads, "intermediate": inter},
+            "lora": LORA,
+            "agents": len(AGENTS),
+        }
+        for layout in LAYOUTS:
+            print(f"measuring {layout} ...", flush=True)
+            result[layout] = _measure_in_subprocess(layout, model)
+        print("one stage, updates in this process ...", flush=True)
+        local = stage_seconds(model, "local", work)
+        print("one stage, a learner actor per agent on a local Ray ...", flush=True)
+        actors = stage_seconds(model, "ray", work)
+        result["stage"] = {"local": local, "learner_actors": actors}
+    result["projection"] = projection()
+    result["gpu"] = {"status": "not yet run", "how": "python benchmarks/gpu_check.py (layouts)"}
+    result["quick"] = quick
+    result["command"] = "python benchmarks/team_memory.py" + (" --quick" if quick else "")
+    result["seconds"] = time.perf_counter() - t0
+    return result
+
+
+def _mb(value: float) -> str:
+    return f"{value / 2**20:,.1f} MiB"
+
+
+def print_table(result: dict[str, Any]) -> None:
+    one = result["one_agent"]
+    m = result["model"]
+    print(
+        f"\nmodel: hidden {m['hidden']}, {m['layers']} layers; LoRA r={result['lora']['r']}; "
+        f"{result['agents']} agents"
+    )
+    print("| layout | parameters | x one agent | peak RSS | RSS over baseline |")
+    print("|---|---|---|---|---|")
+    for layout in LAYOUTS:
+        row = result[layout]
+        over = row["peak_rss_bytes"] - row["baseline_rss_bytes"]
+        ratio = row["param_bytes"] / one["param_bytes"]
+        print(
+            f"| {layout} | {_mb(row['param_bytes'])} | {ratio:.2f} | "
+            f"{_mb(row['peak_rss_bytes'])} | {_mb(over)} |"
+        )
+    stage = result["stage"]
+    print("\n| one TeamTR stage | wall s | rollouts s | updates s | KL monitor s |")
+    print("|---|---|---|---|---|")
+    for name, row in (
+        ("this process", stage["local"]),
+        ("learner actors", stage["learner_actors"]),
+    ):
+        cells = [
+            f"{row.get(k, float('nan')):.2f}"
+            for k in ("wall_s", "rollout_s", "update_s", "monitor_s")
+        ]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    proj = result["projection"]
+    print("\nprojected GPU memory, 3 x 7B agents (GB):")
+    for name, gb in proj["gb"].items():
+        print(f"  {name:40s} {gb:7.1f}")
+    print("assumptions:")
+    for line in proj["assumptions"]:
+        print(f"  - {line}")
+    print(f"GPU rows: {result['gpu']['status']} ({result['gpu']['how']})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a smaller model (under 2 minutes)")
+    parser.add_argument("--json", type=Path, default=Path("runs/team_memory.json"))
+    parser.add_argument("--measure", choices=LAYOUTS, help=argparse.SUPPRESS)
+    parser.add_argument("--model", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.measure:  # the subprocess that measures one layout
+        print(json.dumps(measure_layout(args.measure, args.model)))
+        return 0
+    result = run(args.quick)
+    print_table(result)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(result, indent=2))
+    print(f"wrote {args.json} ({result['seconds']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""benchmarks/team_memory.py: the quick run writes every layout's sizes, the stage timings and the
+projection, and a shared base holds about one agent's parameters where separate copies hold
+three."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("ray")
+def test_quick_run_writes_the_layouts_and_the_projection(tmp_path: Path) -> None:
+    out = tmp_path / "memory.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "team_memory.py"),
+            "--quick",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(out.read_text())
+    one, separate, shared = (result[k] for k in ("one_agent", "separate", "shared"))
+    assert shared["param_bytes"] <= 1.2 * one["param_bytes"]
+    assert 2.8 * one["param_bytes"] <= separate["param_bytes"] <= 3.2 * one["param_bytes"]
+    for row in (one, separate, shared):
+        assert row["peak_rss_bytes"] > row["baseline_rss_bytes"] > 0
+
+    def over(row: dict) -> int:
+        return row["peak_rss_bytes"] - row["baseline_rss_bytes"]
+
+    assert over(separate) > 1.5 * over(shared)  # three bases resident against one
+    for backend in ("local", "learner_actors"):
+        assert result["stage"][backend]["wall_s"] > 0
+    gb = result["projection"]["gb"]
+    assert gb["shared_base_one_gpu"] < gb["separate_lora_one_gpu"] / 2
+    assert result["gpu"]["status"] == "not yet run"
+    assert "assumptions:" in proc.stdout and "| shared |" in proc.stdout

@@ -1,0 +1,196 @@
+"""Per-agent learner actors on Ray (``trainer.backend: ray``): every trainable agent's model,
+optimizer and trust-region backtracking live in its own actor, the numbers equal local training,
+and a learner actor that dies costs a replay of its stage, nothing else."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from helpers_trainers import small  # noqa: E402
+from rich.console import Console  # noqa: E402
+
+import trainers.recipe as recipe_module  # noqa: E402
+from trainers.callbacks import Callback  # noqa: E402
+from trainers.recipe import run_training  # noqa: E402
+from trainers.team_trainer import TeamTrainer  # noqa: E402
+from trainers.updaters import RayUpdater  # noqa: E402
+
+pytestmark = pytest.mark.xdist_group("ray")
+
+# A quarter CPU per learner actor: three fit beside the test process on the two-CPU local Ray.
+ON_RAY = {"trainer": {"backend": "ray", "num_cpus": 0.25}}
+
+
+@pytest.fixture(autouse=True)
+def _ray(local_ray: None) -> None:
+    """The session's local two-CPU Ray (tests/conftest.py)."""
+
+
+def _same_numbers(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
+    for when in ("before", "after"):
+        keys = [k for k in theirs[when] if k.startswith("eval/")]
+        assert keys
+        for key in keys:
+            assert ours[when][key] == pytest.approx(theirs[when][key], abs=1e-6), key
+    assert len(ours["updates"]) == len(theirs["updates"])
+    for mine, other in zip(ours["updates"], theirs["updates"], strict=True):
+        assert (mine["stage"], mine["agent"], mine["accepted"]) == (
+            other["stage"],
+            other["agent"],
+            other["accepted"],
+        )
+        for key in ("kl_tok", "l_seq", "backtracks", "step_scale"):
+            assert mine[key] == pytest.approx(other[key], rel=1e-4, abs=1e-6, nan_ok=True), key
+
+
+class _Built:
+    """Records the TeamTrainer a run builds (to reach its learner actors)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.trainers: list[TeamTrainer] = []
+        built = self.trainers
+
+        class Recording(TeamTrainer):
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, **kwargs)
+                built.append(self)
+
+        monkeypatch.setattr(recipe_module, "TeamTrainer", Recording)
+
+
+def test_learner_actors_train_like_local_training(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    quiet = Console(file=io.StringIO())
+    local = run_training(small(tmp_path / "local"), console=quiet)
+    built = _Built(monkeypatch)
+    remote = run_training(small(tmp_path / "ray", **ON_RAY), console=quiet)
+    _same_numbers(remote, local)
+    (trainer,) = built.trainers
+    for slot in trainer.slots.values():  # the driver holds no optimizer state
+        assert isinstance(slot.updater, RayUpdater)
+        with pytest.raises(AttributeError, match="Ray learner actor"):
+            _ = slot.optimizer
+    # Checkpoints hold the same state as local ones: a local run resumes a Ray run's.
+    saved = json.loads((tmp_path / "ray" / "summary.json").read_text())
+    assert saved["stages"] == 2
+    for slot in trainer.slots.values():
+        assert isinstance(slot.updater, RayUpdater)
+        slot.updater.shutdown()
+
+
+class _KillOnce(Callback):
+    """Kills ``agent``'s learner actor after the first update of stage ``stage`` (0-based)."""
+
+    def __init__(self, built: _Built, agent: str, stage: int) -> None:
+        self.built, self.agent, self.stage, self.killed = built, agent, stage, False
+
+    def on_update(self, record: Any) -> None:
+        if record.stage == self.stage and not self.killed:
+            updater = self.built.trainers[-1].slots[self.agent].updater
+            assert isinstance(updater, RayUpdater)
+            ray.kill(updater.actor, no_restart=True)
+            self.killed = True
+
+
+def test_a_dead_learner_actor_costs_a_replay_of_its_stage_and_nothing_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    quiet = Console(file=io.StringIO())
+    whole = run_training(small(tmp_path / "whole"), console=quiet)
+    built = _Built(monkeypatch)
+    killer = _KillOnce(built, "aggregator", stage=1)
+    out = io.StringIO()
+    config = small(tmp_path / "killed", **ON_RAY)
+    summary = run_training(config, console=Console(file=out, width=200), callbacks=[killer])
+    assert killer.killed
+    text = " ".join(out.getvalue().split())
+    assert "the learner actor of agent 'aggregator' died" in text
+    assert "replaying stage 2 (restart 1 of at most 3)" in text
+    _same_numbers(summary, whole)  # nothing lost, nothing counted twice
+    steps = {
+        run: [json.loads(row)["step"] for row in (tmp_path / run / "metrics.jsonl").open()]
+        for run in ("whole", "killed")
+    }
+    assert steps["killed"] == steps["whole"]  # every stage logged once
+    assert len(summary["updates"]) == 2 * 3
+    for slot in built.trainers[-1].slots.values():
+        assert isinstance(slot.updater, RayUpdater)
+        slot.updater.shutdown()
+
+
+def test_learner_actors_that_do_not_fit_are_refused(tmp_path: Path) -> None:
+    from teamtr_core.errors import ConfigError
+
+    config = small(tmp_path / "big", trainer={"backend": "ray", "num_cpus": 64})
+    with pytest.raises(ConfigError, match="learner actors x 64 CPUs"):
+        run_training(config, console=Console(file=io.StringIO()))
+
+
+@pytest.mark.slow
+def test_teamtr_train_with_learner_actors_from_the_cli(tmp_path: Path) -> None:
+    """The demo team (tiny models, behaviour cloning, TeamTR) with a learner actor per agent
+    equals the same run trained in one process."""
+    from teamtr_cli import main
+
+    sets = [
+        "sft.steps=30",
+        "schedule.stages=2",
+        "schedule.problems_per_batch=4",
+        "schedule.group_size=2",
+        "eval.problems=16",
+        "eval.k=2",
+        "eval.train_distribution=false",
+        "progress=false",
+        "loggers=[]",
+        "plot=false",
+    ]
+    argv = [arg for item in sets for arg in ("--set", item)]
+    assert main(["train", *argv, "--run-dir", str(tmp_path / "local")]) == 0
+    ray_sets = ["--set", "trainer.backend=ray", "--set", "trainer.num_cpus=0.25"]
+    assert main(["train", *argv, *ray_sets, "--run-dir", str(tmp_path / "ray")]) == 0
+    local = json.loads((tmp_path / "local" / "summary.json").read_text())
+    remote = json.loads((tmp_path / "ray" / "summary.json").read_text())
+    _same_numbers(remote, local)
+
+
+def test_rollout_workers_get_the_learner_actors_weights_through_the_object_store() -> None:
+    """Learner actors and Ray rollout workers together: the workers play each update's weights
+    (sent from the actor, never through the driver), and the team ends where local training
+    ends."""
+    import torch
+    from helpers_trainers import config, env_fn, tabular_team
+
+    settings = {"schedule__stages": 2, "schedule__learner": "teamtr", "diagnostics": False}
+    local = TeamTrainer(config(**settings), env_fn, tabular_team())
+    remote_config = config(
+        **settings,
+        runner__backend="ray",
+        runner__workers=1,
+        runner__num_cpus=0.25,
+        trainer__backend="ray",
+        trainer__num_cpus=0.25,
+    )
+    remote = TeamTrainer(remote_config, env_fn, tabular_team())
+    for _ in range(2):
+        local.run_stage()
+        remote.run_stage()
+    train = [e for e in remote.samples if e.purpose == "train"]
+    assert len(train) == 4
+    for event in train:  # the workers played the team of that moment
+        assert event.worker_versions == event.versions
+    for agent, slot in remote.slots.items():
+        assert isinstance(slot.updater, RayUpdater)
+        torch.testing.assert_close(slot.policy.logits, local.slots[agent].policy.logits)
+        actor_weights = slot.updater.weights()
+        for key, value in slot.policy.state_dict().items():
+            torch.testing.assert_close(actor_weights[key], value)
+        slot.updater.shutdown()
+    remote.runner.shutdown()  # type: ignore[attr-defined]
