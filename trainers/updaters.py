@@ -218,25 +218,11 @@ class RayUpdater:
         return self._reference
 
     def update(
-        self,
-        messages: Sequence[MessageRecord],
-        advantages: torch.Tensor,
-        *,
-        beta: float,
-        delta: float | None,
-        temperature: float,
-        flip_trials: int,
-        weights: torch.Tensor | None,
+        self, messages: Sequence[MessageRecord], advantages: torch.Tensor, **settings: Any
     ) -> tuple[UpdateResult, float]:
+        """:meth:`LocalUpdater.update` in the actor (one remote call with the messages)."""
         result: tuple[UpdateResult, float] = self._call(
-            "update",
-            list(messages),
-            advantages,
-            beta=beta,
-            delta=delta,
-            temperature=temperature,
-            flip_trials=flip_trials,
-            weights=weights,
+            "update", list(messages), advantages, **settings
         )
         return result
 
