@@ -21,6 +21,7 @@ from teamtr_core.errors import ConfigError
 from trainers import rundir
 from trainers.align import AlignConfig, align_policy, split_probes
 from trainers.kl import vocab_kl
+from trainers.recipe import run_training
 from trainers.swap import PROTOCOL_FILE, SwapConfig, protocol_errors, swap_agent
 
 quiet = Console(file=io.StringIO())
@@ -219,3 +220,42 @@ def test_an_aligned_swap_records_its_curve(run: Path, new_model: Path, tmp_path:
     start = rundir.torch_load_plain(out / "checkpoints" / "stage_0001.pt")["trainer"]["slots"]
     fresh = HFPolicy.from_pretrained(new_model).state_dict()
     assert not all(torch.equal(start["critic"]["policy"][k], v) for k, v in fresh.items())
+
+
+def test_a_swap_in_a_shared_base_lora_team_carries_adapters_only(
+    tiny_model_dir: Path, new_model: Path, tmp_path: Path
+) -> None:
+    """Three LoRA agents on one base; the critic's seat gets another base (its LoRA settings
+    kept). Every slot of the new run's checkpoint is an adapter, the others' exactly as they
+    were, and the resumed run trains on."""
+    from helpers_trainers import small
+
+    from adapters.shared_lora import LoraAgentPolicy
+    from adapters.team import build_team
+
+    lora = {"backend": "hf", "path": str(tiny_model_dir), "lora": {"r": 4}}
+    team = {"shared_base": True, "default": lora}
+    run = tmp_path / "run"
+    run_training(small(run, team=team, schedule__stages=1), console=quiet)
+    out = tmp_path / "swapped"
+    swap_agent(
+        SwapConfig(str(run), "critic", str(new_model), out=str(out), stages=1), console=quiet
+    )
+    old = rundir.load(run / "checkpoints")
+    assert old is not None
+    start = rundir.torch_load_plain(out / "checkpoints" / "stage_0001.pt")["trainer"]["slots"]
+    for agent, slot in start.items():
+        assert slot["policy"] and all("lora_" in key for key in slot["policy"]), agent
+    for agent in ("solver", "aggregator"):
+        theirs = old.state["trainer"]["slots"][agent]["policy"]
+        assert all(torch.equal(start[agent]["policy"][k], v) for k, v in theirs.items())
+    assert json.loads((out / "summary.json").read_text())["stages"] == 2
+    # The new run's team: the two old agents still share their base; the critic has its own.
+    from trainers.config import load_train_config
+
+    new_team = load_train_config(out / "config.yaml").team
+    assert new_team is not None and new_team.shared_base
+    policies, _ = build_team(new_team, ["solver", "critic", "aggregator"])
+    assert all(isinstance(p, LoraAgentPolicy) for p in policies.values())
+    assert policies["solver"].base is policies["aggregator"].base  # type: ignore[attr-defined]
+    assert policies["critic"].base is not policies["solver"].base  # type: ignore[attr-defined]
