@@ -67,6 +67,7 @@ class SharedLoraBase:
         self.agents: dict[str, LoraAgentPolicy] = {}
         self.active: str | None = None
         self._trainable: dict[str, bool] = {}
+        self._params: dict[str, list[torch.nn.Parameter]] = {}  # each adapter's, in model order
 
     @classmethod
     def from_pretrained(
@@ -127,9 +128,15 @@ class SharedLoraBase:
         else:
             model = get_peft_model(model, lora_config(lora), adapter_name=name)  # type: ignore[arg-type]
         self.model = model
-        self._trainable[name] = trainable
-        self.active = None
+        self._added(name, trainable)
         self.activate(name)
+
+    def _added(self, name: str, trainable: bool) -> None:
+        """Records a new adapter: whether it trains, and its parameters (found once here, not
+        at every switch of adapter)."""
+        self._trainable[name] = trainable
+        self._params[name] = [p for n, p in self.model.named_parameters() if _adapter_of(n) == name]
+        self.active = None
 
     def activate(self, name: str) -> None:
         """Makes ``name``'s adapter the one the model runs. peft's ``set_adapter`` freezes the
@@ -145,7 +152,7 @@ class SharedLoraBase:
 
     def adapter_parameters(self, name: str) -> list[torch.nn.Parameter]:
         """The parameters of ``name``'s adapter (in the model's order)."""
-        return [p for n, p in self.model.named_parameters() if _adapter_of(n) == name]
+        return self._params[name]
 
     def reference_of(self, agent: LoraAgentPolicy) -> LoraAgentPolicy:
         """A frozen adapter with ``agent``'s current weights, on this base (the agent's reference
@@ -157,8 +164,7 @@ class SharedLoraBase:
         if name not in self._trainable:  # its weights are overwritten: keep torch's RNG as is
             with torch.random.fork_rng(devices=[]):
                 self.model.add_adapter(name, self.model.peft_config[agent.adapter])
-            self._trainable[name] = False
-            self.active = None
+            self._added(name, trainable=False)
         view = LoraAgentPolicy(self, name, **agent.view_kwargs)
         view.load_state_dict(agent.state_dict())
         return view

@@ -245,15 +245,14 @@ def build_team(
     """
     chosen = check_team(config, agents, task)
     bases: dict[tuple[str, str, str], Any] = {}
-    ranks: dict[tuple[str, str, str], int] = {}  # a vLLM engine serves its agents' largest rank
-    for agent in chosen.values():
-        key = shared_base_key(agent) if config.shared_base else None
-        if key is not None and agent.backend == "vllm":
-            ranks[key] = max(ranks.get(key, 0), _adapter_rank(agent))
-    for agent in chosen.values():
-        key = shared_base_key(agent) if config.shared_base else None
-        if key in ranks and key not in bases:
-            bases[key] = _shared_base(agent, ranks[key])
+    if config.shared_base:  # a vLLM engine is started for its agents' largest adapter rank
+        engines = [
+            (k, a) for a in chosen.values() if a.backend == "vllm" and (k := shared_base_key(a))
+        ]
+        for key, agent in engines:
+            if key not in bases:
+                rank = max(_adapter_rank(other) for k, other in engines if k == key)
+                bases[key] = _shared_base(agent, rank)
     policies = {
         name: build_agent(config, name, agent, task, bases) for name, agent in chosen.items()
     }

@@ -263,10 +263,7 @@ class TrainingRecipe:
                 total=total,
                 completed=trainer.stage,
             )
-            if (
-                config.trainer.backend == "ray"
-                and rundir.load(self.run_dir / "checkpoints") is None
-            ):
+            if config.trainer.backend == "ray" and self._found is None:
                 self.save()  # a learner actor lost in the first stage restarts from here
             while trainer.stage < total:
                 update_bar = progress.add_task(

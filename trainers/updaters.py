@@ -174,9 +174,6 @@ class _LearnerActor:
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         return getattr(self.local, method)(*args, **kwargs)
 
-    def weights(self) -> Mapping[str, Any]:
-        return self.local.weights()
-
 
 class RayUpdater:
     """An agent's updater in a Ray actor (see the module docstring).
@@ -199,12 +196,16 @@ class RayUpdater:
         device = "cuda" if placement.num_gpus > 0 else None
         self.actor = actor_class.remote(policy, config, device)
         self._reference = False
+        self._weights: Any = None  # the object-store copy of the current weights, once asked for
 
-    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+    def _get(self, ref: Any) -> Any:
         try:
-            return self.ray.get(self.actor.call.remote(method, *args, **kwargs))
+            return self.ray.get(ref)
         except self.ray.exceptions.RayActorError as exc:
             raise LearnerLost(f"the learner actor of agent {self.agent!r} died: {exc}") from exc
+
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return self._get(self.actor.call.remote(method, *args, **kwargs))
 
     def set_lr(self, lr: float) -> None:
         self._call("set_lr", lr)
@@ -221,6 +222,7 @@ class RayUpdater:
         self, messages: Sequence[MessageRecord], advantages: torch.Tensor, **settings: Any
     ) -> tuple[UpdateResult, float]:
         """:meth:`LocalUpdater.update` in the actor (one remote call with the messages)."""
+        self._weights = None
         result: tuple[UpdateResult, float] = self._call(
             "update", list(messages), advantages, **settings
         )
@@ -228,14 +230,14 @@ class RayUpdater:
 
     def weights_ref(self) -> Any:
         """The actor's current weights as an object-store reference (the driver does not
-        receive them unless it asks)."""
-        return self.actor.weights.remote()
+        receive them unless it asks); put there once per version of the weights, however many
+        readers (the driver's copy, the rollout workers) ask."""
+        if self._weights is None:
+            self._weights = self.actor.call.remote("weights")
+        return self._weights
 
     def weights(self) -> Mapping[str, Any]:
-        try:
-            state: Mapping[str, Any] = self.ray.get(self.weights_ref())
-        except self.ray.exceptions.RayActorError as exc:
-            raise LearnerLost(f"the learner actor of agent {self.agent!r} died: {exc}") from exc
+        state: Mapping[str, Any] = self._get(self.weights_ref())
         return state
 
     def state_dict(self) -> dict[str, Any]:
@@ -243,6 +245,7 @@ class RayUpdater:
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._weights = None
         self._call("load_state_dict", dict(state))
         self._reference = "reference" in state
 
