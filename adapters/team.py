@@ -26,8 +26,9 @@ with a ``FutureWarning``, as ``sampling.temperature`` / ``sampling.max_new_token
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal, cast
@@ -230,7 +231,13 @@ def build_policy(agent: AgentPolicyConfig, task: Any = None) -> Policy:
 
 
 def build_team(
-    config: TeamConfig, agents: Sequence[str], task: Any = None, **sampling_overrides: Any
+    config: TeamConfig,
+    agents: Sequence[str],
+    task: Any = None,
+    *,
+    only: Sequence[str] | None = None,
+    init_seed: int | None = None,
+    **sampling_overrides: Any,
 ) -> tuple[dict[str, Policy], dict[str, SamplingParams]]:
     """Policies and sampling parameters for every agent of a team.
 
@@ -238,12 +245,19 @@ def build_team(
         config: the team config.
         agents: the environment's agent names (``env.possible_agents``).
         task: the task (needed by ``scripted`` agents).
+        only: build these agents' policies alone (a learner actor builds its own agent's);
+            the sampling parameters are still every agent's.
+        init_seed: draw each agent's fresh weights (new LoRA adapters) from its own seed,
+            ``derive_seed(init_seed, position in agents)``, so an agent built alone starts as it
+            does in the whole team; ``None``: from the global torch generator.
         **sampling_overrides: e.g. ``temperature=1.0`` from the command line (``None`` = unset).
 
     Raises:
         ConfigError: listing every problem with the config for this team.
     """
     chosen = check_team(config, agents, task)
+    if only is not None:
+        chosen = {name: agent for name, agent in chosen.items() if name in only}
     bases: dict[tuple[str, str, str], Any] = {}
     if config.shared_base:  # a vLLM engine is started for its agents' largest adapter rank
         engines = [
@@ -253,10 +267,27 @@ def build_team(
             if key not in bases:
                 rank = max(_adapter_rank(other) for k, other in engines if k == key)
                 bases[key] = _shared_base(agent, rank)
-    policies = {
-        name: build_agent(config, name, agent, task, bases) for name, agent in chosen.items()
-    }
+    policies = {}
+    for name, agent in chosen.items():
+        with _init_rng(init_seed, list(agents).index(name)):
+            policies[name] = build_agent(config, name, agent, task, bases)
     return policies, team_sampling(config, agents, **sampling_overrides)
+
+
+@contextlib.contextmanager
+def _init_rng(seed: int | None, position: int) -> Iterator[None]:
+    """The global torch generator seeded for one agent's fresh weights (restored after);
+    nothing when ``seed`` is ``None``."""
+    if seed is None:
+        yield
+        return
+    import torch
+
+    from teamtr_core.seeds import derive_seed
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(derive_seed(seed, position))
+        yield
 
 
 def build_agent(

@@ -71,14 +71,16 @@ from trainers.registry import learner_spec
 from trainers.run_report import build_summary, json_finite, metrics_line, print_summary, stage_line
 from trainers.run_state import BestStage, RunState
 from trainers.team_eval import (
+    TeamSource,
     agent_sampling,
     build_policies,
     clipped_warnings,
     evaluate_all,
     evaluate_team,
+    tiny_model_dir,
 )
 from trainers.team_trainer import TeamTrainer
-from trainers.updaters import LearnerLost
+from trainers.updaters import LearnerLost, start_learner_actors
 from trainers.warm_start import warm_start
 
 log = logging.getLogger(__name__)
@@ -174,14 +176,20 @@ class TrainingRecipe:
             console.print(f"no checkpoint in {self.run_dir}: starting from scratch")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         dump_config(config, self.run_dir / "config.yaml")
-        self.policies = build_policies(config, self.env, self.run_dir)
+        source = TeamSource(config, str(self.run_dir), self.train_env)
+        self.policies = self._build_team(source)
         if not any(isinstance(p, TrainablePolicy) for p in self.policies.values()):
             raise ConfigError(
                 "train", ["no agent has a trainable policy (backend 'hf' or a TrainablePolicy)"]
             )
         sampling = agent_sampling(config, list(self.policies))
         self.trainer = TeamTrainer(
-            config, self.train_env, self.policies, sampling=sampling, callbacks=self.hooks
+            config,
+            self.train_env,
+            self.policies,
+            sampling=sampling,
+            callbacks=self.hooks,
+            team=source if config.trainer.backend == "ray" else None,
         )
         start_step = self._found.state["trainer"]["stage"] if self._found else None
         self.logger = MultiLogger(
@@ -190,6 +198,24 @@ class TrainingRecipe:
             *self.extra_loggers,
         )
         self.resume()
+
+    def _build_team(self, source: TeamSource) -> dict[str, Any]:
+        """Every agent's policy. With learner actors (``trainer.backend: ray``) each trainable
+        agent's model is built in its own actor and the driver holds an
+        :class:`~trainers.updaters.ActorPolicy` for it (fixed teammates are built here)."""
+        config = self.config
+        if config.trainer.backend != "ray":
+            return build_policies(config, self.env, self.run_dir)
+        agents = list(self.env.possible_agents)
+        trainable = source.trainable()
+        if not trainable:
+            return build_policies(config, self.env, self.run_dir)  # refused by the caller
+        if config.team is None:
+            tiny_model_dir(config, self.run_dir)  # the files the actors load
+        fixed = [a for a in agents if a not in trainable]
+        built = build_policies(config, self.env, self.run_dir, fixed) if fixed else {}
+        actors = start_learner_actors(config, {a: source.agent(a) for a in trainable})
+        return {a: actors[a] if a in actors else built[a] for a in agents}
 
     def resume(self) -> bool:
         """Loads the checkpoint :meth:`setup` found (``resume=True``) into the trainer and the
@@ -222,7 +248,12 @@ class TrainingRecipe:
         training split's (``train_eval/``), logged at ``step`` (the trainer's stage by default)
         and passed to the callbacks; ``per_problem`` receives each held-out problem's avg@K."""
         out = evaluate_all(
-            self.config, self.eval_env, self.train_env, self.policies, per_problem=per_problem
+            self.config,
+            self.eval_env,
+            self.train_env,
+            self.policies,
+            per_problem=per_problem,
+            runner_for=self._trainer().evaluation_runner,
         )
         step = self._trainer().stage if step is None else step
         self._logger().log(out, step=step)
@@ -325,7 +356,8 @@ class TrainingRecipe:
         config, stage = self.config, self._trainer().stage
         if not (config.eval.every and stage % config.eval.every == 0):
             return None
-        val = evaluate_team(config, self.val_env, self.policies, prefix="val")
+        runner = self._trainer().evaluation_runner(self.val_env)
+        val = evaluate_team(config, self.val_env, self.policies, prefix="val", runner=runner)
         metrics.update(val)
         stop = self.hooks.on_eval("val", stage, val)
         value = val[f"val/avg@{config.eval.k}"]
@@ -349,7 +381,7 @@ class TrainingRecipe:
         try:
             best = self.state.best
             if config.eval.select == "best_validation" and best is not None:
-                _load_best(self.run_dir, self.policies)
+                _load_best(self.run_dir, trainer)
                 console.print(
                     f"final evaluation uses the team of stage {best.stage} "
                     f"(best validation avg@{config.eval.k} {best.value:.3f})"
@@ -548,10 +580,10 @@ def _save_best(run_dir: Path, policies: dict[str, Any]) -> None:
     os.replace(folder / "best.tmp", folder / "best.pt")
 
 
-def _load_best(run_dir: Path, policies: dict[str, Any]) -> None:
+def _load_best(run_dir: Path, trainer: TeamTrainer) -> None:
     states = rundir.torch_load_plain(run_dir / "checkpoints" / "best.pt")
     for agent, state in states.items():
-        policies[agent].load_state_dict(state)
+        trainer.load_policy(agent, state)
 
 
 def _advance(progress: Progress, bar: TaskID, record: Any) -> None:

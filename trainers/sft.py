@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, cast
 
 import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -176,50 +176,78 @@ def behaviour_clone(
     if missing or empty:
         raise ValueError(f"behaviour_clone: no policy for {missing}; no data for {empty}")
     agents = [a for a in policies if a in data]
-    clones = {a: _Clone.of(i, policies[a], data[a], config) for i, a in enumerate(agents)}
-    curves: dict[str, list[float]] = {a: [] for a in agents}
+    clones = {a: Clone.of(i, policies[a], data[a], config) for i, a in enumerate(agents)}
+    return run_clones(clones, config, progress=progress, on_step=on_step)
+
+
+class CloneRunner(Protocol):
+    """One agent's behaviour cloning, wherever it runs: :class:`Clone` in this process, or one
+    in the agent's learner actor (``trainers.warm_start``)."""
+
+    def submit(self, agent: str, config: SFTConfig, first: int, last: int, check: bool) -> Any:
+        """Starts steps ``first`` to ``last - 1``; a handle for :meth:`wait`."""
+        ...
+
+    def wait(self, handle: Any) -> tuple[list[float], float | None]:
+        """The steps' losses and, if asked, the held-out match after them."""
+        ...
+
+
+def run_clones(
+    clones: Mapping[str, CloneRunner],
+    config: SFTConfig,
+    *,
+    progress: bool = False,
+    on_step: Callable[[int, dict[str, float]], None] | None = None,
+) -> dict[str, list[float]]:
+    """The loop of :func:`behaviour_clone` over started clones: every agent's steps in blocks
+    of ``_EVAL_EVERY`` (all agents' blocks started before any is awaited, so clones in learner
+    actors work at once), the held-out checks and the early stop; returns the losses per step.
+    The agents' parameters, minibatches and optimizers are separate, so blocking the steps
+    changes no number."""
+    curves: dict[str, list[float]] = {a: [] for a in clones}
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, TimeElapsedColumn(), disable=not progress, transient=True) as bar:
         bar_task = bar.add_task("behaviour cloning", total=config.steps)
-        for step in range(config.steps):
-            metrics: dict[str, float] = {"sft/lr": _set_lr(clones.values(), config, step)}
-            for agent, clone in clones.items():
-                value = clone.step(agent, config, step)
-                curves[agent].append(value)
-                metrics[f"agent/{agent}/sft_nll"] = value
-            done = False
-            if config.target_accuracy is not None and (step + 1) % _EVAL_EVERY == 0:
-                team = 1.0
-                for agent, clone in clones.items():
-                    match = _heldout_match(clone.policy, *clone.held)
-                    metrics[f"agent/{agent}/sft_heldout_match"] = match
-                    team *= match
-                metrics["sft/heldout_team_match"] = team
-                done = team >= config.target_accuracy
-            bar.advance(bar_task)
-            if on_step is not None:
-                on_step(step, metrics)
-            if done:
-                _log.info("behaviour_clone: held-out team match reached at step %d", step)
-                break
+        for first in range(0, config.steps, _EVAL_EVERY):
+            last = min(first + _EVAL_EVERY, config.steps)
+            check = config.target_accuracy is not None and last % _EVAL_EVERY == 0
+            handles = {a: c.submit(a, config, first, last, check) for a, c in clones.items()}
+            results = {a: clones[a].wait(h) for a, h in handles.items()}
+            for step in range(first, last):
+                metrics: dict[str, float] = {"sft/lr": learning_rate(config, step)}
+                for agent, (losses, _) in results.items():
+                    curves[agent].append(losses[step - first])
+                    metrics[f"agent/{agent}/sft_nll"] = losses[step - first]
+                done = False
+                if check and step == last - 1:
+                    team = 1.0
+                    for agent, (_, match) in results.items():
+                        assert match is not None
+                        metrics[f"agent/{agent}/sft_heldout_match"] = match
+                        team *= match
+                    metrics["sft/heldout_team_match"] = team
+                    done = team >= cast(float, config.target_accuracy)
+                bar.advance(bar_task)
+                if on_step is not None:
+                    on_step(step, metrics)
+                if done:
+                    _log.info("behaviour_clone: held-out team match reached at step %d", step)
+                    return curves
     return curves
 
 
-def _set_lr(clones: Iterable[_Clone], config: SFTConfig, step: int) -> float:
-    """The learning rate of ``step`` (constant, or along the cosine), set in every optimizer."""
+def learning_rate(config: SFTConfig, step: int) -> float:
+    """The learning rate of ``step``: constant, or along the cosine from ``config.lr`` to 0."""
     if config.lr_schedule != "cosine":
         return config.lr
-    lr = config.lr * 0.5 * (1 + math.cos(math.pi * step / config.steps))
-    for clone in clones:
-        for group in clone.optimizer.param_groups:
-            group["lr"] = lr
-    return lr
+    return config.lr * 0.5 * (1 + math.cos(math.pi * step / config.steps))
 
 
 @dataclass
-class _Clone:
-    """One agent's behaviour cloning: its policy, training and held-out messages, minibatch
-    generator and optimizer."""
+class Clone:
+    """One agent's behaviour cloning in this process: its policy, training and held-out
+    messages, minibatch generator and optimizer."""
 
     policy: TrainablePolicy
     train: tuple[list[str], list[Completion]]
@@ -234,7 +262,7 @@ class _Clone:
         policy: TrainablePolicy,
         pairs: Sequence[tuple[str, str]],
         config: SFTConfig,
-    ) -> _Clone:
+    ) -> Clone:
         """Agent ``index``'s clone of its expert ``pairs`` (the last ones held out when
         ``config.target_accuracy`` is set)."""
         n_held = min(_HOLDOUT, len(pairs) // 5) if config.target_accuracy is not None else 0
@@ -251,6 +279,27 @@ class _Clone:
                 list(policy.parameters()), lr=config.lr, weight_decay=config.weight_decay
             ),
         )
+
+    def run(
+        self, agent: str, config: SFTConfig, first: int, last: int, check: bool
+    ) -> tuple[list[float], float | None]:
+        """Steps ``first`` to ``last - 1`` (each at its learning rate) and, with ``check``, the
+        held-out match after them."""
+        losses = []
+        for step in range(first, last):
+            for group in self.optimizer.param_groups:
+                group["lr"] = learning_rate(config, step)
+            losses.append(self.step(agent, config, step))
+        return losses, _heldout_match(self.policy, *self.held) if check else None
+
+    def submit(
+        self, agent: str, config: SFTConfig, first: int, last: int, check: bool
+    ) -> tuple[list[float], float | None]:
+        return self.run(agent, config, first, last, check)
+
+    def wait(self, handle: Any) -> tuple[list[float], float | None]:
+        result: tuple[list[float], float | None] = handle
+        return result
 
     def step(self, agent: str, config: SFTConfig, step: int) -> float:
         """One AdamW step on a random minibatch's mean per-token NLL; returns the NLL.

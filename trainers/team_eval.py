@@ -4,8 +4,10 @@ limit (warned about before training)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,26 +20,79 @@ from trainers.config import TrainConfig
 log = logging.getLogger(__name__)
 
 
-def build_policies(config: TrainConfig, env: Any, run_dir: Path) -> dict[str, Any]:
-    """Every agent's policy: the team config's, or a separate copy of the tiny model each. A
-    team config's fresh weights (new LoRA adapters) are drawn from the run's seed, so a run and
-    its rerun (or a separate and a shared-base team) start alike."""
+def build_policies(
+    config: TrainConfig, env: Any, run_dir: Path, only: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """Every agent's policy (``only``: these agents'): the team config's, or a separate copy of
+    the tiny model each. A team config's fresh weights (new LoRA adapters) are drawn from the
+    run's seed, each agent's from its own stream, so a run and its rerun, a separate and a
+    shared-base team, and an agent built alone in its learner actor all start alike."""
+    agents = list(env.possible_agents)
     if config.team is not None:
-        import torch
-
         from adapters.team import build_team
 
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(derive_seed(config.seed, INIT_STREAM))
-            policies, _ = build_team(config.team, env.possible_agents, env.task)
+        init_seed = derive_seed(config.seed, INIT_STREAM)
+        policies, _ = build_team(config.team, agents, env.task, only=only, init_seed=init_seed)
         return policies
     from adapters.hf import HFPolicy
+
+    path = tiny_model_dir(config, run_dir)
+    return {a: HFPolicy.from_pretrained(path) for a in agents if only is None or a in only}
+
+
+def tiny_model_dir(config: TrainConfig, run_dir: Path) -> Path:
+    """The run's tiny model (``models/tiny`` in the run directory), built there if missing."""
     from adapters.tiny import build_tiny_model
 
-    path = run_dir / "models" / "tiny"
+    path = Path(run_dir) / "models" / "tiny"
     if not (path / "config.json").exists():
         build_tiny_model(path, config.tiny_model)
-    return {a: HFPolicy.from_pretrained(path) for a in env.possible_agents}
+    return path
+
+
+@dataclass(frozen=True)
+class TeamSource:
+    """How a training run builds its team, as a picklable object: with learner actors
+    (``trainer.backend: ray``) each actor builds its own agent's model from it and each Ray
+    rollout worker the whole team, so the driver loads no model. Model paths (a team config's,
+    the run directory's tiny model) must be readable where the actors run.
+
+    Args:
+        config: the run's configuration.
+        run_dir: the run directory (for the tiny model).
+        env_fn: builds the training environment (its agents and task).
+    """
+
+    config: TrainConfig
+    run_dir: str
+    env_fn: Callable[[], Any]
+
+    def trainable(self) -> list[str]:
+        """The agents whose policies are trainable (``hf``; every agent with the tiny model),
+        told from the configuration without building anything."""
+        agents = list(self.env_fn().possible_agents)
+        if self.config.team is None:
+            return agents
+        from adapters.team import check_team
+
+        chosen = check_team(self.config.team, agents)
+        return [a for a, agent in chosen.items() if agent.backend == "hf"]
+
+    def build(self, only: Sequence[str] | None = None) -> dict[str, Any]:
+        """The policies of every agent (``only``: of these), as :func:`build_policies`."""
+        return build_policies(self.config, self.env_fn(), Path(self.run_dir), only)
+
+    def __call__(self) -> dict[str, Any]:
+        """The whole team (a Ray rollout worker's)."""
+        return self.build()
+
+    def agent(self, name: str) -> Callable[[], Any]:
+        """A picklable builder of agent ``name``'s policy alone (a learner actor's)."""
+        return functools.partial(_build_agent, self, name)
+
+
+def _build_agent(source: TeamSource, name: str) -> Any:
+    return source.build([name])[name]
 
 
 def agent_sampling(config: TrainConfig, agents: Sequence[str]) -> dict[str, SamplingParams]:
@@ -56,6 +111,7 @@ def evaluate_team(
     policies: dict[str, Any],
     prefix: str = "eval",
     per_problem: dict[str, float] | None = None,
+    runner: Runner | None = None,
 ) -> dict[str, float]:
     """avg@K / pass@K (and maj@K) on up to ``config.eval.problems`` distinct problems of
     ``env_fn``'s problem set (for generated tasks, the held-out split's partition: disjoint from
@@ -66,9 +122,12 @@ def evaluate_team(
     number of distinct problems evaluated (logged, not plotted); ``{prefix}/clipped_ratio/<agent>``
     the share of each agent's messages that hit the token limit (cut off). ``per_problem``, when
     given, receives each problem's avg@K (``problem id -> correct / K``): what paired
-    comparisons of two teams on the same problems resample."""
-    sampling = agent_sampling(config, list(policies))
-    runner = Runner(env_fn, policies, sampling, progress=False)
+    comparisons of two teams on the same problems resample. ``runner``: who plays the
+    episodes (``TeamTrainer.evaluation_runner``: a Ray runner's workers); default: a local
+    runner of ``policies`` on ``env_fn``'s environments."""
+    if runner is None:
+        sampling = agent_sampling(config, list(policies))
+        runner = Runner(env_fn, policies, sampling, progress=False)
     seed = derive_seed(config.seed, EVAL_STREAM)
     problems, draw = runner.sample_distinct(config.eval.problems, seed=seed)
     if draw.shortfall:
@@ -130,12 +189,19 @@ def evaluate_all(
     train_fn: Callable[[], Any],
     policies: dict[str, Any],
     per_problem: dict[str, float] | None = None,
+    runner_for: Callable[[Callable[[], Any]], Runner] | None = None,
 ) -> dict[str, float]:
     """The held-out evaluation (``eval/``) and, if asked, the training split's (``train_eval/``),
     each with its number of distinct problems (``problems/eval_distinct``,
     ``problems/train_eval_distinct``); ``per_problem`` receives the held-out problems' avg@K
-    (see :func:`evaluate_team`)."""
-    out = evaluate_team(config, eval_fn, policies, per_problem=per_problem)
+    (see :func:`evaluate_team`); ``runner_for`` gives the runner of an environment factory
+    (default: local runners of ``policies``)."""
+
+    def runner(env_fn: Callable[[], Any]) -> Runner | None:
+        return runner_for(env_fn) if runner_for is not None else None
+
+    out = evaluate_team(config, eval_fn, policies, per_problem=per_problem, runner=runner(eval_fn))
     if config.eval.train_distribution:
-        out.update(evaluate_team(config, train_fn, policies, prefix="train_eval"))
+        train = evaluate_team(config, train_fn, policies, "train_eval", runner=runner(train_fn))
+        out.update(train)
     return out

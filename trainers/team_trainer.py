@@ -51,7 +51,7 @@ from teamtr_core.policy import SamplingParams, TrainablePolicy
 from teamtr_core.seeds import DIAG_STREAM, ORDER_STREAM, PROBLEM_STREAM, TRAIN_STREAM, derive_seed
 from teamtr_env.env import TeamEnv
 from teamtr_env.rollout import MessageRecord, RolloutBatch
-from teamtr_env.runners import make_runner
+from teamtr_env.runners import Runner, make_runner
 from trainers.advantages import GroupAdvantages, group_advantages
 from trainers.callbacks import Callback, CallbackList
 from trainers.config import TrainConfig
@@ -62,7 +62,13 @@ from trainers.stage_diagnostics import RunDiagnostics
 from trainers.update import (
     score,
 )
-from trainers.updaters import LocalUpdater, RayUpdater, Updater
+from trainers.updaters import (
+    ActorPolicy,
+    LocalUpdater,
+    RayUpdater,
+    Updater,
+    check_learner_resources,
+)
 
 
 @dataclass
@@ -122,6 +128,15 @@ class TeamTrainer:
             own temperature.
         callbacks: :class:`trainers.callbacks.Callback` objects; ``on_update`` is called after
             every update with its record (``trainer.callbacks.append`` adds more).
+        team: a picklable builder of every agent's policy (``trainers.team_eval.TeamSource``)
+            for a Ray runner's workers to build their replicas with (see
+            :class:`~teamtr_env.runners.ray.RayRunner`); needed when ``policies`` holds
+            :class:`~trainers.updaters.ActorPolicy` stand-ins and rollouts run on Ray.
+
+    With ``trainer.backend: ray``, an agent given as an :class:`~trainers.updaters.ActorPolicy`
+    is trained by that actor and the driver holds no copy of it (what ``teamtr train`` does); an
+    agent given as a policy object gets a learner actor started from a copy of it at the first
+    stage, and the driver's object is reloaded after every accepted update.
 
     Raises:
         ConfigError: the learner rejects the configuration (every problem listed).
@@ -135,6 +150,7 @@ class TeamTrainer:
         learner: Learner | None = None,
         sampling: Mapping[str, SamplingParams] | None = None,
         callbacks: CallbackList | Sequence[Callback] = (),
+        team: Callable[[], Mapping[str, Any]] | None = None,
     ):
         self.config = config
         # A TrainConfig was checked by its own learner when it was built; a learner object given
@@ -150,6 +166,7 @@ class TeamTrainer:
             dict(sampling) if sampling else shared,
             settings=config.runner,
             progress=False,
+            team=team,
         )
         self.agents = list(self.runner.agents)
         tr, opt = config.trust_region, config.optim
@@ -159,7 +176,7 @@ class TeamTrainer:
                     p.enable_gradient_checkpointing()
         remote = config.trainer.backend == "ray"
         self.slots = {
-            a: AgentSlot(p, None if remote else LocalUpdater(p, config), tr.beta, tr.delta)
+            a: AgentSlot(p, _updater(p, config, remote), tr.beta, tr.delta)
             for a, p in policies.items()
             if isinstance(p, TrainablePolicy)
         }
@@ -186,14 +203,7 @@ class TeamTrainer:
         stage and index)."""
         stream = TRAIN_STREAM if purpose == "train" else DIAG_STREAM
         seed = derive_seed(self.config.seed, stream, stage, index)
-        for agent, slot in self.slots.items():  # workers play the current weights, never stale
-            if slot.synced != slot.version:
-                sync_ref = getattr(self.runner, "sync_ref", None)
-                if isinstance(slot.updater, RayUpdater) and sync_ref is not None:
-                    sync_ref(agent, slot.updater.weights_ref(), slot.version)  # actor -> workers
-                else:
-                    self.runner.sync(agent, slot.policy, slot.version)
-                slot.synced = slot.version
+        self.sync_workers()
         batch = self.runner.rollout(
             # i.i.d. draws: a training batch samples the distribution the objective averages
             # over (a problem may repeat), unlike an evaluation set.
@@ -213,6 +223,45 @@ class TeamTrainer:
         self.totals[key] += batch.stats.envs
         self.totals["tokens" if purpose == "train" else "diagnostic_tokens"] += tokens
         return batch
+
+    def sync_workers(self) -> None:
+        """Sends every agent's weights that changed since the last sync to a distributed
+        runner's workers (from a learner actor straight through the object store), so they
+        never play stale weights; nothing to send on the local runner."""
+        sync_ref = getattr(self.runner, "sync_ref", None)
+        for agent, slot in self.slots.items():
+            if slot.synced != slot.version:
+                if isinstance(slot.updater, RayUpdater) and sync_ref is not None:
+                    sync_ref(agent, slot.updater.weights_ref(), slot.version)  # actor -> workers
+                else:
+                    self.runner.sync(agent, slot.policy, slot.version)
+                slot.synced = slot.version
+
+    @property
+    def policies(self) -> dict[str, Any]:
+        """The team the trainer plays: every agent's policy (an
+        :class:`~trainers.updaters.ActorPolicy` for an agent trained in a learner actor)."""
+        return self.runner.policies
+
+    def evaluation_runner(self, env_fn: Callable[[], TeamEnv]) -> Runner:
+        """A runner of the current team on ``env_fn``'s environments (a held-out or validation
+        split): a Ray runner's workers (synced first), else a local runner of :attr:`policies`
+        (an agent in a learner actor then writes its messages there)."""
+        for_env = getattr(self.runner, "for_env", None)
+        if for_env is not None:
+            self.sync_workers()
+            view: Runner = for_env(env_fn, description="evaluation")
+            return view
+        return Runner(env_fn, self.policies, self.runner.sampling, progress=False)
+
+    def load_policy(self, agent: str, state: Mapping[str, Any]) -> None:
+        """Loads ``agent``'s policy weights (a best-validation team) wherever they live; the
+        workers of a distributed runner get them before their next rollout."""
+        slot = self.slots[agent]
+        slot.policy.load_state_dict(state)
+        if isinstance(slot.updater, RayUpdater) and not isinstance(slot.policy, ActorPolicy):
+            slot.updater.load_weights(state)
+        slot.synced = None
 
     def versions(self) -> dict[str, int]:
         """Each trainable agent's accepted updates so far: which parameters play now."""
@@ -261,25 +310,22 @@ class TeamTrainer:
         agents' current policies: after the warm start, or before a checkpoint is loaded)."""
         missing = [a for a, slot in self.slots.items() if slot.updater is None]
         if missing:
-            from teamtr_env.runners.ray import init_ray, short_of_resources
-
-            placement = self.config.trainer
-            ray = init_ray(placement.address)
-            short = short_of_resources(
-                ray, len(missing), placement.num_cpus, placement.num_gpus, "learner actors"
-            )
-            if short:
-                raise ConfigError("trainer", short)
+            check_learner_resources(self.config, len(missing))
         for agent in missing:
             self.slots[agent].updater = RayUpdater(agent, self.slots[agent].policy, self.config)
         return list(self.slots.values())
 
     def restart_updaters(self) -> None:
-        """Replaces every Ray learner actor (after one died): the caller loads a checkpoint."""
+        """Replaces every Ray learner actor with a new one built as it was (after one died):
+        the caller loads a checkpoint."""
+        remote = [s.updater for s in self.slots.values() if isinstance(s.updater, RayUpdater)]
+        for updater in remote:
+            updater.shutdown()
+        if remote:
+            check_learner_resources(self.config, len(remote))
+        for updater in remote:
+            updater.restart()
         for slot in self.slots.values():
-            if isinstance(slot.updater, RayUpdater):
-                slot.updater.shutdown()
-                slot.updater = None
             slot.synced = None  # the workers get the restored weights again
 
     def apply_update(self, agent: str) -> None:
@@ -288,17 +334,18 @@ class TeamTrainer:
         place)."""
         slot = self.slots[agent]
         slot.version += 1
-        if isinstance(slot.updater, RayUpdater):
+        if isinstance(slot.updater, RayUpdater) and not isinstance(slot.policy, ActorPolicy):
             slot.policy.load_state_dict(slot.updater.weights())
 
     # -- helpers -------------------------------------------------------------------------------
     def score(self, agent: str, messages: list[MessageRecord]) -> list[Any]:
-        """``agent``'s current log-probs of ``messages`` (no gradient)."""
+        """``agent``'s current log-probs of ``messages`` (no gradient), computed where its
+        model lives (in its learner actor with ``trainer.backend: ray``)."""
+        slot = self.slots[agent]
+        if slot.updater is not None:
+            return slot.updater.score(messages, self.temperatures[agent])
         return score(
-            self.slots[agent].policy,
-            messages,
-            self.config.optim.micro_batch_size,
-            self.temperatures[agent],
+            slot.policy, messages, self.config.optim.micro_batch_size, self.temperatures[agent]
         )
 
     def message_advantages(
@@ -354,12 +401,27 @@ class TeamTrainer:
         for a, s in state["slots"].items():
             slot = self.slots[a]
             cast(Updater, slot.updater).load_state_dict(s)
-            if not isinstance(slot.updater, LocalUpdater):
+            if not isinstance(slot.updater, LocalUpdater) and not isinstance(
+                slot.policy, ActorPolicy
+            ):  # the driver's copy of an agent trained in a learner actor
                 slot.policy.load_state_dict(s["policy"])
+            slot.synced = None
             slot.beta, slot.delta, slot.version = s["beta"], s["delta"], s["version"]
         torch.set_rng_state(state["torch_rng"])
         if self.diagnostics is not None:
             self.diagnostics.load_state_dict(state.get("diagnostics", {}))
+
+
+def _updater(policy: Any, config: TrainConfig, remote: bool) -> Updater | None:
+    """A slot's updater: the learner actor behind an ``ActorPolicy``, a local one, or ``None``
+    (a learner actor started from the policy at the first stage)."""
+    if isinstance(policy, ActorPolicy):
+        if not remote:
+            raise ConfigError(
+                "trainer", ["an ActorPolicy's agent is trained in its actor: trainer.backend: ray"]
+            )
+        return policy.updater
+    return None if remote else LocalUpdater(policy, config)
 
 
 def _score_temperature(sampling: SamplingParams) -> float:

@@ -9,12 +9,18 @@ update's :class:`~trainers.update.UpdateResult`.
 * :class:`LocalUpdater` (``trainer.backend: local``, the default): in this process, on the
   policy the team plays (nothing is copied).
 * :class:`RayUpdater` (``trainer.backend: ray``): a Ray actor per trainable agent that asks for
-  its own resources (``trainer.num_cpus``, ``trainer.num_gpus``) and holds the agent's trainable
-  model and optimizer state. The driver keeps the orchestration and an inference copy of every
-  policy (rollouts on the local runner, evaluations, diagnostics), which it reloads from the
-  actor after every accepted update; a Ray rollout runner receives the actor's weights through
-  the object store without the driver in between. A dead actor raises :class:`LearnerLost`; the
-  recipe restores the last checkpoint into fresh actors and replays the stage.
+  its own resources (``trainer.num_cpus``, ``trainer.num_gpus``) and holds the agent's model,
+  optimizer and reference. The actor builds its model itself from a picklable builder (a
+  training run's :class:`~trainers.team_eval.TeamSource`), or starts from a copy of a policy
+  object it is given. A Ray rollout runner receives the actor's weights through the object
+  store without the driver in between. A dead actor raises :class:`LearnerLost`; the recipe
+  restarts it (:meth:`RayUpdater.restart`), restores the last checkpoint and replays the stage.
+* :class:`ActorPolicy`: what the driver holds for an agent whose model lives in its learner
+  actor: a :class:`~teamtr_core.policy.TrainablePolicy` with no parameters whose calls
+  (``generate``, ``logprobs``, ``state_dict``, ``load_state_dict``) run in the actor. A training
+  run with learner actors holds only these in the driver: evaluation, diagnostics scoring and
+  behaviour cloning run in the actors (or on the Ray rollout workers), so the driver process
+  loads no model (tested).
 
 The update math is the same function in both places (:func:`trainers.update.update_agent`,
 which draws no global randomness), so a run's numbers do not depend on where its updates run
@@ -25,13 +31,19 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 import torch
 
-from teamtr_core.errors import TeamTRError
-from teamtr_core.policy import TokenLogprobs, TrainablePolicy
+from teamtr_core.errors import ConfigError, TeamTRError
+from teamtr_core.policy import (
+    Completion,
+    Generation,
+    SamplingParams,
+    TokenLogprobs,
+    TrainablePolicy,
+)
 from teamtr_env.rollout import MessageRecord
 from trainers.config import TrainConfig
 from trainers.update import UpdateResult, score, update_agent
@@ -62,6 +74,10 @@ class Updater(Protocol):
         flip_trials: int,
         weights: torch.Tensor | None,
     ) -> tuple[UpdateResult, float]: ...
+
+    def score(
+        self, messages: Sequence[MessageRecord], temperature: float
+    ) -> list[TokenLogprobs]: ...
 
     def state_dict(self) -> dict[str, Any]: ...
 
@@ -128,6 +144,11 @@ class LocalUpdater:
         )
         return result, reference_s
 
+    def score(self, messages: Sequence[MessageRecord], temperature: float) -> list[TokenLogprobs]:
+        """The policy's current log-probs of ``messages`` (no gradient; diagnostics and the
+        importance weights of naive sequential read them)."""
+        return score(self.policy, messages, self.config.optim.micro_batch_size, temperature)
+
     def state_dict(self) -> dict[str, Any]:
         """The checkpoint's ``policy``, ``optimizer`` and (if frozen) ``reference``."""
         state = {"policy": self.policy.state_dict(), "optimizer": self.optimizer.state_dict()}
@@ -146,6 +167,38 @@ class LocalUpdater:
         """The policy's weights on the CPU (what a weight sync sends)."""
         return {k: v.detach().to("cpu") for k, v in self.policy.state_dict().items()}
 
+    def load_weights(self, state: Mapping[str, Any]) -> None:
+        """Loads policy weights (a best-validation team, a behaviour clone); the optimizer and
+        the reference are left as they are."""
+        self.policy.load_state_dict(state)
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        """The shape of every weight of the policy's state dict."""
+        return {k: tuple(v.shape) for k, v in self.policy.state_dict().items()}
+
+    # -- what an ActorPolicy forwards, and behaviour cloning where the model lives ----------
+    def generate(self, prompts: Sequence[str], sampling: SamplingParams) -> list[Generation]:
+        return self.policy.generate(prompts, sampling)
+
+    def logprobs(
+        self, prompts: Sequence[str], completions: Sequence[Completion], **kwargs: Any
+    ) -> TokenLogprobs:
+        return self.policy.logprobs(prompts, completions, **kwargs)
+
+    def clone_start(self, index: int, pairs: Sequence[tuple[str, str]], sft: Any) -> None:
+        """Starts behaviour cloning of this agent (its ``index`` in the team seeds its
+        minibatches) on its expert ``pairs`` (:func:`trainers.sft.behaviour_clone`)."""
+        from trainers.sft import Clone
+
+        self._clone = Clone.of(index, self.policy, pairs, sft)
+
+    def clone_steps(
+        self, agent: str, sft: Any, first: int, last: int, check: bool
+    ) -> tuple[list[float], float | None]:
+        """Behaviour-cloning steps ``first`` to ``last - 1``: their losses and, with ``check``,
+        the held-out match after them."""
+        return self._clone.run(agent, sft, first, last, check)
+
 
 def frozen_copy(policy: TrainablePolicy) -> TrainablePolicy:
     """A copy of ``policy`` whose parameters take no gradient (the reference policy); a policy
@@ -160,15 +213,30 @@ def frozen_copy(policy: TrainablePolicy) -> TrainablePolicy:
     return reference
 
 
-class _LearnerActor:
-    """The Ray actor behind a :class:`RayUpdater`: a :class:`LocalUpdater` on the actor's own
-    copy of the policy."""
+class _Given:
+    """A builder that returns a policy it was given (pickled with it to the actor)."""
 
-    def __init__(self, policy: TrainablePolicy, config: TrainConfig, device: str | None) -> None:
+    def __init__(self, policy: TrainablePolicy) -> None:
+        self.policy = policy
+
+    def __call__(self) -> TrainablePolicy:
+        return self.policy
+
+
+class _LearnerActor:
+    """The Ray actor behind a :class:`RayUpdater`: a :class:`LocalUpdater` on the policy the
+    actor builds (or the copy it was sent)."""
+
+    def __init__(
+        self, build: Callable[[], TrainablePolicy], config: TrainConfig, device: str | None
+    ) -> None:
         if config.torch_threads > 0:
             torch.set_num_threads(config.torch_threads)
+        policy = build()
         if device is not None and hasattr(policy, "model"):
             policy.model.to(device)
+        if config.optim.gradient_checkpointing and hasattr(policy, "enable_gradient_checkpointing"):
+            policy.enable_gradient_checkpointing()
         self.local = LocalUpdater(policy, config)
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -180,23 +248,43 @@ class RayUpdater:
 
     Args:
         agent: the agent's name (for messages).
-        policy: the policy to train; the actor gets a copy of it as it is now.
+        source: the policy to train, built in the actor by calling ``source`` (a picklable
+            zero-argument builder: the driver loads no model), or a policy object, of which
+            the actor gets a copy as it is now.
         config: the run's configuration (``trainer`` places the actor).
     """
 
-    def __init__(self, agent: str, policy: TrainablePolicy, config: TrainConfig) -> None:
+    def __init__(
+        self,
+        agent: str,
+        source: TrainablePolicy | Callable[[], TrainablePolicy],
+        config: TrainConfig,
+    ) -> None:
         from teamtr_env.runners.ray import init_ray
 
         placement = config.trainer
-        self.agent = agent
+        self.agent, self.config = agent, config
         self.ray = init_ray(placement.address)
-        actor_class = self.ray.remote(
+        self._class = self.ray.remote(
             num_cpus=placement.num_cpus, num_gpus=placement.num_gpus, max_restarts=0
         )(_LearnerActor)
-        device = "cuda" if placement.num_gpus > 0 else None
-        self.actor = actor_class.remote(policy, config, device)
+        build = _Given(source) if isinstance(source, TrainablePolicy) else source
+        self._build = self.ray.put(build)  # a restart builds from the same object
+        self.actor = self._start()
         self._reference = False
         self._weights: Any = None  # the object-store copy of the current weights, once asked for
+
+    def _start(self) -> Any:
+        device = "cuda" if self.config.trainer.num_gpus > 0 else None
+        return self._class.remote(self._build, self.config, device)
+
+    def restart(self) -> None:
+        """Replaces the actor with a new one built as the first was (after it died); the caller
+        loads a checkpoint into it."""
+        self.shutdown()
+        self.actor = self._start()
+        self._reference = False
+        self._weights = None
 
     def _get(self, ref: Any) -> Any:
         try:
@@ -240,6 +328,28 @@ class RayUpdater:
         state: Mapping[str, Any] = self._get(self.weights_ref())
         return state
 
+    def load_weights(self, state: Any) -> None:
+        """Loads policy weights into the actor (a state dict, or an object-store reference to
+        one: another actor's :meth:`weights_ref`, which then never passes the driver)."""
+        self._weights = None
+        self._call("load_weights", state)
+
+    def score(self, messages: Sequence[MessageRecord], temperature: float) -> list[TokenLogprobs]:
+        """:meth:`LocalUpdater.score` in the actor."""
+        result: list[TokenLogprobs] = self._call("score", list(messages), temperature)
+        return result
+
+    def submit(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Starts ``method`` of the actor's :class:`LocalUpdater` and returns its reference
+        without waiting (several actors work at once; :meth:`result` waits)."""
+        self._weights = None  # the call may change the weights
+        return self.actor.call.remote(method, *args, **kwargs)
+
+    def result(self, ref: Any) -> Any:
+        """What :meth:`submit` started, once it is done (:class:`LearnerLost` if the actor
+        died)."""
+        return self._get(ref)
+
     def state_dict(self) -> dict[str, Any]:
         state: dict[str, Any] = self._call("state_dict")
         return state
@@ -252,3 +362,66 @@ class RayUpdater:
     def shutdown(self) -> None:
         """Stops the actor."""
         self.ray.kill(self.actor, no_restart=True)
+
+
+def check_learner_resources(config: TrainConfig, count: int) -> None:
+    """Refuses ``count`` learner actors that the Ray cluster cannot place (they would wait for
+    resources forever): a ``ConfigError`` naming what is short."""
+    from teamtr_env.runners.ray import init_ray, short_of_resources
+
+    placement = config.trainer
+    ray = init_ray(placement.address)
+    short = short_of_resources(ray, count, placement.num_cpus, placement.num_gpus, "learner actors")
+    if short:
+        raise ConfigError("trainer", short)
+
+
+def start_learner_actors(
+    config: TrainConfig, builders: Mapping[str, Callable[[], TrainablePolicy]]
+) -> dict[str, ActorPolicy]:
+    """A learner actor per agent of ``builders``, each building its own model there, and the
+    driver's :class:`ActorPolicy` for each (checked against the cluster's resources first)."""
+    check_learner_resources(config, len(builders))
+    return {
+        agent: ActorPolicy(RayUpdater(agent, build, config)) for agent, build in builders.items()
+    }
+
+
+class ActorPolicy:
+    """The driver's handle on an agent whose model lives in its learner actor (see the module
+    docstring): a :class:`~teamtr_core.policy.TrainablePolicy` whose calls run in the actor and
+    which holds no parameters itself.
+
+    Args:
+        updater: the agent's :class:`RayUpdater`.
+    """
+
+    def __init__(self, updater: RayUpdater) -> None:
+        self.updater = updater
+
+    def generate(self, prompts: Sequence[str], sampling: SamplingParams) -> list[Generation]:
+        """The actor's policy writes the messages (seeded by ``sampling.seed`` as anywhere)."""
+        result: list[Generation] = self.updater._call("generate", list(prompts), sampling)
+        return result
+
+    def logprobs(
+        self, prompts: Sequence[str], completions: Sequence[Completion], **kwargs: Any
+    ) -> TokenLogprobs:
+        result: TokenLogprobs = self.updater._call(
+            "logprobs", list(prompts), list(completions), **kwargs
+        )
+        return result
+
+    def parameters(self) -> Iterator[torch.nn.Parameter]:
+        """None here: the parameters are the actor's."""
+        return iter(())
+
+    def state_dict(self) -> Mapping[str, Any]:
+        """The actor's current weights (fetched to the driver)."""
+        return self.updater.weights()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.updater.load_weights(state)
+
+    def __repr__(self) -> str:
+        return f"ActorPolicy({self.updater.agent!r})"

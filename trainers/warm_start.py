@@ -19,6 +19,7 @@ from rich.console import Console
 from teamtr_core.policy import TrainablePolicy
 from trainers import rundir
 from trainers.config import TrainConfig
+from trainers.updaters import ActorPolicy, RayUpdater
 
 
 def warm_start(
@@ -30,8 +31,10 @@ def warm_start(
 ) -> dict[str, Any]:
     """Behaviour cloning from the task's scripted expert. With ``sft_shared`` one model learns
     every agent's expert messages (in their own contexts) and each agent starts from a copy of it
-    (separate parameters from then on): a third of the cost for a three-agent team."""
-    from trainers.sft import behaviour_clone, collect_expert_data
+    (separate parameters from then on): a third of the cost for a three-agent team. Agents
+    trained in learner actors (:class:`~trainers.updaters.ActorPolicy`) are cloned there, all
+    at once, with the same numbers."""
+    from trainers.sft import collect_expert_data
 
     sft = config.sft
     assert sft is not None
@@ -62,14 +65,12 @@ def warm_start(
     shared = config.sft_shared and _same_shapes(list(trainable.values()))
     if shared:
         merged = [pair for agent in trainable for pair in data[agent]]
-        curves = behaviour_clone(
-            {first: trainable[first]}, {first: merged}, sft, progress=config.progress
-        )
+        curves = _clone({first: trainable[first]}, {first: merged}, config)
         for agent, policy in trainable.items():
             if agent != first:
-                policy.load_state_dict(trainable[first].state_dict())
+                _copy_weights(trainable[first], policy)
     else:
-        curves = behaviour_clone(trainable, data, sft, progress=config.progress)
+        curves = _clone(trainable, data, config)
     seconds = time.perf_counter() - t0
     what = "one shared model" if shared else f"{len(trainable)} agents"
     steps = max((len(c) for c in curves.values()), default=0)
@@ -108,6 +109,55 @@ def behaviour_clone_cache(config: TrainConfig) -> Path | None:
     return Path(config.sft.cache_dir) / f"bc-{digest[:16]}.pt"
 
 
+def _clone(
+    policies: dict[str, Any], data: dict[str, list[tuple[str, str]]], config: TrainConfig
+) -> dict[str, list[float]]:
+    """:func:`trainers.sft.behaviour_clone`, in the learner actors for agents trained there."""
+    from trainers.sft import behaviour_clone, run_clones
+
+    sft = config.sft
+    assert sft is not None
+    if not any(isinstance(p, ActorPolicy) for p in policies.values()):
+        return behaviour_clone(policies, data, sft, progress=config.progress)
+    clones = {}
+    for index, (agent, policy) in enumerate(policies.items()):
+        if not isinstance(policy, ActorPolicy):
+            raise TypeError(f"{agent}: a team clones in learner actors or here, not both")
+        policy.updater.result(policy.updater.submit("clone_start", index, data[agent], sft))
+        clones[agent] = _ActorClone(policy.updater)
+    return run_clones(clones, sft, progress=config.progress)
+
+
+class _ActorClone:
+    """One agent's behaviour cloning in its learner actor (a ``trainers.sft.CloneRunner``)."""
+
+    def __init__(self, updater: RayUpdater) -> None:
+        self.updater = updater
+
+    def submit(self, agent: str, sft: Any, first: int, last: int, check: bool) -> Any:
+        return self.updater.submit("clone_steps", agent, sft, first, last, check)
+
+    def wait(self, handle: Any) -> tuple[list[float], float | None]:
+        result: tuple[list[float], float | None] = self.updater.result(handle)
+        return result
+
+
+def _copy_weights(source: Any, target: Any) -> None:
+    """``target`` starts from ``source``'s weights (between learner actors through the object
+    store, never the driver)."""
+    if isinstance(source, ActorPolicy) and isinstance(target, ActorPolicy):
+        target.updater.load_weights(source.updater.weights_ref())
+    else:
+        target.load_state_dict(source.state_dict())
+
+
 def _same_shapes(policies: list[Any]) -> bool:
-    shapes = [{k: tuple(v.shape) for k, v in p.state_dict().items()} for p in policies]
+    shapes = [_shapes(p) for p in policies]
     return all(s == shapes[0] for s in shapes)
+
+
+def _shapes(policy: Any) -> dict[str, tuple[int, ...]]:
+    if isinstance(policy, ActorPolicy):  # asked of the actor: its weights stay there
+        shapes: dict[str, tuple[int, ...]] = policy.updater.result(policy.updater.submit("shapes"))
+        return shapes
+    return {k: tuple(v.shape) for k, v in policy.state_dict().items()}

@@ -44,6 +44,7 @@ def make_runner(
     backend: str | None = None,
     settings: Any = None,
     progress: bool | None = None,
+    team: Callable[[], Any] | None = None,
     **ray_options: Any,
 ) -> Runner:
     """The local :class:`Runner`, or for the ``"ray"`` backend a :class:`RayRunner`.
@@ -53,6 +54,9 @@ def make_runner(
         backend: ``"local"`` or ``"ray"``; default ``settings.backend``, else ``"local"``.
         settings: a runner section, such as a training config's ``runner``: its attributes
             ``backend`` and those of :data:`RAY_OPTIONS` that it has are the defaults here.
+        team: a Ray runner's workers build their replicas with this picklable builder of every
+            agent's policy instead of receiving ``policies`` (see :class:`RayRunner`); the local
+            runner plays ``policies``.
         **ray_options: :class:`RayRunner`'s options (``workers``, ``address``, ``num_cpus``,
             ``num_gpus``, ``max_retries``), over those of ``settings``; the local runner has no
             use for them.
@@ -72,7 +76,7 @@ def make_runner(
         return Runner(env_fn, policies, sampling, progress=progress)
     options = {k: getattr(settings, k) for k in RAY_OPTIONS if hasattr(settings, k)}
     options.update(ray_options)
-    return RayRunner(env_fn, policies, sampling, progress=progress, **options)
+    return RayRunner(env_fn, policies, sampling, progress=progress, team=team, **options)
 
 
 __all__ = [

@@ -24,6 +24,7 @@ ray`` in it is always the Ray library.)
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import time
@@ -92,8 +93,13 @@ def short_of_resources(
         time.sleep(0.2)
 
 
+TRAIN_ENV = "train"  # the key of the environments a RayRunner was made with
+
+
 class _Worker:
-    """A Ray actor's state: a local runner and the weight versions it has loaded."""
+    """A Ray actor's state: the team's policies (sent, or built from a team builder), a local
+    runner per environment it plays (training, held-out, validation) and the weight versions
+    it has loaded."""
 
     def __init__(self, env_fn: Callable[[], Any], policies: Any, sampling: Any) -> None:
         try:  # one torch thread per worker: the workers share the machine's cores
@@ -102,7 +108,11 @@ class _Worker:
             torch.set_num_threads(1)
         except ImportError:
             pass
+        if isinstance(policies, _Build):
+            policies = policies.team()
+        self.sampling = sampling
         self.runner = Runner(env_fn, policies, sampling, progress=False)
+        self.runners: dict[str, Runner] = {TRAIN_ENV: self.runner}
         self.versions: dict[str, int] = {}
 
     def play(
@@ -113,6 +123,7 @@ class _Worker:
         first_group: int,
         call_seed: int,
         weights: Mapping[str, tuple[int, Any]],
+        env: tuple[str, list[Any]] = (TRAIN_ENV, []),
     ) -> tuple[RolloutBatch, dict[str, int], float]:
         import ray
 
@@ -122,10 +133,21 @@ class _Worker:
                 self.runner.policies[agent].load_state_dict(ray.get(ref))
                 self.versions[agent] = version
         sync_s = time.perf_counter() - t0
-        batch = self.runner.play_shard(
+        key, env_ref = env
+        if key not in self.runners:  # another split's environments, the same policies
+            env_fn = ray.get(env_ref[0])
+            self.runners[key] = Runner(env_fn, self.runner.policies, self.sampling, progress=False)
+        batch = self.runners[key].play_shard(
             problems, group_size, seed, first_group=first_group, call_seed=call_seed
         )
         return batch, dict(self.versions), sync_s
+
+
+class _Build:
+    """Tells a worker to build the team itself (``RayRunner(team=...)``)."""
+
+    def __init__(self, team: Callable[[], Mapping[str, Any]]) -> None:
+        self.team = team
 
 
 class RayRunner(Runner):
@@ -140,6 +162,9 @@ class RayRunner(Runner):
             workers on GPUs with ``num_gpus=1``).
         max_retries: how many times a failed block is played again (on a new worker when its
             worker died) before the rollout stops with :class:`RolloutFailed`.
+        team: a picklable builder of every agent's policy (``trainers.team_eval.TeamSource``):
+            each worker builds its replicas with it instead of receiving ``policies``, which
+            then may be stand-ins (a learner actor's :class:`~trainers.updaters.ActorPolicy`).
 
     Raises:
         ConfigError: ray is not installed, or a setting is out of range.
@@ -158,6 +183,7 @@ class RayRunner(Runner):
         max_retries: int = 2,
         progress: bool | None = None,
         description: str = "rollout",
+        team: Callable[[], Mapping[str, Any]] | None = None,
     ) -> None:
         errors = []
         if workers < 1:
@@ -174,12 +200,14 @@ class RayRunner(Runner):
         self.workers = workers
         self.max_retries = max_retries
         self._actor_class = self.ray.remote(num_cpus=num_cpus, num_gpus=num_gpus)(_Worker)
-        # The policies travel once, as one object; every worker (and a replacement) reads it.
+        # The policies (or the builder) travel once, as one object; every worker (and a
+        # replacement) reads it.
         self._init_args = (
             self.ray.put(env_fn),
-            self.ray.put(self.policies),
+            self.ray.put(self.policies if team is None else _Build(team)),
             self.ray.put(self.sampling),
         )
+        self._env: tuple[str, list[Any]] = (TRAIN_ENV, [])
         self._actors = [self._new_actor() for _ in range(workers)]
         self._weights: dict[str, tuple[int, Any]] = {}
         self.last_versions: dict[str, int] = {}
@@ -191,6 +219,16 @@ class RayRunner(Runner):
 
     def _new_actor(self) -> Any:
         return self._actor_class.remote(*self._init_args)
+
+    def for_env(self, env_fn: Callable[[], Any], description: str = "rollout") -> RayRunner:
+        """A runner of the same workers and weights on other environments (a held-out or
+        validation split): it shares this runner's workers, their replicas and every weight
+        sync, and each worker builds that split's environments once."""
+        view = copy.copy(self)
+        Runner.__init__(view, env_fn, self.policies, self.sampling, self.progress, description)
+        view._env = (f"env-{id(view)}-{time.monotonic_ns()}", [self.ray.put(env_fn)])
+        view.last_versions = {}
+        return view
 
     def sync(self, agent: str, policy: Any, version: int) -> None:
         """Publishes ``agent``'s new weights (version ``version``) to every worker: one copy in
@@ -273,7 +311,9 @@ class RayRunner(Runner):
         weights: Mapping[str, tuple[int, Any]],
     ) -> Any:
         actor = self._actors[k % self.workers]
-        return actor.play.remote(list(problems), group_size, seed, first_group, call_seed, weights)
+        return actor.play.remote(
+            list(problems), group_size, seed, first_group, call_seed, weights, self._env
+        )
 
     def shutdown(self) -> None:
         """Stops the workers (Ray itself keeps running)."""

@@ -106,6 +106,37 @@ def test_a_killed_worker_is_replaced_and_nothing_is_lost_or_counted_twice(tmp_pa
     runner.shutdown()
 
 
+def two_digit_env():  # type: ignore[no-untyped-def]
+    prompts = {a: "OTHER SPLIT" for a in ("solver", "critic", "aggregator")}
+    return teamtr_env.make("teamtr/Arith-v0", digits=2, system_prompts=prompts)
+
+
+def random_team() -> dict[str, RandomPolicy]:
+    """What each worker builds for itself (``team=``): the driver passes no policy."""
+    return {a: RandomPolicy(seed=0) for a in env_fn().possible_agents}
+
+
+def test_workers_build_their_team_and_play_another_split_on_request() -> None:
+    """``team=``: each worker builds its replicas (the driver's map holds stand-ins);
+    ``for_env``: the same workers play another environment's problems, as a local runner of
+    that environment would, and the first runner still plays its own."""
+    stand_ins = dict.fromkeys(env_fn().possible_agents, "built on the workers")
+    runner = RayRunner(env_fn, stand_ins, workers=2, num_cpus=0.25, team=random_team)
+    other = runner.for_env(two_digit_env)
+    local = Runner(two_digit_env, RandomPolicy(seed=0), progress=False)
+    problems = local.sample_problems(4, seed=2)
+    assert other.sample_problems(4, seed=2) == problems  # drawn from the new environment
+    batch = other.rollout(problems, group_size=2, seed=5)
+    expected = local.rollout(problems, group_size=2, seed=5, shards=2)
+    assert batch.episodes == expected.episodes and batch.messages == expected.messages
+    assert all("OTHER SPLIT" in m.context for m in batch.messages)  # that environment's
+    own = Runner(env_fn, RandomPolicy(seed=0), progress=False)
+    first = own.sample_problems(3, seed=1)
+    again = runner.rollout(first, group_size=1, seed=4)
+    assert again.episodes == own.rollout(first, group_size=1, seed=4, shards=2).episodes
+    runner.shutdown()
+
+
 def test_a_problem_that_keeps_failing_is_named_and_does_not_hang() -> None:
     local = Runner(env_fn, RandomPolicy(seed=0), progress=False)
     problems = local.sample_problems(4, seed=2)

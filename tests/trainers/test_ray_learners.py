@@ -21,7 +21,7 @@ from trainers import rundir  # noqa: E402
 from trainers.callbacks import Callback  # noqa: E402
 from trainers.recipe import run_training  # noqa: E402
 from trainers.team_trainer import TeamTrainer  # noqa: E402
-from trainers.updaters import RayUpdater  # noqa: E402
+from trainers.updaters import ActorPolicy, RayUpdater  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("ray")
 
@@ -96,6 +96,81 @@ def _shut_down(trainer: TeamTrainer) -> None:
     for slot in trainer.slots.values():
         assert isinstance(slot.updater, RayUpdater)
         slot.updater.shutdown()
+
+
+def _refuse_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Makes loading a model in this (the driver's) process an error; the actors' processes
+    load theirs as usual."""
+    from adapters.hf import HFPolicy
+    from adapters.shared_lora import SharedLoraBase
+
+    def refuse(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError(f"the driver loaded a model ({cls.__name__}.from_pretrained)")
+
+    for cls in (HFPolicy, SharedLoraBase):
+        monkeypatch.setattr(cls, "from_pretrained", classmethod(refuse))
+
+
+def test_with_ray_rollout_workers_too_the_driver_loads_no_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Learner actors and Ray rollout workers: the actors build their models, clone the expert
+    and score; the workers play every rollout and evaluation (validation and the best team's
+    reload included); the driver holds only ActorPolicy handles and never loads a model. The
+    numbers equal the same run with its updates in the driver."""
+    quiet = Console(file=io.StringIO())
+    settings = {
+        "runner": {"backend": "ray", "workers": 1, "num_cpus": 0.25},
+        "eval__every": 1,
+        "eval__select": "best_validation",
+    }
+    in_driver = run_training(small(tmp_path / "driver", **settings), console=quiet)
+    _refuse_models(monkeypatch)
+    built = _Built(monkeypatch)
+    remote = run_training(small(tmp_path / "actors", **settings, **ON_RAY), console=quiet)
+    _same_numbers(remote, in_driver)
+    validation = {  # after every stage, on the workers
+        run: [
+            row["val/avg@2"]
+            for row in map(json.loads, (tmp_path / run / "metrics.jsonl").open())
+            if "val/avg@2" in row
+        ]
+        for run in ("driver", "actors")
+    }
+    assert len(validation["actors"]) == 2
+    assert validation["actors"] == pytest.approx(validation["driver"], abs=1e-6)
+    (trainer,) = built.trainers
+    assert all(isinstance(p, ActorPolicy) for p in trainer.policies.values())
+    assert not any(list(p.parameters()) for p in trainer.policies.values())
+    _shut_down(trainer)
+    trainer.runner.shutdown()  # type: ignore[attr-defined]
+
+
+def test_a_shared_base_lora_team_trains_in_learner_actors_as_in_the_driver(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shared-base LoRA team with a learner actor per agent (each actor holds the base once
+    and its agent's adapter): each agent built alone in its actor starts from the adapter it
+    gets in the whole team, and the run's numbers equal the run in one process."""
+    quiet = Console(file=io.StringIO())
+    team = {
+        "shared_base": True,
+        "default": {"backend": "hf", "path": str(tiny_model_dir), "lora": {"r": 4, "alpha": 32}},
+    }
+    settings = {"team": team, "sft": None, "trust_region__beta": 0.05, "optim__lr": 0.01}
+    local = run_training(small(tmp_path / "local", **settings), console=quiet)
+    _refuse_models(monkeypatch)
+    built = _Built(monkeypatch)
+    remote = run_training(small(tmp_path / "ray", **settings, **ON_RAY), console=quiet)
+    _same_numbers(remote, local)
+    assert [r for r in remote["updates"] if r["kl_tok"] > 1e-6], "no update moved"
+    for ours, theirs in zip(remote["updates"], local["updates"], strict=True):
+        assert ours["ref_kl"] == pytest.approx(theirs["ref_kl"], rel=1e-4, abs=1e-6, nan_ok=True)
+    found = rundir.load(tmp_path / "ray" / "checkpoints")
+    assert found is not None
+    for slot in found.state["trainer"]["slots"].values():  # adapters only
+        assert slot["policy"] and all("lora_" in key for key in slot["policy"])
+    _shut_down(built.trainers[-1])
 
 
 class _KillOnce(Callback):
