@@ -10,8 +10,10 @@ a 3-agent team of LoRA agents:
   backward pass per agent (``VmHWM``, reset after torch and transformers are imported, where
   Linux allows it; ``ru_maxrss`` elsewhere), with the resident memory before the model is
   loaded beside it;
-* **the wall time of one TeamTR stage** of the shared-base team, with the updates in this
-  process and with a learner actor per agent on a local Ray (``trainer.backend: ray``);
+* **one TeamTR stage** of the shared-base team, with the updates in the driver process and with
+  a learner actor per agent on a local Ray (``trainer.backend: ray``): its wall time, and the
+  driver's parameter bytes and peak resident memory over its baseline (each in a fresh
+  process; with learner actors the driver loads no model);
 * **projected GPU memory** of 3 x 7B agents under each layout, with its assumptions printed.
 
 The GPU rows (peak CUDA memory of each layout) stay "not yet run" here: ``benchmarks/gpu_check.py``
@@ -23,7 +25,8 @@ Usage::
 
 Prints a table and writes JSON (default ``runs/team_memory.json``) with ``one_agent``,
 ``separate`` and ``shared`` (each ``param_bytes``, ``peak_rss_bytes``, ``baseline_rss_bytes``),
-``stage`` (seconds, local and learner actors), ``projection`` and ``gpu``.
+``stage`` (``local`` and ``learner_actors``: seconds, ``driver_param_bytes``,
+``driver_peak_rss_bytes``, ``driver_baseline_rss_bytes``), ``projection`` and ``gpu``.
 """
 
 from __future__ import annotations
@@ -142,14 +145,17 @@ def _measure_in_subprocess(layout: str, model: Path) -> dict[str, Any]:
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def stage_seconds(model: Path, backend: str, work: Path) -> dict[str, Any]:
-    """One TeamTR stage of the shared-base team (no warm start), with the updates here or in
-    a learner actor per agent; the stage's wall time and its split."""
+def measure_stage(model: Path, backend: str, work: Path) -> dict[str, Any]:
+    """One TeamTR stage of the shared-base team (no warm start) in this (fresh) process, with
+    the updates here or in a learner actor per agent: the stage's wall time and its split, and
+    this driver process's parameter bytes and peak resident memory over its baseline (taken
+    once torch, transformers, peft and, for the actors, a local Ray are up)."""
     from rich.console import Console
 
     from teamtr_core.config import from_dict
+    from teamtr_core.policy import LoraSettings
     from trainers.config import TrainConfig
-    from trainers.recipe import run_training
+    from trainers.recipe import TrainingRecipe
 
     config = from_dict(
         TrainConfig,
@@ -170,11 +176,37 @@ def stage_seconds(model: Path, backend: str, work: Path) -> dict[str, Any]:
             "run_dir": str(work / f"stage-{backend}"),
         },
     )
-    run_training(config, console=Console(file=io.StringIO()))
+    _warm_up(LoraSettings(**LORA))  # type: ignore[arg-type]
+    if backend == "ray":
+        from teamtr_env.runners.ray import init_ray
+
+        init_ray()
+    baseline = _reset_peak()
+    recipe = TrainingRecipe(config, console=Console(file=io.StringIO()))
+    recipe.run()
+    driver_params = {  # what the driver holds: the parameters of its policies' models
+        id(p): p.numel() * p.element_size()
+        for policy in recipe.policies.values()
+        for p in getattr(getattr(policy, "model", None), "parameters", lambda: [])()
+    }
     rows = [json.loads(line) for line in (work / f"stage-{backend}" / "metrics.jsonl").open()]
     stage = next(r for r in rows if "stage/wall_s" in r)
     keys = ("wall_s", "rollout_s", "update_s", "monitor_s")
-    return {k: float(stage[f"stage/{k}"]) for k in keys if f"stage/{k}" in stage}
+    out: dict[str, Any] = {k: float(stage[f"stage/{k}"]) for k in keys if f"stage/{k}" in stage}
+    out["driver_param_bytes"] = sum(driver_params.values())
+    out["driver_peak_rss_bytes"] = _peak_bytes()
+    out["driver_baseline_rss_bytes"] = baseline
+    return out
+
+
+def _stage_in_subprocess(model: Path, backend: str, work: Path) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, str(Path(__file__)), "--stage", backend, "--model", str(model)]
+    command += ["--work", str(work)]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"the {backend} stage failed:\n{done.stderr[-2000:]}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def projection() -> dict[str, Any]:
@@ -229,9 +261,9 @@ def run(quick: bool) -> dict[str, Any]:
             print(f"measuring {layout} ...", flush=True)
             result[layout] = _measure_in_subprocess(layout, model)
         print("one stage, updates in this process ...", flush=True)
-        local = stage_seconds(model, "local", work)
+        local = _stage_in_subprocess(model, "local", work)
         print("one stage, a learner actor per agent on a local Ray ...", flush=True)
-        actors = stage_seconds(model, "ray", work)
+        actors = _stage_in_subprocess(model, "ray", work)
         result["stage"] = {"local": local, "learner_actors": actors}
     result["projection"] = projection()
     result["gpu"] = {"status": "not yet run", "how": "python benchmarks/gpu_check.py (layouts)"}
@@ -263,16 +295,21 @@ def print_table(result: dict[str, Any]) -> None:
             f"{_mb(row['peak_rss_bytes'])} | {_mb(over)} |"
         )
     stage = result["stage"]
-    print("\n| one TeamTR stage | wall s | rollouts s | updates s | KL monitor s |")
-    print("|---|---|---|---|---|")
+    print(
+        "\n| one TeamTR stage | wall s | rollouts s | updates s | KL monitor s "
+        "| driver's parameters | driver's peak RSS over baseline |"
+    )
+    print("|---|---|---|---|---|---|---|")
     for name, row in (
-        ("this process", stage["local"]),
+        ("updates in the driver", stage["local"]),
         ("learner actors", stage["learner_actors"]),
     ):
         cells = [
             f"{row.get(k, float('nan')):.2f}"
             for k in ("wall_s", "rollout_s", "update_s", "monitor_s")
         ]
+        over = row["driver_peak_rss_bytes"] - row["driver_baseline_rss_bytes"]
+        cells += [_mb(row["driver_param_bytes"]), _mb(over)]
         print(f"| {name} | " + " | ".join(cells) + " |")
     proj = result["projection"]
     print("\nprojected GPU memory, 3 x 7B agents (GB):")
@@ -290,9 +327,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=Path("runs/team_memory.json"))
     parser.add_argument("--measure", choices=LAYOUTS, help=argparse.SUPPRESS)
     parser.add_argument("--model", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--stage", choices=("local", "ray"), help=argparse.SUPPRESS)
+    parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.measure:  # the subprocess that measures one layout
         print(json.dumps(measure_layout(args.measure, args.model)))
+        return 0
+    if args.stage:  # the subprocess that runs one stage
+        print(json.dumps(measure_stage(args.model, args.stage, args.work)))
         return 0
     result = run(args.quick)
     print_table(result)
