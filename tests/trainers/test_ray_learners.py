@@ -123,6 +123,7 @@ def test_with_ray_rollout_workers_too_the_driver_loads_no_model(
         "runner": {"backend": "ray", "workers": 1, "num_cpus": 0.25},
         "eval__every": 1,
         "eval__select": "best_validation",
+        "sft_shared": False,  # each actor clones its own agent, all at once
     }
     in_driver = run_training(small(tmp_path / "driver", **settings), console=quiet)
     _refuse_models(monkeypatch)
