@@ -94,6 +94,7 @@ class LocalUpdater:
             policy.parameters(), lr=opt.lr, weight_decay=opt.weight_decay
         )
         self.reference: TrainablePolicy | None = None
+        self._clone: Any = None  # behaviour cloning in progress (clone_start)
 
     def set_lr(self, lr: float) -> None:
         for group in self.optimizer.param_groups:
@@ -279,9 +280,8 @@ class RayUpdater:
         return self._class.remote(self._build, self.config, device)
 
     def restart(self) -> None:
-        """Replaces the actor with a new one built as the first was (after it died); the caller
-        loads a checkpoint into it."""
-        self.shutdown()
+        """Starts a new actor built as the first was, in place of one that died or was stopped
+        (:meth:`shutdown`); the caller loads a checkpoint into it."""
         self.actor = self._start()
         self._reference = False
         self._weights = None
