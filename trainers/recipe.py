@@ -176,7 +176,8 @@ class TrainingRecipe:
             console.print(f"no checkpoint in {self.run_dir}: starting from scratch")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         dump_config(config, self.run_dir / "config.yaml")
-        source = TeamSource(config, str(self.run_dir), self.train_env)
+        agents = tuple(self.env.possible_agents)
+        source = TeamSource(config, str(self.run_dir), self.train_env, agents)
         self.policies = self._build_team(source)
         if not any(isinstance(p, TrainablePolicy) for p in self.policies.values()):
             raise ConfigError(

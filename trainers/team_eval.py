@@ -9,6 +9,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from teamtr_core.policy import SamplingParams
@@ -55,32 +56,44 @@ class TeamSource:
     """How a training run builds its team, as a picklable object: with learner actors
     (``trainer.backend: ray``) each actor builds its own agent's model from it and each Ray
     rollout worker the whole team, so the driver loads no model. Model paths (a team config's,
-    the run directory's tiny model) must be readable where the actors run.
+    the run directory's tiny model) must be readable where the actors run. Building model
+    agents alone makes no environment (a task registered only in the driver's session is
+    still fine for the learner actors; Ray rollout workers make environments and need it
+    registered where they run).
 
     Args:
         config: the run's configuration.
         run_dir: the run directory (for the tiny model).
-        env_fn: builds the training environment (its agents and task).
+        env_fn: builds the training environment (the task, for scripted teammates).
+        agents: the environment's agents (``env.possible_agents``), in order.
     """
 
     config: TrainConfig
     run_dir: str
     env_fn: Callable[[], Any]
+    agents: tuple[str, ...]
 
     def trainable(self) -> list[str]:
         """The agents whose policies are trainable (``hf``; every agent with the tiny model),
         told from the configuration without building anything."""
-        agents = list(self.env_fn().possible_agents)
+        return [a for a, backend in self._backends().items() if backend == "hf"]
+
+    def _backends(self) -> dict[str, str]:
         if self.config.team is None:
-            return agents
+            return dict.fromkeys(self.agents, "hf")
         from adapters.team import check_team
 
-        chosen = check_team(self.config.team, agents)
-        return [a for a, agent in chosen.items() if agent.backend == "hf"]
+        chosen = check_team(self.config.team, self.agents)
+        return {a: agent.backend for a, agent in chosen.items()}
 
     def build(self, only: Sequence[str] | None = None) -> dict[str, Any]:
-        """The policies of every agent (``only``: of these), as :func:`build_policies`."""
-        return build_policies(self.config, self.env_fn(), Path(self.run_dir), only)
+        """The policies of every agent (``only``: of these), as :func:`build_policies`; the
+        environment is made only when a scripted teammate needs its task."""
+        backends = self._backends()
+        scripted = any(backends[a] == "scripted" for a in (only or self.agents))
+        task = self.env_fn().task if scripted else None
+        team = SimpleNamespace(possible_agents=list(self.agents), task=task)
+        return build_policies(self.config, team, Path(self.run_dir), only)
 
     def __call__(self) -> dict[str, Any]:
         """The whole team (a Ray rollout worker's)."""

@@ -66,13 +66,30 @@ class _Built:
         monkeypatch.setattr(recipe_module, "TeamTrainer", Recording)
 
 
+@pytest.fixture
+def driver_only_task() -> Any:
+    """The one-digit sums under an id registered in this process only: Ray's processes do not
+    know it."""
+    import teamtr_env
+
+    task_id = "test/ArithHereOnly-v0"
+    teamtr_env.register(task_id, "tasks.arith:ArithTask", kwargs={"digits": 1}, override=True)
+    try:
+        yield task_id
+    finally:
+        teamtr_env.registry.unregister(task_id)
+
+
 def test_learner_actors_train_like_local_training(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, driver_only_task: str
 ) -> None:
+    """The numbers of local training; and the actors build their models without making an
+    environment, so a task registered only in the driver's session trains with them."""
     quiet = Console(file=io.StringIO())
-    local = run_training(small(tmp_path / "local"), console=quiet)
+    task = {"task": driver_only_task}
+    local = run_training(small(tmp_path / "local", **task), console=quiet)
     built = _Built(monkeypatch)
-    remote = run_training(small(tmp_path / "ray", **ON_RAY), console=quiet)
+    remote = run_training(small(tmp_path / "ray", **task, **ON_RAY), console=quiet)
     _same_numbers(remote, local)
     (trainer,) = built.trainers
     for slot in trainer.slots.values():  # the driver holds no optimizer state
