@@ -516,11 +516,27 @@ def _check_before_writing(config: TrainConfig, env: Any) -> None:
         from adapters.team import check_team
 
         try:
-            check_team(config.team, env.possible_agents)
+            chosen = check_team(config.team, env.possible_agents)
         except ConfigError as exc:
             errors += [f"team: {e}" for e in exc.errors]
+        else:
+            errors += _gpu_placement_errors(config, chosen)
     if errors:
         raise ConfigError("training config", errors)
+
+
+def _gpu_placement_errors(config: TrainConfig, chosen: dict[str, Any]) -> list[str]:
+    """Learner actors see only the GPUs Ray gives them: a trainable agent on ``cuda`` needs
+    ``trainer.num_gpus`` (Ray hides every GPU from an actor that asks for none)."""
+    if config.trainer.backend != "ray" or config.trainer.num_gpus > 0:
+        return []
+    return [
+        f"team: agents.{name}.device is {agent.device!r}, but its learner actor asks Ray for no "
+        "GPU and would see none: set trainer.num_gpus (e.g. --set trainer.num_gpus=1), or "
+        "device: cpu"
+        for name, agent in chosen.items()
+        if agent.backend == "hf" and str(agent.device).startswith("cuda")
+    ]
 
 
 def _normalised(data: Any) -> dict[str, Any]:

@@ -237,6 +237,18 @@ def test_learner_actors_that_do_not_fit_are_refused(tmp_path: Path) -> None:
         run_training(config, console=Console(file=io.StringIO()))
 
 
+def test_learner_actors_on_cuda_without_gpus_are_refused_before_anything_starts(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    from teamtr_core.errors import ConfigError
+
+    team = {"default": {"backend": "hf", "path": str(tiny_model_dir), "device": "cuda"}}
+    config = small(tmp_path / "gpu", team=team, trainer={"backend": "ray"})
+    with pytest.raises(ConfigError, match=r"agents.solver.device is 'cuda'.*trainer.num_gpus"):
+        run_training(config, console=Console(file=io.StringIO()))
+    assert not (tmp_path / "gpu").exists()  # refused before the run directory is written
+
+
 @pytest.mark.slow
 def test_teamtr_train_with_learner_actors_from_the_cli(tmp_path: Path) -> None:
     """The demo team (tiny models, behaviour cloning, TeamTR) with a learner actor per agent
