@@ -78,18 +78,26 @@ def short_of_resources(
 ) -> list[str]:
     """What ``count`` actors asking ``num_cpus`` and ``num_gpus`` each need beyond the
     cluster's free resources (empty: they fit), waiting up to 10 s for the resources of actors
-    just killed to come back. Actors that do not fit would wait for resources forever."""
+    just killed to come back (not when the whole cluster is too small). Actors that do not fit
+    would wait for resources forever."""
+    asks = [
+        (name, key, count * need)
+        for name, key, need in (("CPUs", "CPU", num_cpus), ("GPUs", "GPU", num_gpus))
+        if need
+    ]
+    total = ray.cluster_resources()
     deadline = time.monotonic() + 10.0
     while True:
         free = ray.available_resources()
         short = [
-            f"{count} {what} x {need:g} {name} = {count * need:g} {name}, but the Ray "
+            f"{count} {what} x {amount / count:g} {name} = {amount:g} {name}, but the Ray "
             f"cluster has {free.get(key, 0):g} free (fewer {what}, or a bigger cluster)"
-            for name, key, need in (("CPUs", "CPU", num_cpus), ("GPUs", "GPU", num_gpus))
-            if need and count * need > free.get(key, 0) + 1e-9
+            for name, key, amount in asks
+            if amount > free.get(key, 0) + 1e-9
         ]
-        if not short or time.monotonic() > deadline:
-            return short
+        never = any(amount > total.get(key, 0) + 1e-9 for _, key, amount in asks)
+        if not short or never or time.monotonic() > deadline:
+            return short  # what the whole cluster cannot hold is refused without waiting
         time.sleep(0.2)
 
 
