@@ -29,7 +29,7 @@ J_INDEX = 2_000  # sample index of the batches that measure J before and after a
 EVAL_STREAM = 999_983  # every evaluation's problems and rollouts (the same before and after)
 PROBE_STREAM = 23  # a model swap's probe rollouts (the contexts the new model aligns on)
 SFT_STREAM = 1_031  # behaviour cloning's minibatches: derive_seed(seed, agent index, this)
-INIT_STREAM = 1_033  # a team's fresh weights (new LoRA adapters) as it is built: (seed, this)
+INIT_STREAM = 1_033  # a team's fresh weights (new LoRA adapters): ((seed, this), agent position)
 
 # Rollouts (teamtr_env.runners): derive_seed(rollout seed, ...).
 CALL_STREAM = 7_919  # each policy call: derive_seed(call seed, step, agent index, this)

@@ -80,7 +80,7 @@ from trainers.team_eval import (
     tiny_model_dir,
 )
 from trainers.team_trainer import TeamTrainer
-from trainers.updaters import LearnerLost, start_learner_actors
+from trainers.updaters import ActorPolicy, LearnerLost, start_learner_actors
 from trainers.warm_start import warm_start
 
 log = logging.getLogger(__name__)
@@ -216,7 +216,7 @@ class TrainingRecipe:
         fixed = [a for a in agents if a not in trainable]
         built = build_policies(config, self.env, self.run_dir, fixed) if fixed else {}
         actors = start_learner_actors(config, {a: source.agent(a) for a in trainable})
-        return {a: actors[a] if a in actors else built[a] for a in agents}
+        return {a: ActorPolicy(actors[a]) if a in actors else built[a] for a in agents}
 
     def resume(self) -> bool:
         """Loads the checkpoint :meth:`setup` found (``resume=True``) into the trainer and the

@@ -68,6 +68,7 @@ from trainers.updaters import (
     RayUpdater,
     Updater,
     check_learner_resources,
+    start_learner_actors,
 )
 
 
@@ -308,11 +309,10 @@ class TeamTrainer:
     def updaters(self) -> list[AgentSlot]:
         """The slots, each with its updater (Ray learner actors are started here, from the
         agents' current policies: after the warm start, or before a checkpoint is loaded)."""
-        missing = [a for a, slot in self.slots.items() if slot.updater is None]
+        missing = {a: slot.policy for a, slot in self.slots.items() if slot.updater is None}
         if missing:
-            check_learner_resources(self.config, len(missing))
-        for agent in missing:
-            self.slots[agent].updater = RayUpdater(agent, self.slots[agent].policy, self.config)
+            for agent, updater in start_learner_actors(self.config, missing).items():
+                self.slots[agent].updater = updater
         return list(self.slots.values())
 
     def restart_updaters(self) -> None:

@@ -292,14 +292,15 @@ class RayUpdater:
         except self.ray.exceptions.RayActorError as exc:
             raise LearnerLost(f"the learner actor of agent {self.agent!r} died: {exc}") from exc
 
-    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``method`` of the actor's :class:`LocalUpdater`, run there and waited for."""
         return self._get(self.actor.call.remote(method, *args, **kwargs))
 
     def set_lr(self, lr: float) -> None:
-        self._call("set_lr", lr)
+        self.call("set_lr", lr)
 
     def freeze_reference(self) -> None:
-        self._call("freeze_reference")
+        self.call("freeze_reference")
         self._reference = True
 
     @property
@@ -311,7 +312,7 @@ class RayUpdater:
     ) -> tuple[UpdateResult, float]:
         """:meth:`LocalUpdater.update` in the actor (one remote call with the messages)."""
         self._weights = None
-        result: tuple[UpdateResult, float] = self._call(
+        result: tuple[UpdateResult, float] = self.call(
             "update", list(messages), advantages, **settings
         )
         return result
@@ -332,11 +333,11 @@ class RayUpdater:
         """Loads policy weights into the actor (a state dict, or an object-store reference to
         one: another actor's :meth:`weights_ref`, which then never passes the driver)."""
         self._weights = None
-        self._call("load_weights", state)
+        self.call("load_weights", state)
 
     def score(self, messages: Sequence[MessageRecord], temperature: float) -> list[TokenLogprobs]:
         """:meth:`LocalUpdater.score` in the actor."""
-        result: list[TokenLogprobs] = self._call("score", list(messages), temperature)
+        result: list[TokenLogprobs] = self.call("score", list(messages), temperature)
         return result
 
     def submit(self, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -351,12 +352,12 @@ class RayUpdater:
         return self._get(ref)
 
     def state_dict(self) -> dict[str, Any]:
-        state: dict[str, Any] = self._call("state_dict")
+        state: dict[str, Any] = self.call("state_dict")
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self._weights = None
-        self._call("load_state_dict", dict(state))
+        self.call("load_state_dict", dict(state))
         self._reference = "reference" in state
 
     def shutdown(self) -> None:
@@ -377,14 +378,14 @@ def check_learner_resources(config: TrainConfig, count: int) -> None:
 
 
 def start_learner_actors(
-    config: TrainConfig, builders: Mapping[str, Callable[[], TrainablePolicy]]
-) -> dict[str, ActorPolicy]:
-    """A learner actor per agent of ``builders``, each building its own model there, and the
-    driver's :class:`ActorPolicy` for each (checked against the cluster's resources first)."""
-    check_learner_resources(config, len(builders))
-    return {
-        agent: ActorPolicy(RayUpdater(agent, build, config)) for agent, build in builders.items()
-    }
+    config: TrainConfig,
+    sources: Mapping[str, TrainablePolicy | Callable[[], TrainablePolicy]],
+) -> dict[str, RayUpdater]:
+    """A learner actor per agent of ``sources`` (each a builder the actor calls, or a policy
+    it gets a copy of: see :class:`RayUpdater`), checked against the cluster's resources
+    first."""
+    check_learner_resources(config, len(sources))
+    return {agent: RayUpdater(agent, source, config) for agent, source in sources.items()}
 
 
 class ActorPolicy:
@@ -401,13 +402,13 @@ class ActorPolicy:
 
     def generate(self, prompts: Sequence[str], sampling: SamplingParams) -> list[Generation]:
         """The actor's policy writes the messages (seeded by ``sampling.seed`` as anywhere)."""
-        result: list[Generation] = self.updater._call("generate", list(prompts), sampling)
+        result: list[Generation] = self.updater.call("generate", list(prompts), sampling)
         return result
 
     def logprobs(
         self, prompts: Sequence[str], completions: Sequence[Completion], **kwargs: Any
     ) -> TokenLogprobs:
-        result: TokenLogprobs = self.updater._call(
+        result: TokenLogprobs = self.updater.call(
             "logprobs", list(prompts), list(completions), **kwargs
         )
         return result

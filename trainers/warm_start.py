@@ -123,7 +123,7 @@ def _clone(
     for index, (agent, policy) in enumerate(policies.items()):
         if not isinstance(policy, ActorPolicy):
             raise TypeError(f"{agent}: a team clones in learner actors or here, not both")
-        policy.updater.result(policy.updater.submit("clone_start", index, data[agent], sft))
+        policy.updater.call("clone_start", index, data[agent], sft)
         clones[agent] = _ActorClone(policy.updater)
     return run_clones(clones, sft, progress=config.progress)
 
@@ -158,6 +158,6 @@ def _same_shapes(policies: list[Any]) -> bool:
 
 def _shapes(policy: Any) -> dict[str, tuple[int, ...]]:
     if isinstance(policy, ActorPolicy):  # asked of the actor: its weights stay there
-        shapes: dict[str, tuple[int, ...]] = policy.updater.result(policy.updater.submit("shapes"))
+        shapes: dict[str, tuple[int, ...]] = policy.updater.call("shapes")
         return shapes
     return {k: tuple(v.shape) for k, v in policy.state_dict().items()}
