@@ -216,6 +216,9 @@ class RayRunner(Runner):
             self.ray.put(self.sampling),
         )
         self._env: tuple[str, list[Any]] = (TRAIN_ENV, [])
+        # for_env's splits by their factory (kept alive here): one key, one put, and one set of
+        # environments per worker, however many evaluations use the split.
+        self._splits: dict[int, tuple[Callable[[], Any], tuple[str, list[Any]]]] = {}
         self._actors = [self._new_actor() for _ in range(workers)]
         self._weights: dict[str, tuple[int, Any]] = {}
         self.last_versions: dict[str, int] = {}
@@ -231,10 +234,15 @@ class RayRunner(Runner):
     def for_env(self, env_fn: Callable[[], Any], description: str = "rollout") -> RayRunner:
         """A runner of the same workers and weights on other environments (a held-out or
         validation split): it shares this runner's workers, their replicas and every weight
-        sync, and each worker builds that split's environments once."""
+        sync, and each worker builds that split's environments once (the same ``env_fn`` is
+        the same split in every later call)."""
         view = copy.copy(self)
         Runner.__init__(view, env_fn, self.policies, self.sampling, self.progress, description)
-        view._env = (f"env-{id(view)}-{time.monotonic_ns()}", [self.ray.put(env_fn)])
+        known = self._splits.get(id(env_fn))
+        if known is None or known[0] is not env_fn:  # a split the workers have not seen
+            known = (env_fn, (f"env-{len(self._splits) + 1}", [self.ray.put(env_fn)]))
+            self._splits[id(env_fn)] = known
+        view._env = known[1]
         view.last_versions = {}
         return view
 

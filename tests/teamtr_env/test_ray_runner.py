@@ -130,6 +130,9 @@ def test_workers_build_their_team_and_play_another_split_on_request() -> None:
     expected = local.rollout(problems, group_size=2, seed=5, shards=2)
     assert batch.episodes == expected.episodes and batch.messages == expected.messages
     assert all("OTHER SPLIT" in m.context for m in batch.messages)  # that environment's
+    again_other = runner.for_env(two_digit_env)  # the same split: the workers' environments
+    assert again_other._env == other._env
+    assert again_other.rollout(problems, group_size=2, seed=5).episodes == expected.episodes
     own = Runner(env_fn, RandomPolicy(seed=0), progress=False)
     first = own.sample_problems(3, seed=1)
     again = runner.rollout(first, group_size=1, seed=4)
