@@ -207,16 +207,15 @@ class TrainingRecipe:
         config = self.config
         if config.trainer.backend != "ray":
             return build_policies(config, self.env, self.run_dir)
-        agents = list(self.env.possible_agents)
         trainable = source.trainable()
         if not trainable:
-            return build_policies(config, self.env, self.run_dir)  # refused by the caller
+            return source.build()  # refused by the caller
         if config.team is None:
             tiny_model_dir(config, self.run_dir)  # the files the actors load
-        fixed = [a for a in agents if a not in trainable]
-        built = build_policies(config, self.env, self.run_dir, fixed) if fixed else {}
+        fixed = [a for a in source.agents if a not in trainable]
+        built = source.build(fixed) if fixed else {}
         actors = start_learner_actors(config, {a: source.agent(a) for a in trainable})
-        return {a: ActorPolicy(actors[a]) if a in actors else built[a] for a in agents}
+        return {a: ActorPolicy(actors[a]) if a in actors else built[a] for a in source.agents}
 
     def resume(self) -> bool:
         """Loads the checkpoint :meth:`setup` found (``resume=True``) into the trainer and the
