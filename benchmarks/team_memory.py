@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +110,7 @@ def measure_layout(layout: str, model: Path) -> dict[str, Any]:
         base = SharedLoraBase.from_pretrained(model)
         team = {a: base.add_agent(a, lora=lora) for a in AGENTS}
         models = [base.model]
-    param_bytes = sum(p.numel() * p.element_size() for m in models for p in m.parameters())
+    param_bytes = _param_bytes(models)
     prompts = ["Compute: 12 + 30\n### solver\n"] * 4
     for policy in team.values():
         loss = -policy.logprobs(prompts, ["Answer: 42"] * 4).message_logprobs().sum()
@@ -119,6 +120,11 @@ def measure_layout(layout: str, model: Path) -> dict[str, Any]:
         "peak_rss_bytes": _peak_bytes(),
         "baseline_rss_bytes": baseline,
     }
+
+
+def _param_bytes(models: Iterable[Any]) -> int:
+    """The bytes of the parameters of ``models``."""
+    return sum(p.numel() * p.element_size() for m in models for p in m.parameters())
 
 
 def _warm_up(lora: Any) -> None:
@@ -136,12 +142,14 @@ def _warm_up(lora: Any) -> None:
     gc.collect()
 
 
-def _measure_in_subprocess(layout: str, model: Path) -> dict[str, Any]:
+def _in_subprocess(what: str, *args: str) -> dict[str, Any]:
+    """This script run again with ``args`` in a fresh process (a clean measure of its memory):
+    the JSON object it prints last."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, str(Path(__file__)), "--measure", layout, "--model", str(model)]
+    command = [sys.executable, str(Path(__file__)), *args]
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"measuring {layout} failed:\n{done.stderr[-2000:]}")
+        raise RuntimeError(f"{what} failed:\n{done.stderr[-2000:]}")
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
@@ -184,29 +192,16 @@ def measure_stage(model: Path, backend: str, work: Path) -> dict[str, Any]:
     baseline = _reset_peak()
     recipe = TrainingRecipe(config, console=Console(file=io.StringIO()))
     recipe.run()
-    driver_params = {  # what the driver holds: the parameters of its policies' models
-        id(p): p.numel() * p.element_size()
-        for policy in recipe.policies.values()
-        for p in getattr(getattr(policy, "model", None), "parameters", lambda: [])()
-    }
+    # what the driver holds: its policies' models (a shared base once; an ActorPolicy has none)
+    models = {id(m): m for p in recipe.policies.values() if (m := getattr(p, "model", None))}
     rows = [json.loads(line) for line in (work / f"stage-{backend}" / "metrics.jsonl").open()]
     stage = next(r for r in rows if "stage/wall_s" in r)
     keys = ("wall_s", "rollout_s", "update_s", "monitor_s")
     out: dict[str, Any] = {k: float(stage[f"stage/{k}"]) for k in keys if f"stage/{k}" in stage}
-    out["driver_param_bytes"] = sum(driver_params.values())
+    out["driver_param_bytes"] = _param_bytes(models.values())
     out["driver_peak_rss_bytes"] = _peak_bytes()
     out["driver_baseline_rss_bytes"] = baseline
     return out
-
-
-def _stage_in_subprocess(model: Path, backend: str, work: Path) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, str(Path(__file__)), "--stage", backend, "--model", str(model)]
-    command += ["--work", str(work)]
-    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"the {backend} stage failed:\n{done.stderr[-2000:]}")
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def projection() -> dict[str, Any]:
@@ -259,12 +254,24 @@ def run(quick: bool) -> dict[str, Any]:
         }
         for layout in LAYOUTS:
             print(f"measuring {layout} ...", flush=True)
-            result[layout] = _measure_in_subprocess(layout, model)
-        print("one stage, updates in this process ...", flush=True)
-        local = _stage_in_subprocess(model, "local", work)
-        print("one stage, a learner actor per agent on a local Ray ...", flush=True)
-        actors = _stage_in_subprocess(model, "ray", work)
-        result["stage"] = {"local": local, "learner_actors": actors}
+            result[layout] = _in_subprocess(
+                f"measuring {layout}", "--measure", layout, "--model", str(model)
+            )
+        result["stage"] = {}
+        for key, backend, what in (
+            ("local", "local", "updates in the driver"),
+            ("learner_actors", "ray", "a learner actor per agent on a local Ray"),
+        ):
+            print(f"one stage, {what} ...", flush=True)
+            result["stage"][key] = _in_subprocess(
+                f"the {backend} stage",
+                "--stage",
+                backend,
+                "--model",
+                str(model),
+                "--work",
+                str(work),
+            )
     result["projection"] = projection()
     result["gpu"] = {"status": "not yet run", "how": "python benchmarks/gpu_check.py (layouts)"}
     result["quick"] = quick
