@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from adapters.hf import HFPolicy
+from adapters.hf import DType, HFPolicy
 from adapters.tiny import TinyModelSpec, build_tiny_model
 from teamtr_core.policy import SamplingParams
 
@@ -145,10 +145,11 @@ def team_layouts(model_dir: Path, device: str) -> dict[str, Any]:
     GPU rows; on the CPU only the parameter bytes)."""
     import gc
 
-    from adapters.shared_lora import SharedLoraBase
+    from team_memory import build_layout, param_bytes
+
     from teamtr_core.policy import LoraSettings
 
-    dtype = "bfloat16" if device.startswith("cuda") else "float32"
+    dtype: DType = "bfloat16" if device.startswith("cuda") else "float32"
     lora = LoraSettings(r=16, alpha=32)
     completions = [[5] * 8 for _ in PROMPTS]
     out: dict[str, Any] = {"dtype": dtype, "agents": 3}
@@ -157,25 +158,11 @@ def team_layouts(model_dir: Path, device: str) -> dict[str, Any]:
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
-        if layout == "separate":
-            team: list[Any] = [
-                HFPolicy.from_pretrained(model_dir, device=device, dtype=dtype, lora=lora)
-                for _ in range(3)
-            ]
-            models = [p.model for p in team]
-        else:
-            base = SharedLoraBase.from_pretrained(model_dir, device=device, dtype=dtype)
-            team = [base.add_agent(name, lora=lora) for name in ("a1", "a2", "a3")]
-            models = [base.model]
-        for policy in team:
+        team, models = build_layout(layout, model_dir, lora, device=device, dtype=dtype)
+        for policy in team.values():
             policy.logprobs(PROMPTS, completions).message_logprobs().sum().backward()
         _sync(device)
-        out[layout] = {
-            "param_bytes": sum(
-                p.numel() * p.element_size() for m in models for p in m.parameters()
-            ),
-            "peak_gpu_gb": _peak_gb(device),
-        }
+        out[layout] = {"param_bytes": param_bytes(models), "peak_gpu_gb": _peak_gb(device)}
         del team, models
     return out
 

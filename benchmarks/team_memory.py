@@ -43,11 +43,14 @@ import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+if TYPE_CHECKING:
+    from adapters.hf import DType
 
 AGENTS = ("solver", "critic", "aggregator")
 LAYOUTS = ("one_agent", "separate", "shared")
@@ -92,37 +95,45 @@ def measure_layout(layout: str, model: Path) -> dict[str, Any]:
     and returns its parameter bytes and peak resident memory."""
     import torch
 
-    from adapters.hf import HFPolicy
-    from adapters.shared_lora import SharedLoraBase
     from teamtr_core.policy import LoraSettings
 
     torch.set_num_threads(1)
     lora = LoraSettings(**LORA)  # type: ignore[arg-type]
     _warm_up(lora)
     baseline = _reset_peak()
-    if layout == "one_agent":
-        team: dict[str, Any] = {"solver": HFPolicy.from_pretrained(model, lora=lora)}
-        models = [team["solver"].model]
-    elif layout == "separate":
-        team = {a: HFPolicy.from_pretrained(model, lora=lora) for a in AGENTS}
-        models = [p.model for p in team.values()]
-    else:
-        base = SharedLoraBase.from_pretrained(model)
-        team = {a: base.add_agent(a, lora=lora) for a in AGENTS}
-        models = [base.model]
-    param_bytes = _param_bytes(models)
+    team, models = build_layout(layout, model, lora)
+    size = param_bytes(models)
     prompts = ["Compute: 12 + 30\n### solver\n"] * 4
     for policy in team.values():
         loss = -policy.logprobs(prompts, ["Answer: 42"] * 4).message_logprobs().sum()
         loss.backward()
     return {
-        "param_bytes": param_bytes,
+        "param_bytes": size,
         "peak_rss_bytes": _peak_bytes(),
         "baseline_rss_bytes": baseline,
     }
 
 
-def _param_bytes(models: Iterable[Any]) -> int:
+def build_layout(
+    layout: str, model: Path, lora: Any, *, device: str = "cpu", dtype: DType = "float32"
+) -> tuple[dict[str, Any], list[Any]]:
+    """The LoRA team of ``layout`` (``one_agent``, ``separate`` copies or one ``shared`` base)
+    on ``model``: its policies, and the models that hold its parameters (also
+    ``benchmarks/gpu_check.py``'s GPU rows)."""
+    from adapters.hf import HFPolicy
+    from adapters.shared_lora import SharedLoraBase
+
+    if layout == "shared":
+        base = SharedLoraBase.from_pretrained(model, device=device, dtype=dtype)
+        return {a: base.add_agent(a, lora=lora) for a in AGENTS}, [base.model]
+    agents = AGENTS[:1] if layout == "one_agent" else AGENTS
+    team = {
+        a: HFPolicy.from_pretrained(model, device=device, dtype=dtype, lora=lora) for a in agents
+    }
+    return team, [p.model for p in team.values()]
+
+
+def param_bytes(models: Iterable[Any]) -> int:
     """The bytes of the parameters of ``models``."""
     return sum(p.numel() * p.element_size() for m in models for p in m.parameters())
 
@@ -198,7 +209,7 @@ def measure_stage(model: Path, backend: str, work: Path) -> dict[str, Any]:
     stage = next(r for r in rows if "stage/wall_s" in r)
     keys = ("wall_s", "rollout_s", "update_s", "monitor_s")
     out: dict[str, Any] = {k: float(stage[f"stage/{k}"]) for k in keys if f"stage/{k}" in stage}
-    out["driver_param_bytes"] = _param_bytes(models.values())
+    out["driver_param_bytes"] = param_bytes(models.values())
     out["driver_peak_rss_bytes"] = _peak_bytes()
     out["driver_baseline_rss_bytes"] = baseline
     return out
