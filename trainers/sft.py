@@ -17,6 +17,7 @@ from typing import Any, Literal, Protocol, cast
 import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from adapters.rollout_engine import mark_updated
 from adapters.scripted import ScriptedExpert
 from tasks.base import Task
 from teamtr_core.choices import choice_errors
@@ -325,6 +326,7 @@ class Clone:
                 f"(now {config.lr}) or check the policy"
             )
         self.optimizer.step()
+        mark_updated(self.policy)  # a rollout engine gets the clone's weights before sampling
         return value
 
 

@@ -59,6 +59,8 @@ AGENT_METRIC_KEYS = (
     "flip_rate_50",
     "iw_ess_over_b",
     "d_occ_term",
+    "logprob_gap",
+    "engine_kl",
 )
 
 
@@ -91,6 +93,7 @@ class Stage:
         # per agent: [messages that hit the token limit, messages] of the training rollouts
         self.messages: dict[str, list[int]] = {}
         self._t0 = time.perf_counter()
+        self._syncs = trainer.sync_totals()
         run_diag = trainer.diagnostics
         self.diag = StageDiagnostics(run_diag, self.n) if run_diag is not None else None
         if self.diag is not None:
@@ -242,6 +245,8 @@ class Stage:
             ref_kl=result.ref_kl,
             groups=batch.num_groups,
             episodes=len(batch.episodes),
+            logprob_gap=result.logprob_gap,
+            engine_kl=result.engine_kl,
         )
 
     def finish(self) -> tuple[StageReport, dict[str, float]]:
@@ -251,6 +256,22 @@ class Stage:
             self.timing["diagnostic_s"] = sum(self.diag.timing.values())
         self._metrics()
         return self.report, dict(self.timing)
+
+    def _rollout_metrics(self) -> None:
+        """With a rollout engine: the stage's weight syncs into the engines (``rollout/sync_count``,
+        ``rollout/sync_bytes``, ``rollout/sync_s``: one per accepted update that was followed by
+        a sampling) and the engine-trainer mismatch of its updates (``rollout/logprob_gap``,
+        ``rollout/engine_kl``: means over the updates)."""
+        now = self.trainer.sync_totals()
+        if now is None or self._syncs is None:
+            return
+        metrics = self.report.metrics
+        for key, name in (("count", "sync_count"), ("bytes", "sync_bytes"), ("seconds", "sync_s")):
+            metrics[f"rollout/{name}"] = now[key] - self._syncs[key]
+        for key in ("logprob_gap", "engine_kl"):
+            values = [u.value(key) for u in self.report.updates if math.isfinite(u.value(key))]
+            if values:
+                metrics[f"rollout/{key}"] = float(np.mean(values))
 
     def _metrics(self) -> None:
         """Fills the report's metrics: the stage's means and sums, and each agent's namespaced
@@ -283,6 +304,7 @@ class Stage:
             clipped_all = sum(c for c, _ in self.messages.values())
             written_all = sum(w for _, w in self.messages.values())
             report.metrics["stage/clipped_ratio"] = clipped_all / max(written_all, 1)
+        self._rollout_metrics()
         if gaps:  # measured only with diagnostics on, for naive sequential and TeamTR
             report.metrics["stage/delta_stale"] = float(sum(gaps))
             report.metrics["stage/delta_stale_noise_floor"] = float(sum(floors))

@@ -34,11 +34,125 @@ def build_policies(
 
         init_seed = derive_seed(config.seed, INIT_STREAM)
         policies, _ = build_team(config.team, agents, env.task, only=only, init_seed=init_seed)
-        return policies
+        return with_rollout_engines(config, policies)
     from adapters.hf import HFPolicy
 
     path = tiny_model_dir(config, run_dir)
-    return {a: HFPolicy.from_pretrained(path) for a in agents if only is None or a in only}
+    built = {a: HFPolicy.from_pretrained(path) for a in agents if only is None or a in only}
+    return with_rollout_engines(config, built, default_path=path)
+
+
+def with_rollout_engines(
+    config: TrainConfig, policies: dict[str, Any], default_path: Path | None = None
+) -> dict[str, Any]:
+    """With ``rollout.engine: vllm``, every trainable ``hf`` agent samples through a vLLM engine
+    (:class:`~adapters.rollout_engine.EngineRollouts`): a full-weight or separate LoRA agent
+    through an engine of its own on its model directory (LoRA merged at each sync), a
+    ``shared_base`` LoRA agent through the one multi-LoRA engine of its base (its adapter
+    alone is synced). Engines start at their first sampling. Other agents are unchanged."""
+    if config.rollout.engine != "vllm":
+        return policies
+    from adapters.rollout_engine import EngineRollouts
+    from adapters.team import check_team, shared_base_key
+
+    chosen = check_team(config.team, list(policies)) if config.team is not None else {}
+    shared: dict[Any, _SharedLoraEngine] = {}
+    out: dict[str, Any] = {}
+    for name, policy in policies.items():
+        agent = chosen.get(name)
+        if agent is not None and agent.backend != "hf":
+            out[name] = policy
+            continue
+        path = Path(agent.path) if agent is not None and agent.path else default_path
+        assert path is not None, "an hf agent has a model path (check_team)"
+        options = _engine_options(config, policy, agent)
+        key = shared_base_key(agent) if agent is not None and config.team.shared_base else None  # type: ignore[union-attr]
+        if key is not None:
+            assert agent is not None
+            holder = shared.setdefault(key, _SharedLoraEngine(str(path), options))
+            holder.rank = max(holder.rank, agent.lora.r if agent.lora else _saved_rank(agent))
+            factory: Callable[[], Any] = functools.partial(holder.agent, name)
+        else:
+            factory = functools.partial(_full_engine, str(path), options)
+        out[name] = EngineRollouts(policy, factory)
+    return out
+
+
+def _engine_options(config: TrainConfig, policy: Any, agent: Any) -> dict[str, Any]:
+    """The engine settings of one agent: the run's ``rollout`` section, and the prompt budget,
+    chat template and dtype of the policy it serves (so both condition on the same tokens)."""
+    roll = config.rollout
+    dtype = agent.dtype if agent is not None else "float32"
+    # in-process: the engine core and its one worker both run in this process
+    placement = {"distributed_executor_backend": "uni"} if roll.in_process else {}
+    return {
+        **placement,
+        "max_prompt_tokens": getattr(policy, "max_prompt_tokens", None),
+        "chat_template": agent.chat_template if agent is not None else None,
+        "dtype": dtype,
+        "seed": config.seed,
+        "gpu_memory_utilization": roll.gpu_memory_utilization,
+        "max_model_len": roll.max_model_len,
+        "env": {
+            "VLLM_ENABLE_V1_MULTIPROCESSING": "0" if roll.in_process else "1",
+            "VLLM_CPU_KVCACHE_SPACE": f"{roll.kv_cache_gib:g}",
+        },
+    }
+
+
+def _set_engine_env(options: dict[str, Any]) -> dict[str, Any]:
+    """Sets the engine's environment variables (read by vLLM when it starts) and returns the
+    ``VLLMPolicy`` arguments."""
+    import os
+
+    rest = dict(options)
+    for key, value in rest.pop("env").items():
+        os.environ[key] = value
+    return rest
+
+
+def _full_engine(path: str, options: dict[str, Any]) -> Any:
+    """An engine of its own on ``path`` for one agent."""
+    from adapters.vllm_policy import VLLMPolicy
+
+    kwargs = _set_engine_env(options)
+    log.info("starting a vLLM rollout engine on %s", path)
+    return VLLMPolicy(path, **kwargs)
+
+
+class _SharedLoraEngine:
+    """The one multi-LoRA engine of a shared base, started when its first agent samples."""
+
+    def __init__(self, path: str, options: dict[str, Any]) -> None:
+        self.path, self.options = path, options
+        self.rank = 16  # the largest adapter rank it serves (at least 16)
+        self.team: Any = None
+
+    def agent(self, name: str) -> Any:
+        if self.team is None:
+            import tempfile
+
+            from adapters.vllm_policy import VLLMLoraTeam
+
+            kwargs = _set_engine_env(self.options)
+            log.info("starting a multi-LoRA vLLM rollout engine on %s", self.path)
+            self.team = VLLMLoraTeam(
+                self.path,
+                adapter_dir=tempfile.mkdtemp(prefix="teamtr-vllm-adapters-"),
+                max_lora_rank=self.rank,
+                **kwargs,
+            )
+        return self.team.agent(name)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path, "options": self.options, "rank": self.rank, "team": None}
+
+
+def _saved_rank(agent: Any) -> int:
+    """The rank of an agent's saved adapter (``adapter_path``), 0 when unreadable."""
+    from adapters.team import _adapter_rank
+
+    return _adapter_rank(agent)
 
 
 def tiny_model_dir(config: TrainConfig, run_dir: Path) -> Path:

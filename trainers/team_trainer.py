@@ -337,6 +337,19 @@ class TeamTrainer:
         if isinstance(slot.updater, RayUpdater) and not isinstance(slot.policy, ActorPolicy):
             slot.policy.load_state_dict(slot.updater.weights())
 
+    def sync_totals(self) -> dict[str, float] | None:
+        """The weight syncs into every agent's rollout engine so far (``count``, ``tensors``,
+        ``bytes``, ``seconds`` summed over agents), or ``None`` when no agent has one
+        (``rollout.engine: hf``) or its engines live in learner actors."""
+        engines = [p for p in self.policies.values() if hasattr(p, "sync_stats")]
+        if not engines:
+            return None
+        totals: dict[str, float] = defaultdict(float)
+        for policy in engines:
+            for key, value in policy.sync_stats().items():
+                totals[key] += value
+        return dict(totals)
+
     # -- helpers -------------------------------------------------------------------------------
     def score(self, agent: str, messages: list[MessageRecord]) -> list[Any]:
         """``agent``'s current log-probs of ``messages`` (no gradient), computed where its

@@ -76,6 +76,8 @@ class UpdateResult:
     monitor_s: float
     ref_kl: float = math.nan
     diagnostics: dict[str, float] = dataclasses.field(default_factory=dict)
+    logprob_gap: float = math.nan
+    engine_kl: float = math.nan
 
     @classmethod
     def kept(
@@ -488,19 +490,54 @@ def update_agent(
         policy, optimizer, messages, advantages, beta=beta, optim=optim, temperature=temperature,
         weights=weights, behaviour=behaviour, reference=reference,
     )  # fmt: skip
+    gap, engine_kl = engine_mismatch(messages, step.behaviour)
     if step.failed is not None:
         saved.restore()
-        return UpdateResult.rejected(step.failed, step, n)
+        return dataclasses.replace(
+            UpdateResult.rejected(step.failed, step, n), logprob_gap=gap, engine_kl=engine_kl
+        )
     if delta is None and not region.monitor_without_region:
         # No region to enforce: the post-update scoring pass would only be logged; skip it.
-        return UpdateResult.kept(step, n)
+        return dataclasses.replace(UpdateResult.kept(step, n), logprob_gap=gap, engine_kl=engine_kl)
     result = enforce_trust_region(
         policy, messages, advantages, step, saved.values, delta=delta, region=region,
         optim=optim, temperature=temperature, flip_trials=flip_trials, weights=weights,
     )  # fmt: skip
     if not result.accepted:
         saved.restore()
-    return result
+    return dataclasses.replace(result, logprob_gap=gap, engine_kl=engine_kl)
+
+
+def engine_mismatch(
+    messages: Sequence[MessageRecord], behaviour: Sequence[TokenLogprobs]
+) -> tuple[float, float]:
+    """How far the sampler's log-probs of the messages' tokens (``MessageRecord.logprobs``, a
+    rollout engine's) are from the trainer's own before the update (``behaviour``, the first
+    epoch's detached log-probs, in micro-batches over ``messages`` in order).
+
+    Returns ``(logprob_gap, engine_kl)``: ``logprob_gap`` is the mean over tokens of ``|log pi_engine - log pi_trainer|``, and
+    ``engine_kl``, the k3 estimate of KL(pi_engine || pi_trainer) on the engine's samples
+    (``mean(exp(r) - 1 - r)``, ``r = log pi_trainer - log pi_engine``); both NaN when no
+    message carries engine log-probs."""
+    nan = (math.nan, math.nan)
+    if not messages or not any(m.logprobs for m in messages):
+        return nan
+    trainer_rows = [row for b in behaviour for row in _rows(b)]
+    gaps: list[torch.Tensor] = []
+    for message, trainer_lp in zip(messages, trainer_rows):
+        k = min(len(message.logprobs), int(trainer_lp.numel()))
+        if k:
+            engine = torch.tensor(message.logprobs[:k], dtype=torch.float64)
+            gaps.append(trainer_lp[:k].double() - engine)
+    if not gaps:
+        return nan
+    r = torch.cat(gaps)
+    return float(r.abs().mean()), float((torch.exp(r.clamp(max=20.0)) - 1 - r).mean())
+
+
+def _rows(lp: TokenLogprobs) -> list[torch.Tensor]:
+    """Each completion's log-probs of its real tokens (the mask's ``True`` entries)."""
+    return [lp.logprobs[b][lp.mask[b]].detach() for b in range(lp.logprobs.shape[0])]
 
 
 def _update_diagnostics(

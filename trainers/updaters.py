@@ -36,6 +36,7 @@ from typing import Any, Protocol
 
 import torch
 
+from adapters.rollout_engine import mark_updated
 from teamtr_core.errors import ConfigError, TeamTRError
 from teamtr_core.policy import (
     Completion,
@@ -143,6 +144,10 @@ class LocalUpdater:
             weights=weights,
             reference=reference,
         )
+        if result.accepted and result.step_scale > 0:
+            # the weights changed: a rollout engine gets them before its next sampling (a
+            # reverted update restored them, so nothing is marked and nothing is served)
+            mark_updated(self.policy)
         return result, reference_s
 
     def score(self, messages: Sequence[MessageRecord], temperature: float) -> list[TokenLogprobs]:
@@ -171,7 +176,7 @@ class LocalUpdater:
     def load_weights(self, state: Mapping[str, Any]) -> None:
         """Loads policy weights (a best-validation team, a behaviour clone); the optimizer and
         the reference are left as they are."""
-        self.policy.load_state_dict(state)
+        self.policy.load_state_dict(state)  # marks a rollout engine stale
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
         """The shape of every weight of the policy's state dict."""

@@ -405,6 +405,7 @@ def _message(i: int, group: int, env: TeamEnv, prompt: str, gen: Generation) -> 
         text=gen.text,
         token_ids=gen.token_ids,
         clipped=bool(gen.clipped),
+        logprobs=tuple(getattr(gen, "logprobs", ())),
     )
 
 

@@ -317,7 +317,7 @@ def test_gradient_checkpointing_gives_the_same_logprobs_and_gradients(tiny_model
         policy = HFPolicy.from_pretrained(tiny_model_dir)
         if checkpointing:
             policy.enable_gradient_checkpointing()
-            assert policy.model.is_activation_checkpointing
+            assert policy.checkpointing_active
         out = policy.logprobs(prompts, completions)
         (out.logprobs * out.mask).sum().backward()
         grads.append((out.logprobs.detach(), [p.grad.clone() for p in policy.parameters()]))
