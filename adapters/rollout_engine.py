@@ -84,8 +84,11 @@ class EngineRollouts:
         }
 
     # -- training: the trainable policy ---------------------------------------------------------
-    def logprobs(self, prompts: Sequence[str], completions: Sequence[Completion]) -> TokenLogprobs:
-        return self.trainable.logprobs(prompts, completions)
+    def logprobs(
+        self, prompts: Sequence[str], completions: Sequence[Completion], **kwargs: Any
+    ) -> TokenLogprobs:
+        """The trainable policy's log-probs (``temperature``, ``autocast``... pass through)."""
+        return self.trainable.logprobs(prompts, completions, **kwargs)
 
     def parameters(self) -> Iterator[Any]:
         return self.trainable.parameters()

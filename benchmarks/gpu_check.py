@@ -210,6 +210,20 @@ def training_stage(model_dir: Path, device: str, problems: int) -> dict[str, Any
     }
 
 
+def vllm_stage(model_dir: Path, device: str) -> dict[str, Any]:
+    """One TeamTR stage with vLLM rollouts (benchmarks/vllm_check.py's), where vLLM is
+    installed on a CUDA machine; otherwise the reason it did not run."""
+    from adapters.vllm_policy import vllm_unavailable_reason
+
+    reason = vllm_unavailable_reason()
+    if reason is not None or not device.startswith("cuda"):
+        return {"ran": False, "reason": reason or "needs a CUDA device"}
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from vllm_check import teamtr_stage_with_vllm_rollouts
+
+    return {"ran": True, **teamtr_stage_with_vllm_rollouts(model_dir)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda", help="cuda (default), cuda:N or cpu")
@@ -239,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         "throughput": throughput(big_dir, args.device, batches, new_tokens),
         "training_stage": training_stage(big_dir, args.device, stage_problems),
         "team_layouts": team_layouts(big_dir, args.device),
+        "vllm_stage": vllm_stage(tiny_dir, args.device),
     }
     result["wall_s"] = time.perf_counter() - t0
     _print(result, batches)
@@ -280,6 +295,14 @@ def _print(result: dict[str, Any], batches: list[int]) -> None:
             f"  {layout}: {row['param_bytes'] / 2**20:,.1f} MiB of parameters, peak GPU memory "
             f"{'-' if peak is None else f'{peak:.2f} GiB'}"
         )
+    v = result["vllm_stage"]
+    if v["ran"]:
+        print(
+            f"\none TeamTR stage with vLLM rollouts: {v['wall_s']:.1f} s, {v['syncs']:.0f} syncs, "
+            f"largest engine-trainer log-prob gap {v['max_gap']:.2e}"
+        )
+    else:
+        print(f"\nTeamTR stage with vLLM rollouts: not run ({v['reason']})")
     print(f"total {result['wall_s']:.0f} s")
 
 

@@ -43,6 +43,48 @@ def first_token_tv(policy, trainer, prompt: str, n: int, seed: int) -> float:
     return float(0.5 * (freq - expected[: freq.numel()]).abs().sum())
 
 
+def teamtr_stage_with_vllm_rollouts(model_dir: Path) -> dict[str, float]:
+    """One TeamTR stage of the demo's team, trainers on cuda, every agent's rollouts from a vLLM
+    engine synced after each accepted update: wall time, syncs and the largest engine-trainer
+    log-prob gap of its updates (a broken sync shows as a gap of an update's size)."""
+    import functools
+    import math
+
+    import teamtr_env
+    from adapters.hf import HFPolicy
+    from adapters.rollout_engine import EngineRollouts
+    from adapters.vllm_policy import VLLMPolicy
+    from teamtr_core.config import from_dict
+    from trainers.config import DEMO_TASK, DEMO_TASK_OPTIONS, TrainConfig
+    from trainers.team_trainer import TeamTrainer
+
+    env_fn = functools.partial(teamtr_env.make, DEMO_TASK, **DEMO_TASK_OPTIONS)
+    policies = {}
+    for agent in env_fn().possible_agents:
+        trainer = HFPolicy.from_pretrained(model_dir, device="cuda")
+        engine = functools.partial(
+            VLLMPolicy,
+            model_dir,
+            max_prompt_tokens=trainer.max_prompt_tokens,
+            dtype="float32",
+            gpu_memory_utilization=0.1,
+        )
+        policies[agent] = EngineRollouts(trainer, engine)
+    config = from_dict(
+        TrainConfig,
+        {"sft": None, "diagnostics": "off", "schedule": {"stages": 1, "problems_per_batch": 8}},
+    )
+    team = TeamTrainer(config, env_fn, policies)
+    t0 = time.perf_counter()
+    report = team.run_stage()
+    gaps = [u.logprob_gap for u in report.updates if math.isfinite(u.logprob_gap)]
+    return {
+        "wall_s": time.perf_counter() - t0,
+        "syncs": report.metrics.get("rollout/sync_count", 0.0),
+        "max_gap": max(gaps) if gaps else math.nan,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, help="model directory (default: build a tiny one)")
@@ -52,12 +94,16 @@ def main() -> int:
     args = parser.parse_args()
     console = Console()
 
+    import torch
+
     from adapters.vllm_policy import vllm_available
 
-    if not vllm_available():
-        console.print("vLLM or a CUDA GPU is missing: nothing to check (exit 2).")
+    if not vllm_available() or not torch.cuda.is_available():
+        console.print(
+            "vLLM or a CUDA GPU is missing: nothing to check (exit 2). On a CPU, `make test-vllm` "
+            "tests the CPU engine and benchmarks/rollout_engines.py measures it."
+        )
         return 2
-    import torch
 
     from adapters.hf import HFPolicy
     from adapters.tiny import build_tiny_model
@@ -120,6 +166,17 @@ def main() -> int:
                 "",
             )
         )
+
+    stage = teamtr_stage_with_vllm_rollouts(model_dir)
+    rows.append(
+        (
+            "one TeamTR stage, vLLM rollouts: wall s / syncs / max log-prob gap",
+            f"{stage['wall_s']:.1f} / {stage['syncs']:.0f} / {stage['max_gap']:.2e}",
+            "gap < 1e-2 (bf16/fp32 kernels differ)",
+        )
+    )
+    if not stage["max_gap"] < 1e-2:
+        failures.append("stage")
 
     table = Table(title=f"vLLM backend check: {model_dir}")
     for col in ("check", "measured", "expected"):

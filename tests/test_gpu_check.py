@@ -58,6 +58,9 @@ def test_cpu_mode_runs_every_check_and_writes_json(tmp_path: Path) -> None:
     assert layouts["shared"]["param_bytes"] < 0.5 * layouts["separate"]["param_bytes"]
     assert layouts["shared"]["peak_gpu_gb"] is None  # measured on a GPU only
     assert "separate copies vs one shared base" in proc.stdout
+    # the vLLM stage runs on a CUDA machine with vLLM only, and says why it did not
+    assert result["vllm_stage"]["ran"] is False and result["vllm_stage"]["reason"]
+    assert "TeamTR stage with vLLM rollouts: not run" in proc.stdout
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA machine runs the real check")

