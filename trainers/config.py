@@ -330,9 +330,26 @@ class RolloutConfig:
     max_model_len: int | None = _help(
         "the engine's context window (null: the model's); prompts and messages must fit", None
     )
+    importance_correction: Literal["none", "tis"] = _help(
+        "tis: weight each message by min(pi_trainer / pi_engine, tis_cap), the truncated "
+        "importance correction of the engine-trainer mismatch (veRL's and TRL's TIS); the trust "
+        "region's surrogate estimate uses the same weights. none: off (the default)",
+        "none",
+    )
+    tis_cap: float = _help("the truncation of the tis weights (>= 1)", 2.0)
+
+    @property
+    def tis(self) -> float | None:
+        """The truncation of the importance correction, or ``None`` when it is off."""
+        return self.tis_cap if self.importance_correction == "tis" else None
 
     def __post_init__(self) -> None:
         errors = choice_errors("engine", self.engine, Literal["hf", "vllm"])
+        errors += choice_errors(
+            "importance_correction", self.importance_correction, Literal["none", "tis"]
+        )
+        if self.tis_cap < 1:
+            errors.append(f"tis_cap must be >= 1, got {self.tis_cap}")
         if self.kv_cache_gib <= 0:
             errors.append(f"kv_cache_gib must be > 0, got {self.kv_cache_gib}")
         if not 0 < self.gpu_memory_utilization <= 1:

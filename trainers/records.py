@@ -53,6 +53,8 @@ class UpdateRecord:
             absolute difference between the engine's and the trainer's log-probs of the sampled
             tokens, and the k3 estimate of KL(engine || trainer) on them (NaN without engine
             log-probs).
+        tis_mean: the mean truncated importance weight of the update's messages
+            (``rollout.importance_correction: tis``; NaN when off).
     """
 
     stage: int
@@ -94,6 +96,7 @@ class UpdateRecord:
     d_occ_term: float = _NAN
     logprob_gap: float = _NAN
     engine_kl: float = _NAN
+    tis_mean: float = _NAN
 
     def value(self, key: str) -> Any:
         """The field named ``key`` (for code that iterates over field names)."""

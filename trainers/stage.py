@@ -61,6 +61,7 @@ AGENT_METRIC_KEYS = (
     "d_occ_term",
     "logprob_gap",
     "engine_kl",
+    "tis_mean",
 )
 
 
@@ -247,6 +248,7 @@ class Stage:
             episodes=len(batch.episodes),
             logprob_gap=result.logprob_gap,
             engine_kl=result.engine_kl,
+            tis_mean=result.tis_mean,
         )
 
     def finish(self) -> tuple[StageReport, dict[str, float]]:
@@ -261,14 +263,15 @@ class Stage:
         """With a rollout engine: the stage's weight syncs into the engines (``rollout/sync_count``,
         ``rollout/sync_bytes``, ``rollout/sync_s``: one per accepted update that was followed by
         a sampling) and the engine-trainer mismatch of its updates (``rollout/logprob_gap``,
-        ``rollout/engine_kl``: means over the updates)."""
+        ``rollout/engine_kl``, and ``rollout/tis_mean`` with the importance correction: means
+        over the updates)."""
         now = self.trainer.sync_totals()
         if now is None or self._syncs is None:
             return
         metrics = self.report.metrics
         for key, name in (("count", "sync_count"), ("bytes", "sync_bytes"), ("seconds", "sync_s")):
             metrics[f"rollout/{name}"] = now[key] - self._syncs[key]
-        for key in ("logprob_gap", "engine_kl"):
+        for key in ("logprob_gap", "engine_kl", "tis_mean"):
             values = [u.value(key) for u in self.report.updates if math.isfinite(u.value(key))]
             if values:
                 metrics[f"rollout/{key}"] = float(np.mean(values))

@@ -78,6 +78,7 @@ class UpdateResult:
     diagnostics: dict[str, float] = dataclasses.field(default_factory=dict)
     logprob_gap: float = math.nan
     engine_kl: float = math.nan
+    tis_mean: float = math.nan
 
     @classmethod
     def kept(
@@ -164,6 +165,9 @@ class PolicyStep:
     ref_kl: float = math.nan
     seconds: float = 0.0
     failed: str | None = None
+    # the truncated importance weights of the engine-trainer correction, per message ([N]); None
+    # without it
+    tis: torch.Tensor | None = None
 
 
 def score(
@@ -230,11 +234,17 @@ def policy_step(
     weights: torch.Tensor | None = None,
     behaviour: Sequence[TokenLogprobs] | None = None,
     reference: Sequence[TokenLogprobs] | None = None,
+    tis_cap: float | None = None,
 ) -> PolicyStep:
     """``optim.epochs`` full-batch gradient steps on the clipped message-level surrogate minus
     ``beta`` times the KL penalty (plus ``optim.ref_kl_coef`` times the KL to ``reference``),
     gradients accumulated over micro-batches and clipped to ``optim.max_grad_norm``. Stops at a
-    non-finite loss (``failed``; the caller restores the parameters)."""
+    non-finite loss (``failed``; the caller restores the parameters).
+
+    ``tis_cap``: the truncated importance correction for rollouts sampled by another engine: each
+    message's weight is multiplied by ``min(pi_trainer(m) / pi_engine(m), tis_cap)``, the
+    trainer's behaviour probability of the message over the engine's (from
+    ``MessageRecord.logprobs``; 1 for a message without them), kept in ``step.tis``."""
     n, mb = len(messages), optim.micro_batch_size
     t0 = time.perf_counter()
     # Without precomputed behaviour log-probs they come from the first epoch's own forward pass,
@@ -244,6 +254,7 @@ def policy_step(
     step = PolicyStep(old, int(sum(int(o.mask.sum()) for o in old)))
     params = list(policy.parameters())
     use_ref = reference is not None and optim.ref_kl_coef > 0
+    tis_parts: list[torch.Tensor] = []
     for epoch in range(optim.epochs):
         optimizer.zero_grad(set_to_none=True)
         clipped = ref_sum = 0.0
@@ -256,6 +267,10 @@ def policy_step(
             cur = old[i]
             adv = advantages[start : start + len(chunk)]
             w = weights[start : start + len(chunk)] if weights is not None else None
+            if tis_cap is not None:
+                if epoch == 0:
+                    tis_parts.append(truncated_is_weights(chunk, cur, tis_cap))
+                w = tis_parts[i] if w is None else w * tis_parts[i]
             sur = clipped_surrogate(
                 new.logprobs, cur.logprobs, cur.mask, adv, eps=optim.ratio_clip, weights=w
             )
@@ -276,6 +291,8 @@ def policy_step(
             clipped += sur.clip_frac * len(chunk) / n
         torch.nn.utils.clip_grad_norm_(params, optim.max_grad_norm)
         optimizer.step()
+        if epoch == 0 and tis_parts:
+            step.tis = torch.cat(tis_parts)
         step.clip_frac = clipped
         if use_ref:
             step.ref_kl = ref_sum
@@ -455,6 +472,7 @@ def update_agent(
     weights: torch.Tensor | None = None,
     behaviour: Sequence[TokenLogprobs] | None = None,
     reference: Sequence[TokenLogprobs] | None = None,
+    tis_cap: float | None = None,
 ) -> UpdateResult:
     """Updates ``policy`` on its ``messages`` and enforces ``KL_tok <= delta`` on them: the
     policy step (:func:`policy_step`), then the trust region (:func:`enforce_trust_region`);
@@ -479,6 +497,10 @@ def update_agent(
         reference: a frozen reference policy's log-probs of the messages (``score``, same
             micro-batching); with ``optim.ref_kl_coef > 0`` the loss adds that times
             :func:`reference_kl` (TRL's ``beta``), beside the trust region.
+        tis_cap: the truncated importance correction of rollouts from another engine
+            (``rollout.importance_correction: tis``; see :func:`policy_step`). The trust region's
+            surrogate estimate ``l_seq`` is then computed with the same corrected weights, so the
+            update is judged on the trainer's distribution rather than the engine's.
     """
     if optim.epochs < 1:
         raise ValueError(f"optim.epochs must be >= 1, got {optim.epochs}")
@@ -488,9 +510,13 @@ def update_agent(
     saved = _Saved(policy, optimizer)
     step = policy_step(
         policy, optimizer, messages, advantages, beta=beta, optim=optim, temperature=temperature,
-        weights=weights, behaviour=behaviour, reference=reference,
+        weights=weights, behaviour=behaviour, reference=reference, tis_cap=tis_cap,
     )  # fmt: skip
     gap, engine_kl = engine_mismatch(messages, step.behaviour)
+    tis_mean = math.nan
+    if step.tis is not None:
+        tis_mean = float(step.tis.mean())
+        weights = step.tis if weights is None else weights * step.tis
     if step.failed is not None:
         saved.restore()
         return dataclasses.replace(
@@ -498,14 +524,16 @@ def update_agent(
         )
     if delta is None and not region.monitor_without_region:
         # No region to enforce: the post-update scoring pass would only be logged; skip it.
-        return dataclasses.replace(UpdateResult.kept(step, n), logprob_gap=gap, engine_kl=engine_kl)
+        return dataclasses.replace(
+            UpdateResult.kept(step, n), logprob_gap=gap, engine_kl=engine_kl, tis_mean=tis_mean
+        )
     result = enforce_trust_region(
         policy, messages, advantages, step, saved.values, delta=delta, region=region,
         optim=optim, temperature=temperature, flip_trials=flip_trials, weights=weights,
     )  # fmt: skip
     if not result.accepted:
         saved.restore()
-    return dataclasses.replace(result, logprob_gap=gap, engine_kl=engine_kl)
+    return dataclasses.replace(result, logprob_gap=gap, engine_kl=engine_kl, tis_mean=tis_mean)
 
 
 def engine_mismatch(
@@ -533,6 +561,22 @@ def engine_mismatch(
         return nan
     r = torch.cat(gaps)
     return float(r.abs().mean()), float((torch.exp(r.clamp(max=20.0)) - 1 - r).mean())
+
+
+def truncated_is_weights(
+    messages: Sequence[MessageRecord], behaviour: TokenLogprobs, cap: float
+) -> torch.Tensor:
+    """Per message, ``min(exp(sum_t log pi_trainer - log pi_engine), cap)``: the truncated
+    importance weight that corrects a sampler's distribution to the trainer's (veRL's and TRL's
+    TIS, at the message level of this surrogate); 1 for a message without engine log-probs."""
+    out = torch.ones(len(messages), dtype=torch.float32)
+    for b, (message, row) in enumerate(zip(messages, _rows(behaviour))):
+        k = min(len(message.logprobs), int(row.numel()))
+        if k:
+            engine = torch.tensor(message.logprobs[:k], dtype=torch.float64)
+            log_ratio = float((row[:k].double() - engine).sum())
+            out[b] = min(math.exp(min(log_ratio, 50.0)), cap)
+    return out
 
 
 def _rows(lp: TokenLogprobs) -> list[torch.Tensor]:

@@ -143,6 +143,7 @@ class LocalUpdater:
             flip_trials=flip_trials,
             weights=weights,
             reference=reference,
+            tis_cap=cfg.rollout.tis,
         )
         if result.accepted and result.step_scale > 0:
             # the weights changed: a rollout engine gets them before its next sampling (a

@@ -237,3 +237,47 @@ def test_adaptation_rules() -> None:
     opt = torch.optim.SGD(policy.parameters(), lr=1e-4)
     small = update_agent(policy, opt, msgs, adv, beta=0.0, delta=0.01, **settings(epochs=1))
     assert adapt_delta(0.01, small, low=0.001, high=0.05) == 0.015
+
+
+def test_truncated_importance_correction_weights_messages_by_trainer_over_engine() -> None:
+    import dataclasses
+
+    from trainers.update import truncated_is_weights
+
+    policy, msgs, adv = batch()
+    uniform = math.log(1 / 3)  # the trainer's log-prob of every message
+    matched = [dataclasses.replace(m, logprobs=(uniform,)) for m in msgs]
+    # an engine that matches the trainer: every weight is 1, the update is the uncorrected one
+    plain, corrected = policy.copy(), policy.copy()
+    r_plain = update_agent(
+        plain, torch.optim.SGD(plain.parameters(), lr=0.05), msgs, adv, beta=0.0, delta=None,
+        **settings(),
+    )  # fmt: skip
+    r_tis = update_agent(
+        corrected, torch.optim.SGD(corrected.parameters(), lr=0.05), matched, adv, beta=0.0,
+        delta=None, tis_cap=2.0, **settings(),
+    )  # fmt: skip
+    assert r_tis.tis_mean == 1.0 and math.isnan(r_plain.tis_mean)
+    assert torch.allclose(plain.logits, corrected.logits)
+    assert r_tis.logprob_gap < 1e-6 and math.isnan(r_plain.logprob_gap)
+    # an engine that over-sampled "x": x weighs pi_trainer/pi_engine = e^-0.5, the others
+    # e^1 truncated at 2; a message without engine log-probs weighs 1
+    skewed = [
+        dataclasses.replace(m, logprobs=(uniform + (0.5 if m.text == "x" else -1.0),)) for m in msgs
+    ]
+    behaviour = policy.logprobs([m.context for m in msgs], [m.token_ids for m in msgs])
+    weights = truncated_is_weights(skewed, behaviour, cap=2.0)
+    expected = torch.tensor([math.exp(-0.5) if m.text == "x" else 2.0 for m in msgs])
+    assert torch.allclose(weights, expected)
+    assert truncated_is_weights(msgs, behaviour, cap=2.0).eq(1).all()
+    moved = policy.copy()
+    result = update_agent(
+        moved, torch.optim.SGD(moved.parameters(), lr=0.05), skewed, adv, beta=0.0, delta=None,
+        tis_cap=2.0, **settings(),
+    )  # fmt: skip
+    assert (
+        result.tis_mean == float(expected.mean())
+        or abs(result.tis_mean - float(expected.mean())) < 1e-6
+    )
+    # "x" carries the positive advantage and now weighs less: the step toward it is smaller
+    assert moved.probs("s")[0] - policy.probs("s")[0] < plain.probs("s")[0] - policy.probs("s")[0]

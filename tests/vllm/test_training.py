@@ -31,7 +31,7 @@ def test_a_teamtr_run_with_vllm_rollouts_serves_each_accepted_update(tmp_path: P
     config = from_dict(
         TrainConfig,
         {
-            "rollout": {"engine": "vllm", "in_process": True},
+            "rollout": {"engine": "vllm", "in_process": True, "importance_correction": "tis"},
             "sft": {"steps": 60},
             "diagnostics": "off",
             "schedule": {"stages": 2, "problems_per_batch": 8, "group_size": 4},
@@ -53,6 +53,8 @@ def test_a_teamtr_run_with_vllm_rollouts_serves_each_accepted_update(tmp_path: P
         # the engine sampled with exactly the weights the trainer scored: float32 rounding only
         # (a missed sync shows as a gap of an update's size)
         assert u["logprob_gap"] < 1e-3 and abs(u["engine_kl"]) < 1e-5, u
+        # and the importance correction's weights are 1 (the engine's numbers are the trainer's)
+        assert abs(u["tis_mean"] - 1.0) < 1e-3, u
     policies = recipe.policies
     assert all(isinstance(p, EngineRollouts) for p in policies.values())
     for agent, policy in policies.items():
@@ -108,3 +110,47 @@ def test_the_docs_page_cli_check_runs(tmp_path: Path) -> None:
     rows = [json.loads(x) for x in (tmp_path / "runs/vllm-check/metrics.jsonl").open()]
     assert any(r.get("rollout/sync_count", 0) > 0 for r in rows)
     assert all(r["rollout/logprob_gap"] < 1e-3 for r in rows if "rollout/logprob_gap" in r)
+
+
+def test_ray_rollout_workers_sample_through_their_own_engines(tmp_path: Path) -> None:
+    """``runner.backend: ray`` with ``rollout.engine: vllm``: each Ray rollout worker holds the
+    team's engines (started there at its first sampling), loads every accepted update from the
+    object store and syncs it into them; the engine-trainer gap of every update stays at
+    float32 rounding, which a worker serving stale weights would break."""
+    config = from_dict(
+        TrainConfig,
+        {
+            "rollout": {"engine": "vllm", "in_process": True},
+            "runner": {"backend": "ray", "workers": 1, "num_cpus": 1},
+            "sft": {"steps": 60},
+            "diagnostics": "off",
+            "schedule": {"stages": 3, "problems_per_batch": 8, "group_size": 4},
+            "optim": {"lr": 1e-2},
+            "trust_region": {"delta": 1.0, "adapt_beta": False},
+            "eval": {"problems": 8, "k": 2, "train_distribution": False},
+            "loggers": [],
+            "plot": False,
+            "progress": False,
+            "run_dir": str(tmp_path / "run"),
+        },
+    )
+    recipe = TrainingRecipe(config, console=Console(file=io.StringIO()))
+    try:
+        summary = recipe.run()
+    finally:
+        import ray
+
+        ray.shutdown()
+    updates = summary["updates"]
+    # the check has teeth only for an update that follows an accepted update of the same agent
+    # (its batch was sampled after a sync); the generous radius keeps every step
+    later = [
+        u
+        for i, u in enumerate(updates)
+        if any(v["agent"] == u["agent"] and v["accepted"] for v in updates[:i])
+    ]
+    assert len(later) >= 3
+    for u in updates:
+        assert u["logprob_gap"] < 1e-3 and abs(u["engine_kl"]) < 1e-5, u
+    # the driver samples nothing itself: its engines never started
+    assert not any(p.started for p in recipe.policies.values())
