@@ -154,3 +154,42 @@ def test_ray_rollout_workers_sample_through_their_own_engines(tmp_path: Path) ->
         assert u["logprob_gap"] < 1e-3 and abs(u["engine_kl"]) < 1e-5, u
     # the driver samples nothing itself: its engines never started
     assert not any(p.started for p in recipe.policies.values())
+
+
+def test_learner_actors_sample_through_their_own_engines(tmp_path: Path) -> None:
+    """``trainer.backend: ray`` with ``rollout.engine: vllm``: each learner actor builds its
+    agent with its engine, its own accepted updates mark the engine stale, and the driver's
+    samplings (local runner) run there; the gap stays at float32 rounding."""
+    config = from_dict(
+        TrainConfig,
+        {
+            "rollout": {"engine": "vllm", "in_process": True},
+            "trainer": {"backend": "ray", "num_cpus": 0.5},
+            "sft": {"steps": 60},
+            "diagnostics": "off",
+            "schedule": {"stages": 3, "problems_per_batch": 8, "group_size": 4},
+            "optim": {"lr": 1e-2},
+            "trust_region": {"delta": 1.0, "adapt_beta": False},
+            "eval": {"problems": 8, "k": 2, "train_distribution": False},
+            "loggers": [],
+            "plot": False,
+            "progress": False,
+            "run_dir": str(tmp_path / "run"),
+        },
+    )
+    recipe = TrainingRecipe(config, console=Console(file=io.StringIO()))
+    try:
+        summary = recipe.run()
+    finally:
+        import ray
+
+        ray.shutdown()
+    updates = summary["updates"]
+    later = [
+        u
+        for i, u in enumerate(updates)
+        if any(v["agent"] == u["agent"] and v["accepted"] for v in updates[:i])
+    ]
+    assert len(later) >= 3
+    for u in updates:
+        assert u["logprob_gap"] < 1e-3 and abs(u["engine_kl"]) < 1e-5, u
