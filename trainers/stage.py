@@ -266,11 +266,12 @@ class Stage:
         ``rollout/engine_kl``, and ``rollout/tis_mean`` with the importance correction: means
         over the updates)."""
         now = self.trainer.sync_totals()
-        if now is None or self._syncs is None:
+        if now is None:
             return
+        before = self._syncs or dict.fromkeys(now, 0.0)  # engines that started in this stage
         metrics = self.report.metrics
         for key, name in (("count", "sync_count"), ("bytes", "sync_bytes"), ("seconds", "sync_s")):
-            metrics[f"rollout/{name}"] = now[key] - self._syncs[key]
+            metrics[f"rollout/{name}"] = now[key] - before[key]
         for key in ("logprob_gap", "engine_kl", "tis_mean"):
             values = [u.value(key) for u in self.report.updates if math.isfinite(u.value(key))]
             if values:

@@ -339,10 +339,11 @@ class TeamTrainer:
 
     def sync_totals(self) -> dict[str, float] | None:
         """The weight syncs into every agent's rollout engine so far (``count``, ``tensors``,
-        ``bytes``, ``seconds`` summed over agents), or ``None`` when no agent has one
-        (``rollout.engine: hf``) or its engines live in learner actors."""
-        engines = [p for p in self.policies.values() if hasattr(p, "sync_stats")]
-        if not engines:
+        ``bytes``, ``seconds`` summed over agents), or ``None`` when no engine has started in
+        this process (``rollout.engine: hf``, or the engines live on Ray rollout workers or in
+        learner actors, whose syncs are not counted here)."""
+        engines = [p for p in self.policies.values() if getattr(p, "started", False)]
+        if not engines:  # no engine in this process (yet): rollouts on Ray workers or actors
             return None
         totals: dict[str, float] = defaultdict(float)
         for policy in engines:
