@@ -551,12 +551,7 @@ def engine_mismatch(
     if not messages or not any(m.logprobs for m in messages):
         return nan
     trainer_rows = [row for b in behaviour for row in _rows(b)]
-    gaps: list[torch.Tensor] = []
-    for message, trainer_lp in zip(messages, trainer_rows):
-        k = min(len(message.logprobs), int(trainer_lp.numel()))
-        if k:
-            engine = torch.tensor(message.logprobs[:k], dtype=torch.float64)
-            gaps.append(trainer_lp[:k].double() - engine)
+    gaps = [r for m, row in zip(messages, trainer_rows) if (r := _log_ratio(m, row)) is not None]
     if not gaps:
         return nan
     r = torch.cat(gaps)
@@ -571,12 +566,20 @@ def truncated_is_weights(
     TIS, at the message level of this surrogate); 1 for a message without engine log-probs."""
     out = torch.ones(len(messages), dtype=torch.float32)
     for b, (message, row) in enumerate(zip(messages, _rows(behaviour))):
-        k = min(len(message.logprobs), int(row.numel()))
-        if k:
-            engine = torch.tensor(message.logprobs[:k], dtype=torch.float64)
-            log_ratio = float((row[:k].double() - engine).sum())
-            out[b] = min(math.exp(min(log_ratio, 50.0)), cap)
+        r = _log_ratio(message, row)
+        if r is not None:
+            out[b] = min(math.exp(min(float(r.sum()), 50.0)), cap)
     return out
+
+
+def _log_ratio(message: MessageRecord, trainer_lp: torch.Tensor) -> torch.Tensor | None:
+    """Per token, ``log pi_trainer - log pi_engine`` of one message (float64), over the tokens
+    both have; ``None`` when the message carries no engine log-probs."""
+    k = min(len(message.logprobs), int(trainer_lp.numel()))
+    if not k:
+        return None
+    engine = torch.tensor(message.logprobs[:k], dtype=torch.float64)
+    return trainer_lp[:k].double() - engine
 
 
 def _rows(lp: TokenLogprobs) -> list[torch.Tensor]:
