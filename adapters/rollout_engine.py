@@ -19,7 +19,7 @@ on Ray rollout workers, never starts one) and is not copied or pickled with the 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from teamtr_core.policy import Completion, Generation, SamplingParams, TokenLogprobs
@@ -69,6 +69,17 @@ class EngineRollouts:
         """The trainer's weights changed (an accepted update, a loaded state): the engine gets
         them before its next sampling."""
         self.stale = True
+
+    def close_engine(self) -> None:
+        """Stops the engine, if it started (its ``close()``: processes, model copy and KV cache
+        freed). The policy still trains; a later ``generate`` starts a new engine and syncs
+        it first."""
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            close = getattr(engine, "close", None)
+            if callable(close):
+                close()
+            self.stale = True
 
     def sync_stats(self) -> dict[str, float]:
         """The engine's syncs so far (``count``, ``tensors``, ``bytes``, ``seconds``; zeros
@@ -128,6 +139,16 @@ class EngineRollouts:
         self.engine_factory = state["engine_factory"]
         self._engine = None
         self.stale = True
+
+
+def close_engines(policies: Iterable[Any]) -> None:
+    """Stops the rollout engine of every policy that started one (:meth:`EngineRollouts.close_engine`;
+    other policies are left alone). A shared-base team's agents share one engine: it stops
+    once."""
+    for policy in policies:
+        close = getattr(policy, "close_engine", None)
+        if callable(close):
+            close()
 
 
 def mark_updated(policy: Any) -> None:

@@ -25,6 +25,7 @@ checks this backend against ``HFPolicy`` on a GPU (distribution match, tokens/s)
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 import shutil
 import tempfile
@@ -171,10 +172,11 @@ class VLLMPolicy:
     ) -> list[Generation]:
         """Samples one message per prompt with vLLM (continuous batching over the whole list),
         with the LoRA adapter of ``lora_request`` when one is given (:class:`VLLMLoraTeam`)."""
+        llm = self._open()
         token_prompts = [{"prompt_token_ids": self.codec.prompt_ids(p)} for p in prompts]
         params = to_vllm_sampling(sampling, len(prompts), self.vllm)
         adapter = {} if lora_request is None else {"lora_request": lora_request}
-        outputs = self.llm.generate(token_prompts, params, use_tqdm=False, **adapter)
+        outputs = llm.generate(token_prompts, params, use_tqdm=False, **adapter)
         return [self._finish(o.outputs[0], sampling) for o in outputs]
 
     def _finish(self, output: Any, sampling: SamplingParams) -> Generation:
@@ -208,6 +210,7 @@ class VLLMPolicy:
         """
         from safetensors.torch import save_file
 
+        llm = self._open()
         t0 = time.perf_counter()
         weights = {
             name: tensor.detach().to("cpu").contiguous() for name, tensor in _hf_weights(source)
@@ -217,13 +220,44 @@ class VLLMPolicy:
         try:
             path = os.path.join(folder, "weights.safetensors")
             save_file(weights, path)
-            self.llm.collective_rpc("teamtr_load_weights", args=(path,))
+            llm.collective_rpc("teamtr_load_weights", args=(path,))
         finally:
             shutil.rmtree(folder, ignore_errors=True)
-        if hasattr(self.llm, "reset_prefix_cache"):
-            self.llm.reset_prefix_cache()  # cached KV blocks were computed with the old weights
+        if hasattr(llm, "reset_prefix_cache"):
+            llm.reset_prefix_cache()  # cached KV blocks were computed with the old weights
         self.syncs.add(len(weights), nbytes, time.perf_counter() - t0)
         return len(weights)
+
+    @property
+    def closed(self) -> bool:
+        """:meth:`close` has stopped the engine."""
+        return self.llm is None
+
+    def close(self) -> None:
+        """Stops the engine and frees what it holds (its worker processes, or the in-process
+        engine core with its model copy and KV cache). Safe to call twice; the policy cannot
+        sample or sync afterwards. A training run closes the engines it started when it ends
+        (``run_training``, ``teamtr train``, ``teamtr compare``)."""
+        llm, self.llm = self.llm, None
+        if llm is None:
+            return
+        core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+        shutdown = getattr(core, "shutdown", None)
+        if callable(shutdown):
+            shutdown()
+        del llm
+        gc.collect()
+
+    def __enter__(self) -> VLLMPolicy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _open(self) -> Any:
+        if self.llm is None:
+            raise RuntimeError("this VLLMPolicy's engine was closed (VLLMPolicy.close)")
+        return self.llm
 
 
 class VLLMLoraTeam:
@@ -272,6 +306,11 @@ class VLLMLoraTeam:
         self.agents[name] = policy
         return policy
 
+    def close(self) -> None:
+        """Stops the shared engine (every agent's rollout policy stops with it); see
+        :meth:`VLLMPolicy.close`."""
+        self.engine.close()
+
     def request(self, name: str, path: Path) -> Any:
         """A ``LoRARequest`` for the adapter at ``path``, with an id no other version had."""
         lora_id, self._next_id = self._next_id, self._next_id + 1
@@ -294,6 +333,10 @@ class VLLMAdapterPolicy:
     def generate(self, prompts: Sequence[str], sampling: SamplingParams) -> list[Generation]:
         """Samples with this agent's adapter (the base alone before the first sync)."""
         return self.team.engine.generate(prompts, sampling, lora_request=self.request)
+
+    def close(self) -> None:
+        """Stops the team's shared engine, for every agent (:meth:`VLLMLoraTeam.close`)."""
+        self.team.close()
 
     def sync_weights(self, source: Any) -> int:
         """Serves ``source``'s adapter from now on: a LoRA policy (``LoraAgentPolicy`` or a LoRA

@@ -3,9 +3,13 @@ folder, e.g. ``python benchmarks/zebra_speed.py``)."""
 
 from __future__ import annotations
 
+import contextlib
+import resource
 import statistics
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -133,3 +137,33 @@ def mean_ci_bounds(
         return float(x.mean()), float(x.mean())
     boot = x[rng.integers(0, x.size, size=(resamples, x.size))].mean(axis=1)
     return float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))
+
+
+def _status_kib(field: str) -> int | None:
+    """A ``/proc/self/status`` field in KiB (Linux), else ``None``."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def reset_peak_rss() -> int:
+    """Resets the peak resident memory to the current one where the kernel allows it (Linux:
+    ``/proc/self/clear_refs``), so that what torch's import touched and freed does not hide what
+    comes next; returns the current resident bytes."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+    now = _status_kib("VmRSS")
+    return peak_rss_bytes() if now is None else now * 1024
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident memory (since :func:`reset_peak_rss` where it worked)."""
+    peak = _status_kib("VmHWM")
+    if peak is not None:
+        return peak * 1024
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(maxrss if sys.platform == "darwin" else maxrss * 1024)

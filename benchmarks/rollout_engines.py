@@ -15,6 +15,14 @@ machine's cores:
 - one TeamTR stage of the demo's team (3 agents, 8 prompts x 4 samples per update), its wall
   time with HF rollouts and with vLLM rollouts (``EngineRollouts``, in-process engines).
 
+- memory per layout (not with ``--quick``): on the 25M model, a 3-agent team built as a
+  training run builds it (``trainers.team_eval.build_policies``), each agent sampling once (so
+  every engine has started and synced), in a fresh process each: peak resident memory over the
+  baseline after torch, transformers and vLLM are imported, for full-weight agents and for a
+  shared-base LoRA team (r = 16), each with HF rollouts and with vLLM rollouts (in-process
+  engines, ``VLLM_CPU_KVCACHE_SPACE`` GiB of KV cache each: one per full-weight agent, one
+  multi-LoRA engine for the shared base).
+
 On a CPU, vLLM is how the GPU path gets tested, not a speed-up: the table says plainly where it
 loses. Quote figures only from an idle machine.
 """
@@ -27,6 +35,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -145,6 +154,82 @@ def measure(
     return row
 
 
+#: (agents' weights, rollouts) of the memory rows.
+LAYOUTS = {
+    "full, HF rollouts": (False, "hf"),
+    "full, vLLM (an engine per agent)": (False, "vllm"),
+    "shared-base LoRA, HF rollouts": (True, "hf"),
+    "shared-base LoRA, vLLM (one multi-LoRA engine)": (True, "vllm"),
+}
+
+
+def layout_memory(layout: str, path: Path) -> dict[str, Any]:
+    """Builds ``layout``'s team of the demo's three agents on ``path`` in this (fresh) process,
+    as a training run does, and samples once with every agent; returns the peak resident bytes
+    over the baseline taken after the imports."""
+    import torch
+    import transformers  # noqa: F401  (imported before the baseline, as vllm is)
+    import vllm  # noqa: F401
+    from _bench import peak_rss_bytes, reset_peak_rss
+
+    import teamtr_env
+    from teamtr_core.config import from_dict
+    from teamtr_core.policy import SamplingParams
+    from trainers.config import DEMO_TASK, DEMO_TASK_OPTIONS, TrainConfig
+    from trainers.team_eval import build_policies
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    shared, engine_kind = LAYOUTS[layout]
+    agent: dict[str, Any] = {"path": str(path)}
+    if shared:
+        agent["lora"] = {"r": 16, "alpha": 32}
+    config = from_dict(
+        TrainConfig,
+        {
+            "team": {"default": agent, "shared_base": shared},
+            "rollout": {"engine": engine_kind, "in_process": True},
+        },
+    )
+    env = teamtr_env.make(DEMO_TASK, **DEMO_TASK_OPTIONS)
+    baseline = reset_peak_rss()
+    policies = build_policies(config, env, Path(tempfile.mkdtemp()))
+    sampling = SamplingParams(temperature=0.8, max_new_tokens=32, seed=0)
+    prompts = [f"Start: {i}\nStep: +1\n### solver\n" for i in range(8)]
+    for policy in policies.values():
+        policy.generate(prompts, sampling)
+    trainable = {id(p): p for q in policies.values() for p in [getattr(q, "trainable", q).model]}
+    weights = sum(t.numel() * t.element_size() for m in trainable.values() for t in m.parameters())
+    return {
+        "layout": layout,
+        "engines": len({id(e) for e in map(_engine_of, policies.values()) if e is not None}),
+        "trainer_param_bytes": weights,
+        "peak_rss_bytes": peak_rss_bytes(),
+        "baseline_rss_bytes": baseline,
+        "kv_cache_gib_per_engine": float(os.environ.get("VLLM_CPU_KVCACHE_SPACE", "0") or 0),
+    }
+
+
+def _engine_of(policy: Any) -> Any:
+    """The vLLM engine ``policy`` samples through (a shared-base agent's is its team's), or
+    ``None``."""
+    served = getattr(policy, "_engine", None)
+    team = getattr(served, "team", None)
+    return served if team is None else team.engine
+
+
+def memory_rows(path: Path) -> list[dict[str, Any]]:
+    """:func:`layout_memory` of every layout, each in a fresh process."""
+    rows = []
+    for layout in LAYOUTS:
+        command = [sys.executable, __file__, "--memory-layout", layout, "--model", str(path)]
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+        done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"memory of {layout!r} failed:\n{done.stderr[-3000:]}")
+        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the tiny model only, 1 repeat")
@@ -152,9 +237,14 @@ def main() -> int:
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--memory-layout", choices=list(LAYOUTS), help=argparse.SUPPRESS)
+    parser.add_argument("--model", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    if args.memory_layout:  # one memory row, in the fresh process memory_rows started
+        print(json.dumps(layout_memory(args.memory_layout, args.model)))
+        return 0
     import torch
     from rich.console import Console
     from rich.table import Table
@@ -171,10 +261,9 @@ def main() -> int:
     models = dict(list(MODELS.items())[:1]) if args.quick else MODELS
     prompts = [f"Start: {i % 10}\nStep: +{1 + i % 5}\n### solver\n" for i in range(args.prompts)]
     work = Path(tempfile.mkdtemp(prefix="teamtr-rollout-engines-"))
-    rows = [
-        measure(name, build(work, name, spec), prompts, args.new_tokens, repeats)
-        for name, spec in models.items()
-    ]
+    paths = {name: build(work, name, spec) for name, spec in models.items()}
+    rows = [measure(name, path, prompts, args.new_tokens, repeats) for name, path in paths.items()]
+    memory = [] if args.quick else memory_rows(paths[list(MODELS)[-1]])
     table = Table(
         title=f"HF vs vLLM-CPU rollouts: {args.prompts} prompts x {args.new_tokens} tokens"
     )
@@ -197,6 +286,19 @@ def main() -> int:
             f"{r['engine_start_s']:.1f}",
         )
     console.print(table)
+    if memory:
+        mem = Table(title=f"Memory per layout: 3 agents on the {list(MODELS)[-1]} model")
+        for col in ("layout", "engines", "agents' weights MB", "peak RSS over baseline MB"):
+            mem.add_column(col)
+        for m in memory:
+            over = (m["peak_rss_bytes"] - m["baseline_rss_bytes"]) / 2**20
+            mem.add_row(
+                m["layout"],
+                str(m["engines"]),
+                f"{m['trainer_param_bytes'] / 2**20:.0f}",
+                f"{over:,.0f}",
+            )
+        console.print(mem)
     if args.json:
         import vllm
 
@@ -213,6 +315,7 @@ def main() -> int:
                 "cores": os.cpu_count(),
             },
             "rows": rows,
+            "memory": memory,
         }
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=2) + "\n")

@@ -32,11 +32,9 @@ Prints a table and writes JSON (default ``runs/team_memory.json``) with ``one_ag
 from __future__ import annotations
 
 import argparse
-import contextlib
 import io
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -49,6 +47,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from _bench import peak_rss_bytes, reset_peak_rss  # noqa: E402
+
 if TYPE_CHECKING:
     from adapters.hf import DType
 
@@ -58,36 +58,6 @@ LORA = {"r": 16, "alpha": 32}
 #: (hidden, layers, heads, intermediate) of the locally built model.
 FULL_SPEC = (512, 8, 8, 2048)  # ~34M parameters
 QUICK_SPEC = (384, 4, 6, 1536)  # ~10M parameters
-
-
-def _status_kib(field: str) -> int | None:
-    """A ``/proc/self/status`` field in KiB (Linux), else ``None``."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def _reset_peak() -> int:
-    """Resets the peak resident memory to the current one where the kernel allows it (Linux:
-    ``/proc/self/clear_refs``), so that what torch's import touched and freed does not hide what
-    comes next; returns the current resident bytes."""
-    with contextlib.suppress(OSError):
-        Path("/proc/self/clear_refs").write_text("5")
-    now = _status_kib("VmRSS")
-    return _peak_bytes() if now is None else now * 1024
-
-
-def _peak_bytes() -> int:
-    """This process's peak resident memory (since :func:`_reset_peak` where it worked)."""
-    peak = _status_kib("VmHWM")
-    if peak is not None:
-        return peak * 1024
-    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(maxrss if sys.platform == "darwin" else maxrss * 1024)
 
 
 def measure_layout(layout: str, model: Path) -> dict[str, Any]:
@@ -100,7 +70,7 @@ def measure_layout(layout: str, model: Path) -> dict[str, Any]:
     torch.set_num_threads(1)
     lora = LoraSettings(**LORA)  # type: ignore[arg-type]
     _warm_up(lora)
-    baseline = _reset_peak()
+    baseline = reset_peak_rss()
     team, models = build_layout(layout, model, lora)
     size = param_bytes(models)
     prompts = ["Compute: 12 + 30\n### solver\n"] * 4
@@ -109,7 +79,7 @@ def measure_layout(layout: str, model: Path) -> dict[str, Any]:
         loss.backward()
     return {
         "param_bytes": size,
-        "peak_rss_bytes": _peak_bytes(),
+        "peak_rss_bytes": peak_rss_bytes(),
         "baseline_rss_bytes": baseline,
     }
 
@@ -200,7 +170,7 @@ def measure_stage(model: Path, backend: str, work: Path) -> dict[str, Any]:
         from teamtr_env.runners.ray import init_ray
 
         init_ray()
-    baseline = _reset_peak()
+    baseline = reset_peak_rss()
     recipe = TrainingRecipe(config, console=Console(file=io.StringIO()))
     recipe.run()
     # what the driver holds: its policies' models (a shared base once; an ActorPolicy has none)
@@ -210,7 +180,7 @@ def measure_stage(model: Path, backend: str, work: Path) -> dict[str, Any]:
     keys = ("wall_s", "rollout_s", "update_s", "monitor_s")
     out: dict[str, Any] = {k: float(stage[f"stage/{k}"]) for k in keys if f"stage/{k}" in stage}
     out["driver_param_bytes"] = param_bytes(models.values())
-    out["driver_peak_rss_bytes"] = _peak_bytes()
+    out["driver_peak_rss_bytes"] = peak_rss_bytes()
     out["driver_baseline_rss_bytes"] = baseline
     return out
 

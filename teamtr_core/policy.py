@@ -13,7 +13,7 @@ tasks) stays light.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -208,3 +208,26 @@ class TrainablePolicy(Policy, Protocol):
     def state_dict(self) -> Mapping[str, Any]: ...
 
     def load_state_dict(self, state: Mapping[str, Any]) -> Any: ...
+
+
+SYNC_KEYS = ("count", "tensors", "bytes", "seconds")
+
+
+def engine_syncs(policies: Iterable[Any]) -> dict[str, float] | None:
+    """The weight syncs into the rollout engines of ``policies`` so far (``count``,
+    ``tensors``, ``bytes``, ``seconds``, summed), or ``None`` when none of them has started an
+    engine. A policy with a rollout engine (``adapters.rollout_engine.EngineRollouts``) has
+    ``started`` and ``sync_stats()``; any other policy is skipped."""
+    started = [p for p in policies if getattr(p, "started", False)]
+    if not started:
+        return None
+    return add_syncs([p.sync_stats() for p in started])
+
+
+def add_syncs(parts: Iterable[Mapping[str, float] | None]) -> dict[str, float] | None:
+    """The sum of several :func:`engine_syncs` totals (``None`` ones are skipped; ``None`` if
+    all are)."""
+    given = [p for p in parts if p is not None]
+    if not given:
+        return None
+    return {key: float(sum(p.get(key, 0.0) for p in given)) for key in SYNC_KEYS}

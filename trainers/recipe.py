@@ -52,6 +52,7 @@ from rich.progress import (
 )
 
 import teamtr_env
+from adapters.rollout_engine import close_engines
 from tasks.base import SupportsExpert
 from teamtr_core.config import dump_config, from_dict, to_dict
 from teamtr_core.errors import ConfigError
@@ -422,6 +423,12 @@ class TrainingRecipe:
             raise
         return self.finish(time.perf_counter() - t0)
 
+    def close(self) -> None:
+        """Stops the rollout engines the run started in this process (``rollout.engine: vllm``;
+        nothing otherwise). :meth:`run` leaves them running, so the trained team can still
+        sample through them; :func:`run_training` closes them when the run ends."""
+        close_engines(self.policies.values())
+
     def _trainer(self) -> TeamTrainer:
         if self.trainer is None:
             raise RuntimeError("TrainingRecipe.setup() has not run")
@@ -465,7 +472,10 @@ def run_training(
             before anything is written.
     """
     recipe = TrainingRecipe(config, console=console, callbacks=callbacks, loggers=loggers)
-    return recipe.run(resume=resume, overwrite=overwrite, stop_after=stop_after)
+    try:
+        return recipe.run(resume=resume, overwrite=overwrite, stop_after=stop_after)
+    finally:  # the next run in this process (teamtr compare) gets their memory
+        recipe.close()
 
 
 def save_checkpoint(run_dir: Path, trainer: TeamTrainer, state: RunState, keep: int = 2) -> Path:

@@ -47,7 +47,7 @@ import numpy as np
 import torch
 
 from teamtr_core.errors import ConfigError
-from teamtr_core.policy import SamplingParams, TrainablePolicy
+from teamtr_core.policy import SamplingParams, TrainablePolicy, add_syncs, engine_syncs
 from teamtr_core.seeds import DIAG_STREAM, ORDER_STREAM, PROBLEM_STREAM, TRAIN_STREAM, derive_seed
 from teamtr_env.env import TeamEnv
 from teamtr_env.rollout import MessageRecord, RolloutBatch
@@ -338,18 +338,21 @@ class TeamTrainer:
             slot.policy.load_state_dict(slot.updater.weights())
 
     def sync_totals(self) -> dict[str, float] | None:
-        """The weight syncs into every agent's rollout engine so far (``count``, ``tensors``,
-        ``bytes``, ``seconds`` summed over agents), or ``None`` when no engine has started in
-        this process (``rollout.engine: hf``, or the engines live on Ray rollout workers or in
-        learner actors, whose syncs are not counted here)."""
-        engines = [p for p in self.policies.values() if getattr(p, "started", False)]
-        if not engines:  # no engine in this process (yet): rollouts on Ray workers or actors
-            return None
-        totals: dict[str, float] = defaultdict(float)
-        for policy in engines:
-            for key, value in policy.sync_stats().items():
-                totals[key] += value
-        return dict(totals)
+        """The weight syncs into every rollout engine of the run so far (``count``, ``tensors``,
+        ``bytes``, ``seconds`` summed over agents): the engines in this process, in the learner
+        actors (``trainer.backend: ray``) and on the Ray rollout workers
+        (``runner.backend: ray``). ``None`` while no engine has started anywhere
+        (``rollout.engine: hf``)."""
+        parts = [engine_syncs(self.policies.values())]  # an ActorPolicy holds no engine
+        parts += [
+            s.updater.call("engine_syncs")
+            for s in self.slots.values()
+            if isinstance(s.updater, RayUpdater)
+        ]
+        on_workers = getattr(self.runner, "engine_syncs", None)
+        if callable(on_workers):
+            parts.append(on_workers())
+        return add_syncs(parts)
 
     # -- helpers -------------------------------------------------------------------------------
     def score(self, agent: str, messages: list[MessageRecord]) -> list[Any]:

@@ -44,6 +44,7 @@ from teamtr_core.policy import (
     SamplingParams,
     TokenLogprobs,
     TrainablePolicy,
+    engine_syncs,
 )
 from teamtr_env.rollout import MessageRecord
 from trainers.config import TrainConfig
@@ -178,6 +179,11 @@ class LocalUpdater:
         """Loads policy weights (a best-validation team, a behaviour clone); the optimizer and
         the reference are left as they are."""
         self.policy.load_state_dict(state)  # marks a rollout engine stale
+
+    def engine_syncs(self) -> dict[str, float] | None:
+        """The weight syncs into the policy's rollout engine so far (``None`` without a started
+        engine; :func:`teamtr_core.policy.engine_syncs`)."""
+        return engine_syncs([self.policy])
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
         """The shape of every weight of the policy's state dict."""

@@ -33,6 +33,7 @@ from typing import Any
 
 from tasks.base import Problem
 from teamtr_core.errors import ConfigError, TeamTRError
+from teamtr_core.policy import engine_syncs
 from teamtr_env.rollout import RolloutBatch
 from teamtr_env.runners.local import (
     PolicyMap,
@@ -132,9 +133,13 @@ class _Worker:
         call_seed: int,
         weights: Mapping[str, tuple[int, Any]],
         env: tuple[str, list[Any]] = (TRAIN_ENV, []),
-    ) -> tuple[RolloutBatch, dict[str, int], float]:
+    ) -> tuple[RolloutBatch, dict[str, int], float, dict[str, float] | None]:
+        """Plays a block (after loading the weights whose version changed); returns the batch,
+        the weight versions played, the load's seconds and the weight syncs into the worker's
+        rollout engines during the block (``None`` without engines)."""
         import ray
 
+        before = engine_syncs(self.runner.policies.values())
         t0 = time.perf_counter()
         for agent, (version, ref) in weights.items():
             if self.versions.get(agent) != version:
@@ -148,7 +153,12 @@ class _Worker:
         batch = self.runners[key].play_shard(
             problems, group_size, seed, first_group=first_group, call_seed=call_seed
         )
-        return batch, dict(self.versions), sync_s
+        after = engine_syncs(self.runner.policies.values())
+        made = None
+        if after is not None:  # an engine that started in this block counts from zero
+            base = before or dict.fromkeys(after, 0.0)
+            made = {k: after[k] - base[k] for k in after}
+        return batch, dict(self.versions), sync_s, made
 
 
 class _Build:
@@ -224,6 +234,9 @@ class RayRunner(Runner):
         self.last_versions: dict[str, int] = {}
         self.restarts = 0
         self.timing: dict[str, float] = {"sync_s": 0.0, "put_s": 0.0}
+        # the weight syncs into the workers' rollout engines (summed over workers and blocks;
+        # shared with the for_env views, as the workers are)
+        self._engine_syncs: dict[str, float] = {}
 
     def _short_of_resources(self, workers: int, num_cpus: float, num_gpus: float) -> list[str]:
         return short_of_resources(self.ray, workers, num_cpus, num_gpus, "workers")
@@ -285,7 +298,7 @@ class RayRunner(Runner):
             k = next(key for key, ref in pending.items() if ref == ready[0])
             a, b, call = plan[k]
             try:
-                batch, used, sync_s = self.ray.get(ready[0])
+                batch, used, sync_s, made = self.ray.get(ready[0])
             except Exception as exc:  # a dead worker, or an error raised while playing
                 attempts[k] += 1
                 ids = [p.id for p in problems[a:b]]
@@ -305,6 +318,8 @@ class RayRunner(Runner):
             del pending[k]
             parts[k] = batch
             self.timing["sync_s"] += sync_s
+            for key, value in (made or {}).items():
+                self._engine_syncs[key] = self._engine_syncs.get(key, 0.0) + value
             for agent, version in used.items():
                 versions.setdefault(agent, set()).add(version)
         stale = {a: v for a, v in versions.items() if v != {weights[a][0]} and a in weights}
@@ -315,6 +330,12 @@ class RayRunner(Runner):
         if len(ordered) == 1:
             return ordered[0]
         return merge_batches(ordered, group_size, wall_s=time.perf_counter() - start)
+
+    def engine_syncs(self) -> dict[str, float] | None:
+        """The weight syncs into the workers' rollout engines so far (``count``, ``tensors``,
+        ``bytes``, ``seconds``: summed over workers, including replaced ones, and over this
+        runner's :meth:`for_env` views), or ``None`` when no worker has started an engine."""
+        return dict(self._engine_syncs) if self._engine_syncs else None
 
     def _submit(
         self,

@@ -182,6 +182,23 @@ def test_sync_weights_full_and_lora(engine_policy, tiny_model_dir: Path) -> None
     assert lora.is_lora  # the trainer's model was not merged in place
 
 
+def test_close_shuts_the_engine_down_once_and_refuses_later_calls(engine_policy) -> None:
+    policy, fake, trainer = engine_policy
+    shutdowns: list[int] = []
+    fake.llm_engine = SimpleNamespace(
+        engine_core=SimpleNamespace(shutdown=lambda: shutdowns.append(1))
+    )
+    with policy:
+        assert not policy.closed
+    assert policy.closed and shutdowns == [1]
+    policy.close()  # twice is fine
+    assert shutdowns == [1]
+    with pytest.raises(RuntimeError, match="closed"):
+        policy.generate(["abc"], SamplingParams(max_new_tokens=2, seed=0))
+    with pytest.raises(RuntimeError, match="closed"):
+        policy.sync_weights(trainer)
+
+
 def test_missing_vllm_gives_a_clear_error(tiny_model_dir: Path, monkeypatch) -> None:
     import builtins
 

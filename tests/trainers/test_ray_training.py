@@ -72,3 +72,41 @@ def test_teamtr_train_on_ray_from_the_cli(tmp_path: Path) -> None:
         argv += ["--set", item]
     assert main(argv) == 0
     assert (run / "summary.json").exists()
+
+
+@pytest.mark.parametrize(
+    "placement",
+    [
+        {"runner__backend": "ray", "runner__workers": 1, "runner__num_cpus": 0.25},
+        {"trainer__backend": "ray", "trainer__num_cpus": 0.25},
+    ],
+    ids=["rollout-workers", "learner-actors"],
+)
+def test_engine_syncs_on_ray_are_reported_in_the_stage_record(placement: dict) -> None:
+    """Rollout engines on Ray rollout workers or in learner actors sync there; their syncs come
+    back to the stage record (``rollout/sync_*``) and are the syncs the same run makes with its
+    engines in the driver (the stand-in engine of tests/trainers/test_rollout_engine.py)."""
+    from test_rollout_engine import AGENTS, engine_team
+
+    from trainers.updaters import RayUpdater
+
+    settings = {"schedule__learner": "teamtr", "diagnostics": False}
+
+    def stage_metrics(cfg) -> list[dict]:
+        policies, _ = engine_team()
+        trainer = TeamTrainer(cfg, lambda: env_fn(AGENTS), policies)
+        try:
+            return [trainer.run_stage().metrics for _ in range(2)]
+        finally:
+            for slot in trainer.slots.values():
+                if isinstance(slot.updater, RayUpdater):
+                    slot.updater.shutdown()
+            shutdown = getattr(trainer.runner, "shutdown", None)
+            if callable(shutdown):
+                shutdown()
+
+    local = stage_metrics(config(**settings))
+    remote = stage_metrics(config(**settings, **placement))
+    for here, there in zip(local, remote, strict=True):
+        assert there["rollout/sync_count"] == here["rollout/sync_count"] > 0
+        assert there["rollout/sync_bytes"] == here["rollout/sync_bytes"] > 0

@@ -13,7 +13,7 @@ import pytest
 import torch
 from helpers_trainers import config, env_fn, tabular_team
 
-from adapters.rollout_engine import EngineRollouts
+from adapters.rollout_engine import EngineRollouts, close_engines
 from adapters.vllm_policy import SyncStats
 from teamtr_core.policy import TokenLogprobs
 from teamtr_env.rollout import MessageRecord
@@ -31,6 +31,10 @@ class CopyEngine:
         self.syncs = SyncStats()
         self.trainer_policy = policy
         self.stale_samplings = 0
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
 
     def sync_weights(self, source) -> int:
         state = source.state_dict()
@@ -127,6 +131,44 @@ def test_loading_a_state_marks_the_engine_stale_and_copies_drop_it() -> None:
     copied = copy.deepcopy(policy)  # through __getstate__, as pickling to a Ray actor
     assert not copied.started and copied.stale  # restarts, and syncs, where it is unpickled
     assert copied.logprobs(["x"], ["Answer: 1"]).logprobs.shape[0] == 1
+
+
+def test_closing_an_engine_frees_it_and_a_later_sampling_starts_and_syncs_a_new_one() -> None:
+    policies, engines = engine_team()
+    sampling = config().sampling
+    policies["a"].generate(["x"], sampling)
+    close_engines([*policies.values(), tabular_team(AGENTS)["b"]])  # no engine: left alone
+    (first,) = engines["a"]
+    assert first.closed and not policies["a"].started and policies["a"].stale
+    assert engines["b"] == []  # never started, nothing to close
+    policies["a"].generate(["x"], sampling)
+    second = engines["a"][-1]
+    assert second is not first and second.syncs.count == 1 and second.stale_samplings == 0
+
+
+def test_run_training_closes_the_engines_of_its_run(tmp_path, monkeypatch) -> None:
+    """``run_training`` (what ``teamtr train`` and ``teamtr compare`` call) stops the run's
+    engines when the run ends, also when it fails, so the next run in the process gets their
+    memory."""
+    import io
+
+    from helpers_trainers import small
+    from rich.console import Console
+
+    import trainers.recipe as recipe_module
+
+    closed: list[list[str]] = []
+
+    def record(policies) -> None:
+        closed.append(sorted(type(p).__name__ for p in policies))
+
+    monkeypatch.setattr(recipe_module, "close_engines", record)
+    quiet = Console(file=io.StringIO())
+    recipe_module.run_training(small(tmp_path / "run"), console=quiet)
+    assert len(closed) == 1 and closed[0]  # the run's team, once
+    with pytest.raises(recipe_module.StopTraining):
+        recipe_module.run_training(small(tmp_path / "crash"), console=quiet, stop_after=1)
+    assert len(closed) == 2
 
 
 def _messages(logprobs: list[tuple[float, ...]]) -> list[MessageRecord]:

@@ -5,11 +5,11 @@ adapter."""
 
 from __future__ import annotations
 
-import gc
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
 
@@ -49,8 +49,7 @@ def engine(request, tiny_model_dir: Path) -> Iterator[tuple[VLLMPolicy, Path]]:
     trainer = HFPolicy.from_pretrained(tiny_model_dir)
     policy = start_engine(tiny_model_dir, trainer, request.param == "in_process")
     yield policy, tiny_model_dir
-    del policy
-    gc.collect()  # the engine's processes end with it
+    policy.close()
 
 
 def greedy_ids(policy) -> list[tuple[int, ...]]:
@@ -106,6 +105,8 @@ def test_one_engine_serves_every_agents_adapter(tiny_model_dir: Path, tmp_path: 
     base = SharedLoraBase.from_pretrained(tiny_model_dir)
     trainers = {a: base.add_agent(a, lora=LoraSettings(r=2)) for a in ("solver", "critic")}
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1"
+    me = psutil.Process()
+    others = {p.pid for p in me.children(recursive=True)}  # another test's engine, if any
     team = VLLMLoraTeam(
         tiny_model_dir,
         adapter_dir=tmp_path,
@@ -132,3 +133,13 @@ def test_one_engine_serves_every_agents_adapter(tiny_model_dir: Path, tmp_path: 
     assert greedy_ids(served["solver"]) == greedy_ids(trainers["solver"])
     assert greedy_ids(served["critic"]) == critic_before
     assert served["solver"].syncs.count == 2 and served["critic"].syncs.count == 1
+    # closing stops the shared engine's processes, for every agent
+    workers = [p for p in me.children(recursive=True) if p.pid not in others]
+    assert workers  # the multiprocess engine's core runs in child processes
+    served["solver"].close()
+    assert team.engine.closed
+    _, alive = psutil.wait_procs(workers, timeout=30)
+    assert not alive, alive
+    with pytest.raises(RuntimeError, match="closed"):
+        served["critic"].generate(PROMPTS, GREEDY)
+    served["critic"].close()  # twice is fine

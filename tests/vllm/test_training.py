@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from adapters.rollout_engine import EngineRollouts
@@ -73,6 +74,12 @@ def test_a_teamtr_run_with_vllm_rollouts_serves_each_accepted_update(tmp_path: P
         trained = [g.token_ids for g in policy.trainable.generate(prompts, greedy)]
         assert served == trained, agent
     assert all(math.isfinite(u["logprob_gap"]) for u in updates)
+    # closing the run's engines frees them; the policies still train, and would restart one
+    engines = [p._engine for p in policies.values()]
+    recipe.close()
+    assert all(e.closed for e in engines) and not any(p.started for p in policies.values())
+    with pytest.raises(RuntimeError, match="closed"):
+        engines[0].generate(prompts, greedy)
 
 
 def test_the_docs_page_runs(tmp_path: Path) -> None:
@@ -151,6 +158,12 @@ def run_on_ray(tmp_path: Path, placement: dict) -> list[dict]:
     for u in updates:
         assert u["logprob_gap"] < 1e-3 and abs(u["engine_kl"]) < 1e-5, u
     assert not any(p.started for p in recipe.policies.values() if hasattr(p, "started"))
+    # the syncs made where the engines live come back to the stage records
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
+    synced = sum(r.get("rollout/sync_count", 0) for r in rows)
+    agents = {u["agent"] for u in updates}
+    assert 0 < synced <= len(agents) + sum(u["accepted"] for u in updates), synced
+    assert all(r["rollout/sync_bytes"] > 0 for r in rows if r.get("rollout/sync_count", 0) > 0)
     return updates
 
 
