@@ -37,8 +37,11 @@ from teamtr_core.config import from_dict, inherit, load_config
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import LoraSettings, Policy, SamplingParams
 
-Backend = Literal["hf", "vllm", "scripted", "random", "constant"]
+Backend = Literal["hf", "vllm", "scripted", "random", "constant", "tabular"]
 _MODEL_BACKENDS = ("hf", "vllm")
+#: The largest table (states x messages) a ``tabular`` agent may hold (float64, with AdamW's two
+#: moments: about 24 MB each).
+MAX_TABLE_ENTRIES = 1_000_000
 
 
 def sampling_errors(value: Any) -> list[str]:
@@ -53,11 +56,14 @@ class AgentPolicyConfig:
     """One agent's policy.
 
     ``backend``: ``hf`` (transformers, CPU/GPU, trainable), ``vllm`` (GPU rollouts), ``scripted``
-    (the task's expert), ``random`` or ``constant`` (model-free baselines and tests).
+    (the task's expert), ``random`` or ``constant`` (model-free baselines and tests), ``tabular``
+    (an exact softmax table per agent over the task's states and messages, trainable:
+    :class:`~adapters.tabular.TabularPolicy`; ``states``/``messages`` default to the task's
+    ``tabular_states()``/``tabular_messages()``, ``init`` and ``seed`` draw the table).
     """
 
     backend: Backend = field(
-        default="hf", metadata={"help": "hf | vllm | scripted | random | constant"}
+        default="hf", metadata={"help": "hf | vllm | scripted | random | constant | tabular"}
     )
     path: str | None = field(default=None, metadata={"help": "model directory (hf, vllm)"})
     adapter_path: str | None = field(default=None, metadata={"help": "saved LoRA adapter to load"})
@@ -71,7 +77,19 @@ class AgentPolicyConfig:
         default=0.0, metadata={"help": "scripted expert error rate, in [0, 1]"}
     )
     text: str = field(default="", metadata={"help": "the constant backend's reply"})
-    seed: int = field(default=0, metadata={"help": "seed of model-free policies"})
+    seed: int = field(
+        default=0, metadata={"help": "seed of model-free policies (tabular: of the table)"}
+    )
+    states: list[str] | None = field(
+        default=None, metadata={"help": "tabular: the table's states (null: the task's)"}
+    )
+    messages: list[str] | None = field(
+        default=None, metadata={"help": "tabular: the table's messages (null: the task's)"}
+    )
+    init: Literal["uniform", "random"] = field(
+        default="uniform",
+        metadata={"help": "tabular: zero logits, or standard normal ones drawn from the seed"},
+    )
     sampling: SamplingParams | None = field(
         default=None,
         metadata={
@@ -180,6 +198,10 @@ def check_team(
                 f"agents.{name}: with shared_base, give lora (fresh adapters) or adapter_path "
                 "(a saved one), not both"
             )
+        if agent.backend == "tabular":
+            errors += _tabular_errors(name, agent, task)
+        elif agent.states is not None or agent.messages is not None:
+            errors.append(f"agents.{name}: states/messages need backend 'tabular'")
         if not 0 <= agent.error_rate <= 1:
             errors.append(f"agents.{name}.error_rate: must be in [0, 1], got {agent.error_rate}")
         if agent.backend == "scripted" and task is not None and not _has_expert(task):
@@ -194,6 +216,70 @@ def check_team(
 
 def _has_expert(task: Any) -> bool:
     return callable(getattr(task, "expert_reply", None))
+
+
+def _tabular_errors(name: str, agent: AgentPolicyConfig, task: Any) -> list[str]:
+    """What stops ``agent`` (``backend: tabular``) from getting a table: no states or messages
+    (given, or from a task that declares them), or a table over :data:`MAX_TABLE_ENTRIES`."""
+    if task is None and (agent.states is None or agent.messages is None):
+        return []  # checked again with the task when the team is built
+    states, messages = tabular_space(agent, task)
+    if states is None or messages is None:
+        return [
+            f"agents.{name}: backend 'tabular' needs states and messages; give them, or use a "
+            f"task that declares them (tabular_states, tabular_messages): "
+            f"{getattr(task, 'name', task)!r} does not"
+        ]
+    errors = [
+        f"agents.{name}.{what}: must be non-empty and distinct ({len(xs)} given, "
+        f"{len(set(xs))} distinct)"
+        for what, xs in (("states", states), ("messages", messages))
+        if not xs or len(set(xs)) != len(xs)
+    ]
+    size = len(states) * len(messages)
+    if size > MAX_TABLE_ENTRIES:
+        errors.append(
+            f"agents.{name}: a table of {len(states):,} states x {len(messages):,} messages "
+            f"({size:,} entries) is over the limit of {MAX_TABLE_ENTRIES:,}; choose a smaller "
+            "game (teamtr/Convention-v0: length 2)"
+        )
+    return errors
+
+
+def tabular_space(agent: AgentPolicyConfig, task: Any) -> tuple[list[str] | None, list[str] | None]:
+    """A ``tabular`` agent's states and messages: its config's, else the task's."""
+    states = agent.states
+    if states is None and callable(getattr(task, "tabular_states", None)):
+        states = list(task.tabular_states())
+    messages = agent.messages
+    if messages is None and callable(getattr(task, "tabular_messages", None)):
+        messages = list(task.tabular_messages())
+    return states, messages
+
+
+def _tabular_policy(agent: AgentPolicyConfig, task: Any) -> Policy:
+    """A ``tabular`` agent's table. Its seed is the agent's ``seed`` plus a draw from the torch
+    generator, which ``build_team(init_seed=...)`` seeds per agent (so every run seed gives
+    every agent its own random table, as fresh LoRA adapters are drawn)."""
+    import torch
+
+    from adapters.tabular import TabularPolicy
+
+    states, messages = tabular_space(agent, task)
+    if states is None or messages is None:
+        raise ConfigError("team config", _tabular_errors("?", agent, task))
+    featurize = getattr(task, "tabular_state", None)
+    draw = int(torch.randint(2**31 - 1, ()).item())
+    return cast(
+        Policy,
+        TabularPolicy(
+            states,
+            messages,
+            featurize=featurize if callable(featurize) else None,
+            init=agent.init,
+            seed=agent.seed + draw,
+        ),
+    )
 
 
 def build_policy(agent: AgentPolicyConfig, task: Any = None) -> Policy:
@@ -221,6 +307,8 @@ def build_policy(agent: AgentPolicyConfig, task: Any = None) -> Policy:
             dtype=agent.dtype,
             seed=agent.seed,
         )
+    if agent.backend == "tabular":
+        return _tabular_policy(agent, task)
     from adapters.scripted import ConstantPolicy, RandomPolicy, ScriptedExpert
 
     if agent.backend == "scripted":

@@ -167,3 +167,22 @@ def peak_rss_bytes() -> int:
         return peak * 1024
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(maxrss if sys.platform == "darwin" else maxrss * 1024)
+
+
+def write_outputs(
+    json_path: Path | None,
+    data: Any,
+    plot_path: Path | None = None,
+    plot: Callable[[Path], None] | None = None,
+) -> None:
+    """Writes a benchmark's JSON to ``json_path`` and its figure (``plot(path)``) to ``plot_path``,
+    each where given, and says where."""
+    import json
+
+    if json_path:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(data, indent=1) + "\n")
+        print(f"wrote {json_path}")
+    if plot_path and plot is not None:
+        plot(plot_path)
+        print(f"wrote {plot_path}")

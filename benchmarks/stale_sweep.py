@@ -28,7 +28,7 @@ initialisations and stages.
 from __future__ import annotations
 
 import argparse
-import json
+import functools
 import math
 import os
 import shlex
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _bench import markdown_table, mean_ci_bounds
+from _bench import markdown_table, mean_ci_bounds, write_outputs
 
 from trainers.exact.games import RelayGame, random_logits
 from trainers.exact.stages import METHODS, ExactSettings, run_exact
@@ -408,17 +408,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     result["load_average_1min_at_start"] = load
     print(report(result))
     print(f"\n{len(result['grid'])} cells in {result['seconds']:.1f} s")
-    if args.json:
-        out = {
-            **result,
-            "grid": [{k: v for k, v in c.items() if k != "per_init"} for c in result["grid"]],
-        }
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(out, indent=1) + "\n")
-        print(f"wrote {args.json}")
-    if args.plot:
-        save_plot(result, args.plot)
-        print(f"wrote {args.plot}")
+    out = {
+        **result,
+        "grid": [{k: v for k, v in c.items() if k != "per_init"} for c in result["grid"]],
+    }
+    write_outputs(args.json, out, args.plot, functools.partial(save_plot, result))
     return 0
 
 

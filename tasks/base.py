@@ -266,6 +266,50 @@ class SupportsStateKey(Protocol):
         ...
 
 
+#: The tabular state of a context that shows no state of the game (a malformed message from a
+#: teammate that is not tabular): one more row of every tabular agent's table.
+NO_STATE = "none"
+
+
+@runtime_checkable
+class SupportsTabular(Protocol):
+    """Optional: a task that a team of tabular policies can play (``backend: tabular`` in a team
+    config, :class:`adapters.tabular.TabularPolicy`): a finite set of states an agent can be in
+    and a finite set of messages it can say.
+
+    ``tabular_state(context)`` must give one of ``tabular_states()`` for every context an agent
+    of the task can see (:data:`NO_STATE` when it shows none), and every message of
+    ``tabular_messages()`` must be a valid move. Sizes: ``len(states) * len(messages)`` is one
+    table per agent.
+    """
+
+    def tabular_states(self) -> list[str]:
+        """Every state key, in table-row order (:data:`NO_STATE` among them)."""
+        ...
+
+    def tabular_messages(self) -> list[str]:
+        """Every message text, in table-column order."""
+        ...
+
+    def tabular_state(self, context: str) -> str:
+        """The state key of an agent that sees ``context``."""
+        ...
+
+
+@runtime_checkable
+class SupportsExactReward(Protocol):
+    """Optional: a tabular task whose expected reward a team of tables gives can be computed
+    exactly (the relay: a product of transition matrices). Evaluations of a team of tabular
+    agents report it beside the sampled avg@K (``eval/exact_J``)."""
+
+    def exact_reward(self, tables: Sequence[Any], turns: int) -> float:
+        """The expected reward of the team whose agents, in speaking order, sample from
+        ``tables`` (each ``[len(tabular_states()), len(tabular_messages())]``
+        row-stochastic, numpy), over ``turns`` turns (agent ``t mod n`` at turn ``t``) with a
+        problem drawn from the task's own distribution."""
+        ...
+
+
 class BaseTask(abc.ABC):
     """Shared defaults: the project's JSONL loader and a no-op episode state."""
 

@@ -404,6 +404,31 @@ def paired_difference(
     }
 
 
+#: A tabular team's exact expected reward after training (``trainers.team_eval.exact_key``).
+EXACT_KEY = "eval/exact_J"
+
+
+def paired_exact(
+    first: Mapping[int, float], other: Mapping[int, float], *, samples: int = _BOOTSTRAP
+) -> dict[str, Any]:
+    """``other - first`` in exact J, paired by seed: the mean over seeds and a 95% bootstrap CI
+    over seeds (J is exact, so the seeds, i.e. the initial tables and the sampled batches, are
+    the only noise)."""
+    seeds = sorted(set(first) & set(other))
+    diffs = np.array([other[s] - first[s] for s in seeds], dtype=float)
+    if diffs.size == 0:
+        return {"mean": math.nan, "ci": [math.nan, math.nan], "per_seed": []}
+    rng = np.random.default_rng(0)
+    means = diffs[rng.integers(diffs.size, size=(samples, diffs.size))].mean(axis=1)
+    low, high = np.quantile(means, [0.025, 0.975])
+    return {
+        "mean": float(diffs.mean()),
+        "ci": [float(low), float(high)],
+        "per_seed": diffs.tolist(),
+        "seeds": seeds,
+    }
+
+
 def _curve(summary: Mapping[str, Any]) -> list[float]:
     """The run's training reward per stage under the stage-start team (``stage/reward_start``)."""
     path = Path(summary["paths"]["metrics"])
@@ -427,7 +452,7 @@ def report(
         learner: {seed: _per_problem(s) for seed, s in runs.items()}
         for learner, runs in results.items()
     }
-    rows = {}
+    rows: dict[str, dict[str, Any]] = {}
     for learner, runs in results.items():
         after = [runs[s]["after"][key] for s in sorted(runs)]
         rows[learner] = {
@@ -446,6 +471,10 @@ def report(
             "wall_s": [runs[s]["wall_s"] for s in sorted(runs)],
             "curves": [_curve(runs[s]) for s in sorted(runs)],
         }
+        exact = [runs[s]["after"].get(EXACT_KEY) for s in sorted(runs)]
+        if all(v is not None for v in exact):  # a tabular team on a task with an exact J
+            rows[learner]["exact_before"] = [runs[s]["before"][EXACT_KEY] for s in sorted(runs)]
+            rows[learner]["exact_after"] = exact
     paired = [
         {
             "trainer": learner,
@@ -454,6 +483,12 @@ def report(
         }
         for learner in learners[1:]
     ]
+    for entry in paired:
+        if "exact_after" in rows[entry["learner"]] and "exact_after" in rows[learners[0]]:
+            entry["exact"] = paired_exact(
+                dict(zip(rows[learners[0]]["seeds"], rows[learners[0]]["exact_after"])),
+                dict(zip(rows[entry["learner"]]["seeds"], rows[entry["learner"]]["exact_after"])),
+            )
     return {
         "task": spec.task,
         "learners": learners,
@@ -497,6 +532,26 @@ def markdown(data: Mapping[str, Any]) -> str:
             f"| {learner} | {_mean_std(row['before'])} | {_mean_std(row['after'])} | {diff} | "
             f"{ci} | {_mean_std(gaps) if gaps else '-'} | {_mean_std(floors) if floors else '-'} |"
         )
+    if any("exact" in p for p in data["paired"]):
+        lines += [
+            "",
+            f"Exact J of the trained tabular team (mean ± std over seeds); paired difference "
+            f"against {ref} with a 95% bootstrap CI over seeds.",
+            "",
+            "| learner | before | after | paired diff | 95% CI |",
+            "|---|---|---|---|---|",
+        ]
+        for learner, row in data["results"].items():
+            if "exact_after" not in row:
+                continue
+            p = paired.get(learner)
+            exact = None if p is None else p.get("exact")
+            diff = "-" if exact is None else f"{exact['mean']:+.3f}"
+            ci = "-" if exact is None else f"[{exact['ci'][0]:+.3f}, {exact['ci'][1]:+.3f}]"
+            lines.append(
+                f"| {learner} | {_mean_std(row['exact_before'])} | "
+                f"{_mean_std(row['exact_after'])} | {diff} | {ci} |"
+            )
     budget = data["budget"]
     declared = ", ".join(f"{k}={budget[k]}" for k in BUDGET_KEYS)
     check = "equal" if budget["equal"] else "NOT EQUAL (see compare.json: budget)"

@@ -162,8 +162,13 @@ class TrustRegionConfig:
     beta: float = _help("initial KL-penalty coefficient (Eq. 17)", 0.1)
     adapt_beta: bool = _help(
         "adapt beta on the kept (post-backtracking) KL: double it when an update is reverted, "
-        "halve it when the kept step used < delta / 2",
+        "halve it when the kept step used < delta / 2, never below beta_min",
         True,
+    )
+    beta_min: float | None = _help(
+        "the floor of the adaptive beta (null: beta / 32, five halvings below the initial "
+        "beta); without one, a radius that no step reaches halved beta after every update",
+        None,
     )
     max_backtracks: int = _help(
         "halvings of the step toward the old parameters before reverting", 6
@@ -184,6 +189,11 @@ class TrustRegionConfig:
         False,
     )
 
+    @property
+    def beta_floor(self) -> float:
+        """The lowest value the adaptive beta takes: ``beta_min``, or ``beta / 32``."""
+        return self.beta / 32 if self.beta_min is None else self.beta_min
+
     def __post_init__(self) -> None:
         errors = []
         if self.delta <= 0:
@@ -192,6 +202,8 @@ class TrustRegionConfig:
             errors.append("need 0 < delta_min <= delta_max")
         if self.beta < 0 or self.max_backtracks < 0:
             errors.append("beta and max_backtracks must be >= 0")
+        if self.beta_min is not None and not 0 <= self.beta_min <= self.beta:
+            errors.append(f"beta_min must be in [0, beta = {self.beta}], got {self.beta_min}")
         if not 0 < self.monitor_subsample <= 1:
             errors.append(f"monitor_subsample must be in (0, 1], got {self.monitor_subsample}")
         if not 0 < self.monitor_messages <= 1:

@@ -161,6 +161,12 @@ def print_summary(
                     "-" if before is None else with_ci(before, summary["before_ci"].get(name)),
                     with_ci(after, summary["after_ci"].get(name)),
                 )
+        name = f"{prefix}/exact_J"  # a tabular team on a task with an exact reward (no CI)
+        before, after = summary["before"].get(name), summary["after"].get(name)
+        if after is not None:
+            table.add_row(
+                f"exact J ({label})", "-" if before is None else f"{before:.3f}", f"{after:.3f}"
+            )
     console.print(table)
     asked = summary["eval_problems"]
     for key, label in (

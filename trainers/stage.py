@@ -201,7 +201,7 @@ class Stage:
         if result.accepted and result.step_scale > 0:
             trainer.apply_update(agent)
         if cfg.trust_region.adapt_beta and delta is not None:
-            slot.beta = adapt_beta(slot.beta, result, delta)
+            slot.beta = adapt_beta(slot.beta, result, delta, low=cfg.trust_region.beta_floor)
         if cfg.trust_region.delta_mode == "adaptive":
             tr = cfg.trust_region
             slot.delta = adapt_delta(slot.delta, result, low=tr.delta_min, high=tr.delta_max)

@@ -167,6 +167,10 @@ def tiny_model_dir(config: TrainConfig, run_dir: Path) -> Path:
     return path
 
 
+#: The team-config backends whose policies a run trains.
+TRAINABLE_BACKENDS = ("hf", "tabular")
+
+
 @dataclass(frozen=True)
 class TeamSource:
     """How a training run builds its team, as a picklable object: with learner actors
@@ -190,9 +194,9 @@ class TeamSource:
     agents: tuple[str, ...]
 
     def trainable(self) -> list[str]:
-        """The agents whose policies are trainable (``hf``; every agent with the tiny model),
-        told from the configuration without building anything."""
-        return [a for a, backend in self._backends().items() if backend == "hf"]
+        """The agents whose policies are trainable (``hf`` and ``tabular``; every agent with the
+        tiny model), told from the configuration without building anything."""
+        return [a for a, backend in self._backends().items() if backend in TRAINABLE_BACKENDS]
 
     def _backends(self) -> dict[str, str]:
         if self.config.team is None:
@@ -204,9 +208,9 @@ class TeamSource:
 
     def build(self, only: Sequence[str] | None = None) -> dict[str, Any]:
         """The policies of every agent (``only``: of these), as :func:`build_policies`; the
-        environment is made only when a scripted teammate needs its task."""
+        environment is made only when a scripted or tabular agent needs its task."""
         backends = self._backends()
-        scripted = any(backends[a] == "scripted" for a in (only or self.agents))
+        scripted = any(backends[a] in ("scripted", "tabular") for a in (only or self.agents))
         task = self.env_fn().task if scripted else None
         team = SimpleNamespace(possible_agents=list(self.agents), task=task)
         return build_policies(self.config, team, Path(self.run_dir), only)
@@ -272,7 +276,58 @@ def evaluate_team(
     out[distinct_key(prefix)] = report.n_problems_distinct
     for agent, ratio in report.clipped_ratio.items():
         out[clipped_key(prefix, agent)] = ratio
+    exact = exact_team_reward(env_fn(), policies, runner.sampling)
+    if exact is not None:
+        out[exact_key(prefix)] = exact
     return out
+
+
+def exact_key(prefix: str) -> str:
+    """The metric key of a tabular team's exact expected reward (``eval/exact_J``)."""
+    return f"{prefix}/exact_J"
+
+
+def exact_team_reward(
+    env: Any, policies: Mapping[str, Any], sampling: Mapping[str, SamplingParams]
+) -> float | None:
+    """The exact expected reward J of a team of tabular agents that samples as ``sampling`` says
+    (softmax of the logits at each agent's temperature; 0: greedy), where the task can compute
+    it (``tasks.base.SupportsExactReward``: the relay), or ``None``: any agent not a local
+    :class:`~adapters.tabular.TabularPolicy` on the task's own states and messages, top-k or
+    top-p sampling, a speaking order other than round robin, or a visibility other than
+    ``previous`` (the exact game's)."""
+    task: Any = getattr(env, "task", None)
+    exact = getattr(task, "exact_reward", None)
+    protocol = getattr(env, "protocol", None)
+    if not callable(exact) or protocol is None or protocol.visibility != "previous":
+        return None
+    from teamtr_env.router import RoundRobin
+
+    if protocol.full_view or not isinstance(getattr(env, "router", None), RoundRobin):
+        return None
+    import torch
+
+    from adapters.tabular import TabularPolicy
+
+    states, messages = tuple(task.tabular_states()), tuple(task.tabular_messages())
+    tables = []
+    for agent in protocol.agents:
+        policy, params = policies.get(agent), sampling.get(agent)
+        if not isinstance(policy, TabularPolicy) or params is None:
+            return None
+        if (policy.states, policy.messages) != (states, messages):
+            return None
+        if params.top_k or params.top_p < 1.0:
+            return None
+        t = params.temperature if policy.temperature_applies else 1.0
+        with torch.no_grad():
+            logits = policy.logits.detach().double()
+            if t == 0:
+                table = torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).double()
+            else:
+                table = torch.softmax(logits / t, dim=-1)
+        tables.append(table.numpy())
+    return float(exact(tables, protocol.turn_limit))
 
 
 def clipped_key(prefix: str, agent: str) -> str:

@@ -628,7 +628,9 @@ def adapt_beta(
 
     Doubles ``beta`` when the update was reverted (even the smallest step left the region, or the
     loss or KL was not finite), halves it when the kept step used less than half of the region,
-    and keeps it otherwise (bounded to ``[low, high]``). A full step that left the region but was
+    and keeps it otherwise (bounded to ``[low, high]``; the trainer's ``low`` is
+    ``trust_region.beta_floor``, ``beta / 32`` by default, so that a radius no step reaches does
+    not halve the penalty to nothing). A full step that left the region but was
     backtracked into it does not raise ``beta``: backtracking already fixed the step, and raising
     the penalty as well would throttle the agent twice.
     """

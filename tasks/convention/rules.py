@@ -19,6 +19,7 @@ Nothing here evaluates text: words are read with anchored, bounded regular expre
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable
 
@@ -58,6 +59,11 @@ _CUE = re.compile(r"### ([A-Za-z][A-Za-z0-9_]{0,127})")
 def render_prompt(secret: str) -> str:
     """``"kqz"`` -> ``"secret kqz"`` (the opening prompt the first agent sees)."""
     return f"secret {secret}"
+
+
+def all_words(length: int) -> list[str]:
+    """Every word of ``length`` lowercase letters, in alphabetical order."""
+    return ["".join(w) for w in itertools.product(ALPHABET, repeat=length)]
 
 
 def is_word(text: object, length: int) -> bool:

@@ -7,7 +7,15 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from tasks.base import Problem, Score, SingleAnswerTask, Split, TaskConfigError, is_int
+from tasks.base import (
+    NO_STATE,
+    Problem,
+    Score,
+    SingleAnswerTask,
+    Split,
+    TaskConfigError,
+    is_int,
+)
 from tasks.convention import rules
 from teamtr_core.choices import choice_errors
 
@@ -127,6 +135,21 @@ class ConventionTask(SingleAnswerTask):
         """The relay's exact agent state: the observed word (the secret for the first agent, the
         previous message for the others); ``None`` when the context shows neither."""
         return rules.observed_word(context, self.length)
+
+    # -- a team of tabular policies (backend: tabular) --------------------------------------
+    def tabular_states(self) -> list[str]:
+        """Every word of ``length`` letters an agent can observe (26**length), and ``"none"``.
+        A tabular team needs ``length`` <= 2 (the table of 3 letters would hold 17,576**2
+        entries)."""
+        return [*rules.all_words(self.length), NO_STATE]
+
+    def tabular_messages(self) -> list[str]:
+        """Every word of ``length`` letters."""
+        return rules.all_words(self.length)
+
+    def tabular_state(self, context: str) -> str:
+        """The observed word (``"none"`` when there is none)."""
+        return rules.observed_word(context, self.length) or NO_STATE
 
     def expert_reply(
         self,

@@ -10,6 +10,9 @@ digits.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+
+import numpy as np
 
 MAX_SYMBOLS = 100
 _SECRET = re.compile(r"^secret (\d{1,3})$")
@@ -42,3 +45,16 @@ def observed_symbol(context: str) -> int | None:
         if match:
             return int(match.group(1))
     return None
+
+
+def exact_success(tables: Sequence[np.ndarray], turns: int) -> float:
+    """The probability that a relay of ``turns`` turns (agent ``t mod n`` of the ``n`` tables at
+    turn ``t``) ends on the secret, for a uniform secret: ``trace(P_{j(0)} ... P_{j(T-1)}) / K``,
+    each ``P`` a row-stochastic ``[K, K]`` table ``P[x, y] = pi(m_y | x)``."""
+    if not tables or turns < 1:
+        raise ValueError(f"exact_success needs tables and turns >= 1, got {len(tables)}, {turns}")
+    k = tables[0].shape[0]
+    chain = np.eye(k)
+    for t in range(turns):
+        chain = chain @ tables[t % len(tables)]
+    return float(np.trace(chain) / k)

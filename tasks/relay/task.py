@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
-from tasks.base import Problem, Score, SingleAnswerTask, TaskConfigError, is_int
+from tasks.base import NO_STATE, Problem, Score, SingleAnswerTask, TaskConfigError, is_int
 from tasks.relay import rules
 
 
@@ -93,6 +96,26 @@ class RelayTask(SingleAnswerTask):
         """The relay's exact agent state: the observed symbol (the secret for the first agent,
         the previous message for the others); ``None`` when the context shows neither."""
         return rules.observed_symbol(context)
+
+    # -- a team of tabular policies (backend: tabular) --------------------------------------
+    def tabular_states(self) -> list[str]:
+        """The symbols ``"0"`` .. ``"K-1"`` an agent can observe, and ``"none"``."""
+        return [str(i) for i in range(self.symbols)] + [NO_STATE]
+
+    def tabular_messages(self) -> list[str]:
+        """The messages ``"m0"`` .. ``"m{K-1}"``."""
+        return [rules.render_message(i) for i in range(self.symbols)]
+
+    def tabular_state(self, context: str) -> str:
+        """The observed symbol as a state key (``"none"`` when there is none in range)."""
+        symbol = rules.observed_symbol(context)
+        return str(symbol) if symbol is not None and symbol < self.symbols else NO_STATE
+
+    def exact_reward(self, tables: Sequence[Any], turns: int) -> float:
+        """J of a team of tables (:meth:`tabular_states` x :meth:`tabular_messages`, speaking
+        order) over ``turns`` turns: ``trace(P_0 P_1 ... P_{T-1}) / K`` with ``P`` the tables'
+        symbol rows (docs/exact-games.md); the ``"none"`` row is never reached."""
+        return rules.exact_success([np.asarray(t)[: self.symbols] for t in tables], turns)
 
     def expert_reply(
         self,

@@ -42,8 +42,10 @@ def test_schema_lists_backends_and_lora() -> None:
         "scripted",
         "random",
         "constant",
+        "tabular",
     ]
     assert "r" in json.dumps(agent["properties"]["lora"])
+    assert agent["properties"]["init"]["enum"] == ["uniform", "random"]
 
 
 def test_relative_paths_resolve_against_the_config_folder(

@@ -233,6 +233,7 @@ def test_adaptation_rules() -> None:
     backtracked = _result(reason="backtracked", kl_raw=0.08, kl=0.006, backtracks=3)
     assert adapt_beta(0.1, backtracked, delta=0.01) == 0.1
     assert adapt_beta(0.1, _result(kl_raw=0.08, kl=0.002, backtracks=5), delta=0.01) == 0.05
+    assert adapt_beta(0.004, _result(kl=0.001), delta=0.01, low=0.1 / 32) == 0.1 / 32  # floor
     policy, msgs, adv = batch()
     opt = torch.optim.SGD(policy.parameters(), lr=1e-4)
     small = update_agent(policy, opt, msgs, adv, beta=0.0, delta=0.01, **settings(epochs=1))
@@ -281,3 +282,30 @@ def test_truncated_importance_correction_weights_messages_by_trainer_over_engine
     )
     # "x" carries the positive advantage and now weighs less: the step toward it is smaller
     assert moved.probs("s")[0] - policy.probs("s")[0] < plain.probs("s")[0] - policy.probs("s")[0]
+
+
+def test_the_adaptive_beta_stops_at_its_floor() -> None:
+    """A radius that no step reaches halves beta after every update; it stops at
+    ``trust_region.beta_floor`` (beta / 32 by default, or ``beta_min``) instead of collapsing
+    to 1e-4."""
+    import pytest
+    from helpers_trainers import config, env_fn, tabular_team
+
+    from trainers.team_trainer import TeamTrainer
+
+    assert TrustRegionConfig(beta=0.1).beta_floor == 0.1 / 32
+    assert TrustRegionConfig(beta=0.1, beta_min=0.02).beta_floor == 0.02
+    with pytest.raises(ValueError, match="beta_min must be in"):
+        TrustRegionConfig(beta=0.1, beta_min=0.5)
+    for beta_min, floor in ((None, 0.1 / 32), (0.05, 0.05)):
+        cfg = config(
+            schedule__learner="teamtr",
+            schedule__stages=8,
+            diagnostics=False,
+            trust_region__delta=50.0,
+            trust_region__beta=0.1,
+            trust_region__beta_min=beta_min,
+        )
+        trainer = TeamTrainer(cfg, env_fn, tabular_team())
+        betas = [u.beta for _ in range(8) for u in trainer.run_stage().updates if u.agent == "a"]
+        assert min(betas) == pytest.approx(floor) and betas[-1] == pytest.approx(floor), betas
