@@ -231,3 +231,14 @@ def add_syncs(parts: Iterable[Mapping[str, float] | None]) -> dict[str, float] |
     if not given:
         return None
     return {key: float(sum(p.get(key, 0.0) for p in given)) for key in SYNC_KEYS}
+
+
+def syncs_since(
+    before: Mapping[str, float] | None, after: Mapping[str, float] | None
+) -> dict[str, float] | None:
+    """The syncs made between two :func:`engine_syncs` totals (``None`` when ``after`` is: no
+    engine has started); engines that started in between count from zero."""
+    if after is None:
+        return None
+    base = before or dict.fromkeys(after, 0.0)
+    return {key: after[key] - base.get(key, 0.0) for key in after}

@@ -408,25 +408,14 @@ def paired_difference(
 EXACT_KEY = "eval/exact_J"
 
 
-def paired_exact(
-    first: Mapping[int, float], other: Mapping[int, float], *, samples: int = _BOOTSTRAP
-) -> dict[str, Any]:
-    """``other - first`` in exact J, paired by seed: the mean over seeds and a 95% bootstrap CI
-    over seeds (J is exact, so the seeds, i.e. the initial tables and the sampled batches, are
-    the only noise)."""
-    seeds = sorted(set(first) & set(other))
-    diffs = np.array([other[s] - first[s] for s in seeds], dtype=float)
-    if diffs.size == 0:
-        return {"mean": math.nan, "ci": [math.nan, math.nan], "per_seed": []}
-    rng = np.random.default_rng(0)
-    means = diffs[rng.integers(diffs.size, size=(samples, diffs.size))].mean(axis=1)
-    low, high = np.quantile(means, [0.025, 0.975])
-    return {
-        "mean": float(diffs.mean()),
-        "ci": [float(low), float(high)],
-        "per_seed": diffs.tolist(),
-        "seeds": seeds,
-    }
+def paired_exact(first: Mapping[int, float], other: Mapping[int, float]) -> dict[str, Any]:
+    """``other - first`` in exact J, paired by seed: :func:`paired_difference` with one value
+    per seed (J is exact, so the bootstrap resamples seeds alone: the initial tables and the
+    sampled batches are the only noise)."""
+    return paired_difference(
+        {s: {EXACT_KEY: v} for s, v in first.items()},
+        {s: {EXACT_KEY: v} for s, v in other.items()},
+    )
 
 
 def _curve(summary: Mapping[str, Any]) -> list[float]:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from teamtr_core.policy import syncs_since
 from teamtr_env.rollout import MessageRecord, RolloutBatch
 from trainers.config import ScheduleConfig, TrainConfig
 from trainers.records import UpdateRecord
@@ -265,13 +266,12 @@ class Stage:
         a sampling) and the engine-trainer mismatch of its updates (``rollout/logprob_gap``,
         ``rollout/engine_kl``, and ``rollout/tis_mean`` with the importance correction: means
         over the updates)."""
-        now = self.trainer.sync_totals()
-        if now is None:
+        made = syncs_since(self._syncs, self.trainer.sync_totals())
+        if made is None:
             return
-        before = self._syncs or dict.fromkeys(now, 0.0)  # engines that started in this stage
         metrics = self.report.metrics
         for key, name in (("count", "sync_count"), ("bytes", "sync_bytes"), ("seconds", "sync_s")):
-            metrics[f"rollout/{name}"] = now[key] - before[key]
+            metrics[f"rollout/{name}"] = made[key]
         for key in ("logprob_gap", "engine_kl", "tis_mean"):
             values = [u.value(key) for u in self.report.updates if math.isfinite(u.value(key))]
             if values:

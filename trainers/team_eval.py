@@ -276,15 +276,24 @@ def evaluate_team(
     out[distinct_key(prefix)] = report.n_problems_distinct
     for agent, ratio in report.clipped_ratio.items():
         out[clipped_key(prefix, agent)] = ratio
-    exact = exact_team_reward(env_fn(), policies, runner.sampling)
-    if exact is not None:
-        out[exact_key(prefix)] = exact
+    if is_tabular_team(policies):  # an environment is made only for a team that can have J
+        exact = exact_team_reward(env_fn(), policies, runner.sampling)
+        if exact is not None:
+            out[exact_key(prefix)] = exact
     return out
 
 
 def exact_key(prefix: str) -> str:
     """The metric key of a tabular team's exact expected reward (``eval/exact_J``)."""
     return f"{prefix}/exact_J"
+
+
+def is_tabular_team(policies: Mapping[str, Any]) -> bool:
+    """Every agent is a local :class:`~adapters.tabular.TabularPolicy` (the first condition of
+    :func:`exact_team_reward`)."""
+    from adapters.tabular import TabularPolicy
+
+    return bool(policies) and all(isinstance(p, TabularPolicy) for p in policies.values())
 
 
 def exact_team_reward(
@@ -296,6 +305,8 @@ def exact_team_reward(
     :class:`~adapters.tabular.TabularPolicy` on the task's own states and messages, top-k or
     top-p sampling, a speaking order other than round robin, or a visibility other than
     ``previous`` (the exact game's)."""
+    if not is_tabular_team(policies):
+        return None
     task: Any = getattr(env, "task", None)
     exact = getattr(task, "exact_reward", None)
     protocol = getattr(env, "protocol", None)
@@ -307,13 +318,11 @@ def exact_team_reward(
         return None
     import torch
 
-    from adapters.tabular import TabularPolicy
-
     states, messages = tuple(task.tabular_states()), tuple(task.tabular_messages())
     tables = []
     for agent in protocol.agents:
         policy, params = policies.get(agent), sampling.get(agent)
-        if not isinstance(policy, TabularPolicy) or params is None:
+        if policy is None or params is None:
             return None
         if (policy.states, policy.messages) != (states, messages):
             return None

@@ -33,7 +33,7 @@ from typing import Any
 
 from tasks.base import Problem
 from teamtr_core.errors import ConfigError, TeamTRError
-from teamtr_core.policy import engine_syncs
+from teamtr_core.policy import engine_syncs, syncs_since
 from teamtr_env.rollout import RolloutBatch
 from teamtr_env.runners.local import (
     PolicyMap,
@@ -153,11 +153,7 @@ class _Worker:
         batch = self.runners[key].play_shard(
             problems, group_size, seed, first_group=first_group, call_seed=call_seed
         )
-        after = engine_syncs(self.runner.policies.values())
-        made = None
-        if after is not None:  # an engine that started in this block counts from zero
-            base = before or dict.fromkeys(after, 0.0)
-            made = {k: after[k] - base[k] for k in after}
+        made = syncs_since(before, engine_syncs(self.runner.policies.values()))
         return batch, dict(self.versions), sync_s, made
 
 
