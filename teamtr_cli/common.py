@@ -142,6 +142,9 @@ def team_runner(
     def env_fn() -> TeamEnv:
         return make_env(args, protocol)
 
+    run_dir = getattr(args, "run_dir", None)
+    if run_dir is not None:
+        return _backend(args, env_fn, *_run_team(args, env, overrides), progress)
     if args.team is not None:
         from adapters.team import build_team, load_team_config
 
@@ -153,6 +156,31 @@ def team_runner(
     policy = make_policy(args.policy, env, args)
     shared = SamplingParams().updated(**overrides)
     return _backend(args, env_fn, policy, shared, progress)
+
+
+def _run_team(
+    args: argparse.Namespace, env: TeamEnv, overrides: dict[str, Any]
+) -> tuple[dict[str, Policy], dict[str, SamplingParams]]:
+    """``--run-dir``'s team with ``--checkpoint``'s weights (``trainers.export``), its sampling
+    settings with ``--temperature`` / ``--max-new-tokens`` applied."""
+    errors = []
+    if args.team is not None or args.policy != "scripted" or args.team_set:
+        errors.append("--run-dir evaluates the run's team: give no --team, --policy or --set")
+    if errors:
+        raise ConfigError("--run-dir", errors)
+    from trainers.export import load_run_team
+
+    team = load_run_team(args.run_dir, args.checkpoint)
+    if set(team.policies) != set(env.possible_agents):
+        raise ConfigError(
+            "--run-dir",
+            [
+                f"the run's team is {sorted(team.policies)}, but {args.task_id} with these "
+                f"options has agents {sorted(env.possible_agents)}"
+            ],
+        )
+    sampling = {a: s.updated(**overrides) for a, s in team.sampling.items()}
+    return team.policies, sampling
 
 
 def _backend(

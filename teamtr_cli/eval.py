@@ -37,6 +37,20 @@ DEFAULT_PROBLEMS = 100
 def add_parser(sub: argparse._SubParsersAction) -> None:
     ev = sub.add_parser("eval", help="evaluate a team: pass@k / avg@k / maj@k table")
     add_env_args(ev)
+    ev.add_argument(
+        "--run-dir",
+        type=Path,
+        metavar="RUN_DIR",
+        help="evaluate this teamtr train run's team (its config.yaml and a checkpoint's "
+        "weights) instead of --team / --policy",
+    )
+    ev.add_argument(
+        "--checkpoint",
+        default="latest",
+        metavar="latest|best|stage_N",
+        help="with --run-dir: the newest intact stage (default), the best validation stage's "
+        "team (best.pt), or stage N",
+    )
     ev.add_argument("--k", type=int, default=4, help="samples per problem")
     ev.add_argument(
         "--problems",
@@ -181,10 +195,14 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
         errors.append(f"--k and --problems must be >= 1, got {args.k} and {args.problems}")
     errors += _split_errors(args)
     errors += _output_errors(args)
+    if args.checkpoint != "latest" and args.run_dir is None:
+        errors.append("--checkpoint needs --run-dir")
     if args.workers is not None and (args.ray is None or args.workers < 1):
         errors.append("--workers needs --ray and must be >= 1")
     if errors:
         raise ConfigError("eval", errors)
+    if args.run_dir is not None:
+        _with_run_options(args)
     protocols, budget = _protocols(args)
     _check_workload(args, protocols)
     args.written = []  # what an interrupt leaves behind
@@ -213,6 +231,16 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
         args.written.append(args.transcripts)
         console.print(f"transcripts written to {args.transcripts}")
     return 0
+
+
+def _with_run_options(args: argparse.Namespace) -> None:
+    """``--run-dir`` on the run's own task: its ``task_options`` (the agents, prompts and sizes
+    it trained with) come first, ``-o`` overrides them; on another task only ``-o`` applies."""
+    from trainers.export import run_config
+
+    config = run_config(args.run_dir)
+    if args.task_id == config.task:
+        args.option = [*config.task_options.items(), *args.option]
 
 
 def _split_errors(args: argparse.Namespace) -> list[str]:
@@ -344,14 +372,19 @@ def _eval_one(
         include_pass_hat=args.pass_hat,
         breakdown_keys=args.breakdown,
     )
-    team = f"team={args.team}" if args.team else f"policy={args.policy}"
+    if args.run_dir is not None:
+        team = f"run={args.run_dir} ({args.checkpoint})"
+    else:
+        team = f"team={args.team}" if args.team else f"policy={args.policy}"
     how = f", protocol={protocol.name}" if protocol is not None else ""
     asked = f" (asked for {draw.requested})" if draw.shortfall else ""
     title = f"{args.task_id}: {team}{how}, K={args.k}, {len(problems)} distinct problems{asked}"
     _print_report(console, report, title, runner)
     payload = {
         "task": args.task_id,
-        "policy": None if args.team else args.policy,
+        "policy": None if args.team or args.run_dir else args.policy,
+        "run_dir": str(args.run_dir) if args.run_dir else None,
+        "checkpoint": args.checkpoint if args.run_dir else None,
         "team": str(args.team) if args.team else None,
         "team_overrides": list(args.team_set),
         "error_rate": args.error_rate,
