@@ -163,11 +163,10 @@ def _run_team(
 ) -> tuple[dict[str, Policy], dict[str, SamplingParams]]:
     """``--run-dir``'s team with ``--checkpoint``'s weights (``trainers.export``), its sampling
     settings with ``--temperature`` / ``--max-new-tokens`` applied."""
-    errors = []
     if args.team is not None or args.policy != "scripted" or args.team_set:
-        errors.append("--run-dir evaluates the run's team: give no --team, --policy or --set")
-    if errors:
-        raise ConfigError("--run-dir", errors)
+        raise ConfigError(
+            "--run-dir", ["--run-dir evaluates the run's team: give no --team, --policy or --set"]
+        )
     from trainers.export import load_run_team
 
     team = load_run_team(args.run_dir, args.checkpoint)

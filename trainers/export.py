@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import teamtr_env
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import SamplingParams
 from trainers import rundir
@@ -80,30 +81,27 @@ def checkpoint_weights(run_dir: str | Path, checkpoint: str = "latest") -> Check
                 "--checkpoint",
                 [f"{folder} has no best.pt (it is written only with eval.select: best_validation)"],
             )
-        state = _read(path)
+        try:
+            state = rundir.torch_load_plain(path)
+        except Exception as exc:
+            raise ConfigError(
+                "--checkpoint", [f"{path} cannot be read ({type(exc).__name__}: {exc})"]
+            ) from exc
         if not isinstance(state, dict) or not all(isinstance(v, dict) for v in state.values()):
             raise ConfigError("--checkpoint", [f"{path} is not a teamtr best-team file"])
         return CheckpointWeights(path, None, state)
     match = _STAGE.match(checkpoint)
     if match is None:
         raise ConfigError("--checkpoint", [f"expected latest, best or stage_N, got {checkpoint!r}"])
-    path = folder / f"stage_{int(match.group(1)):04d}.pt"
+    path = rundir.stage_path(folder, int(match.group(1)))
     if not path.is_file():
-        kept = sorted(p.name for p in folder.glob("stage_*.pt"))
-        raise ConfigError(
-            "--checkpoint",
-            [f"{path.name} is not in {folder} (it keeps: {', '.join(kept) or 'no stage files'})"],
-        )
-    return _from_stage_file(path, _read(path))
-
-
-def _read(path: Path) -> Any:
+        kept = ", ".join(rundir.stage_names(folder)) or "no stage files"
+        raise ConfigError("--checkpoint", [f"{path.name} is not in {folder} (it keeps: {kept})"])
     try:
-        return rundir.torch_load_plain(path)
-    except Exception as exc:
-        raise ConfigError(
-            "--checkpoint", [f"{path} cannot be read ({type(exc).__name__}: {exc})"]
-        ) from exc
+        state = rundir.read_checkpoint(path)
+    except ValueError as exc:
+        raise ConfigError("--checkpoint", [f"{exc} (in {folder})"]) from exc
+    return _from_stage_file(path, state)
 
 
 def _from_stage_file(path: Path, state: Any) -> CheckpointWeights:
@@ -145,9 +143,7 @@ def load_run_team(run_dir: str | Path, checkpoint: str = "latest") -> RunTeam:
     run_dir = Path(run_dir)
     config = run_config(run_dir)
     found = checkpoint_weights(run_dir, checkpoint)
-    from teamtr_env.registration import registry
-
-    env = registry.make(config.task, **config.task_options)
+    env = teamtr_env.make(config.task, **config.task_options)
     policies = build_policies(config, env, run_dir)
     unknown = sorted(set(found.weights) - set(policies))
     if unknown:

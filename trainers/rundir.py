@@ -184,7 +184,7 @@ def save(folder: Path, stage: int, state: Mapping[str, Any], keep: int = 2) -> P
     """Atomically writes ``folder/stage_XXXX.pt`` (``state`` as plain data), points ``latest`` at
     it and deletes the stage files outside the last ``keep`` stages up to ``stage``."""
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"stage_{stage:04d}.pt"
+    path = stage_path(folder, stage)
     tmp = path.with_suffix(".tmp")
     torch.save(plain(state), tmp)
     os.replace(tmp, path)
@@ -229,17 +229,42 @@ def load(folder: Path) -> LoadedCheckpoint | None:
                 candidates = [(-1, named), *[(n, p) for n, p in candidates if p != named]]
     for _, path in candidates:
         try:
-            state = torch_load_plain(path)
-        except Exception as exc:
-            skipped.append(f"{path.name} cannot be read ({type(exc).__name__}: {_first_line(exc)})")
-            continue
-        if not isinstance(state, dict) or "trainer" not in state:
-            skipped.append(f"{path.name} is not a teamtr checkpoint")
+            state = read_checkpoint(path)
+        except ValueError as exc:
+            skipped.append(str(exc))
             continue
         return LoadedCheckpoint(path, state, tuple(skipped))
     if skipped:
         raise ConfigError(f"checkpoints in {folder}", [*skipped, "no intact checkpoint is left"])
     return None
+
+
+def stage_path(folder: Path, stage: int) -> Path:
+    """Where ``save`` writes stage ``stage``'s checkpoint in ``folder``."""
+    return folder / f"stage_{stage:04d}.pt"
+
+
+def stage_names(folder: Path) -> list[str]:
+    """The stage files ``folder`` keeps, oldest first."""
+    return [p.name for _, p in reversed(_stage_files(folder))]
+
+
+def read_checkpoint(path: Path) -> dict[str, Any]:
+    """The contents of the stage checkpoint at ``path`` (weights-only).
+
+    Raises:
+        ValueError: it cannot be read, or it is not a teamtr checkpoint (the message says which,
+            naming the file).
+    """
+    try:
+        state = torch_load_plain(path)
+    except Exception as exc:
+        raise ValueError(
+            f"{path.name} cannot be read ({type(exc).__name__}: {_first_line(exc)})"
+        ) from exc
+    if not isinstance(state, dict) or "trainer" not in state:
+        raise ValueError(f"{path.name} is not a teamtr checkpoint")
+    return state
 
 
 def _read_latest(latest: Path, skipped: list[str]) -> str | None:
