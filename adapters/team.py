@@ -193,6 +193,12 @@ def check_team(
             errors.append(f"agents.{name}.path: {agent.path} is not a directory")
         if agent.backend not in _MODEL_BACKENDS and (agent.lora or agent.adapter_path):
             errors.append(f"agents.{name}: lora/adapter_path need backend 'hf' or 'vllm'")
+        if agent.backend == "vllm" and agent.adapter_path and not config.shared_base:
+            errors.append(
+                f"agents.{name}: backend 'vllm' serves a saved adapter (adapter_path) from the "
+                "one multi-LoRA engine of shared_base: true; set shared_base: true (or merge the "
+                "adapter into a model folder: teamtr export --merge)"
+            )
         if config.shared_base and agent.backend == "hf" and agent.lora and agent.adapter_path:
             errors.append(
                 f"agents.{name}: with shared_base, give lora (fresh adapters) or adapter_path "

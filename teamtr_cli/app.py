@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from rich.console import Console
 
-from teamtr_cli import compare, diagnostics, listing, models, play, swap, train
+from teamtr_cli import compare, diagnostics, export, listing, models, play, swap, train
 from teamtr_cli import eval as evaluation
 from teamtr_core.errors import TeamTRError
 
@@ -22,7 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     listing.add_parsers(sub)
-    for command in (play, evaluation, train, compare, swap, diagnostics, models):
+    for command in (play, evaluation, train, compare, swap, export, diagnostics, models):
         command.add_parser(sub)
     return parser
 
@@ -68,6 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return compare.cmd_compare(args, console)
         if args.command == "swap":
             return swap.cmd_swap(args, console)
+        if args.command == "export":
+            return export.cmd_export(args, console)
         if args.command == "diagnostics":
             return diagnostics.cmd_diagnostics(args, console)
         return evaluation.cmd_eval(args, console)
@@ -93,4 +95,6 @@ def _interrupted(args: argparse.Namespace) -> str:
         return (
             "training stopped; what the run finished (logs, checkpoints) stays in its run directory"
         )
+    if args.command == "export":
+        return f"the export did not finish; nothing was written to {args.out}"
     return f"teamtr {args.command} stopped"

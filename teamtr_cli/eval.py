@@ -203,6 +203,8 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
         raise ConfigError("eval", errors)
     if args.run_dir is not None:
         _with_run_options(args)
+    elif args.team is not None and (args.team.parent / "manifest.json").is_file():
+        _with_export_options(args, console)
     protocols, budget = _protocols(args)
     _check_workload(args, protocols)
     args.written = []  # what an interrupt leaves behind
@@ -241,6 +243,24 @@ def _with_run_options(args: argparse.Namespace) -> None:
     config = run_config(args.run_dir)
     if args.task_id == config.task:
         args.option = [*config.task_options.items(), *args.option]
+
+
+def _with_export_options(args: argparse.Namespace, console: Console) -> None:
+    """``--team`` of a ``teamtr export`` on the exported run's own task: the run's
+    ``task_options`` come first (as with ``--run-dir``), ``-o`` overrides them."""
+    from trainers.export import export_manifest
+
+    manifest = export_manifest(args.team.parent)
+    if manifest is None or manifest.get("task") != args.task_id:
+        return
+    options = manifest.get("task_options") or {}
+    if options:
+        console.print(
+            f"the exported run's task options: {json.dumps(options)} (-o overrides them)",
+            highlight=False,
+            soft_wrap=True,
+        )
+    args.option = [*options.items(), *args.option]
 
 
 def _split_errors(args: argparse.Namespace) -> list[str]:

@@ -216,3 +216,30 @@ def test_every_team_protocol_option_is_documented() -> None:
     assert all(f"`{name}`" in make[: make.index("\n\n")] for name in fields)
     for value in get_args(Visibility):
         assert f'`"{value}"`' in rows["visibility"] and f'`"{value}"`' in make, value
+
+
+@pytest.mark.slow
+def test_export_cli_lines_run(tmp_path: Path) -> None:
+    """docs/trainers.md's ``teamtr export`` lines, verbatim, on a one-stage run of the demo's
+    configuration in ``runs/teamtr-demo`` (its budgets shrunk): the export writes a folder per
+    agent, and the exported team evaluates on the demo's task with the run's task options."""
+    section = _section("docs/trainers.md", "Using the trained team")
+    (block,) = [
+        b for b in re.findall(r"```bash\n(.*?)```", section, re.DOTALL) if "teamtr export" in b
+    ]
+    teamtr = str(Path(sys.executable).parent / "teamtr")
+    env = {**os.environ, "COLUMNS": "200"}
+    shrink = ["sft.steps=2", "sft.problems=16", "schedule.stages=1", "eval.problems=8"]
+    shrink += ["schedule.problems_per_batch=2", "loggers=[]", "plot=false", "progress=false"]
+    train = [teamtr, "train", "--run-dir", "runs/teamtr-demo"]
+    train += [arg for item in shrink for arg in ("--set", item)]
+    outputs = []
+    for argv in [train, *([teamtr, *line.split()[1:]] for line in block.strip().splitlines())]:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env
+        )
+        assert proc.returncode == 0, f"{argv}\n{proc.stdout}\n{proc.stderr}"
+        outputs.append(proc.stdout)
+    export = tmp_path / "runs/demo-export"
+    assert {p.name for p in export.iterdir()} >= {"step1", "step2", "step3", "team.yaml"}
+    assert "the exported run's task options" in outputs[-1] and "avg@4" in outputs[-1]

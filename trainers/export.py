@@ -1,4 +1,5 @@
-"""A trained team outside its run: the run's policies with one checkpoint's weights.
+"""A trained team outside its run: the run's policies with one checkpoint's weights, and
+the export of that team as Hugging Face model and adapter folders (``teamtr export``).
 
 ``teamtr eval --run-dir RUN_DIR [--checkpoint latest|best|stage_N]`` evaluates it without
 exporting anything (docs/trainers.md, "Using the trained team").
@@ -12,18 +13,25 @@ stage's weights, agent by agent). Nothing is written to the run directory.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
+import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import teamtr_env
+from adapters.team import AgentPolicyConfig, TeamConfig, check_team
+from teamtr_core.config import dump_config
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import SamplingParams
 from trainers import rundir
 from trainers.config import TrainConfig, load_train_config
-from trainers.team_eval import agent_sampling, build_policies
+from trainers.team_eval import agent_sampling, build_policies, tiny_model_dir
 
 CHECKPOINTS = ("latest", "best", "stage_N")
 """What ``--checkpoint`` names: the newest intact stage, the best validation stage's team, or
@@ -156,3 +164,229 @@ def load_run_team(run_dir: str | Path, checkpoint: str = "latest") -> RunTeam:
     for agent, state in found.weights.items():
         policies[agent].load_state_dict(state)
     return RunTeam(config, policies, agent_sampling(config, list(policies)), found)
+
+
+# -- teamtr export: each agent as what from_pretrained loads -----------------------------------
+
+EXPORT_FORMAT = "teamtr-export/1"
+"""The ``format`` of an export's ``manifest.json``."""
+
+AgentKind = Literal["model", "adapter", "merged", "config"]
+
+
+@dataclass(frozen=True)
+class ExportedAgent:
+    """One agent of an export.
+
+    ``kind``: ``model`` (a transformers model folder with its tokenizer), ``adapter`` (a peft
+    adapter folder over ``base``), ``merged`` (a LoRA agent's adapter folded into a full model
+    folder, ``--merge``) or ``config`` (a model-free agent, written to ``team.yaml`` alone).
+    ``folder`` is relative to the export; ``parameters`` counts the tensors written there.
+    """
+
+    kind: AgentKind
+    folder: str | None
+    base: str | None
+    parameters: int
+
+
+def export_run(
+    run_dir: str | Path,
+    out: str | Path,
+    checkpoint: str = "latest",
+    *,
+    merge: bool = False,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Writes ``run_dir``'s team with ``checkpoint``'s weights to ``out``, each agent as what
+    ``from_pretrained`` loads, with a ``team.yaml`` and a ``manifest.json``; returns the manifest.
+
+    Every trainable ``hf`` agent gets a folder named after it: a full-weight agent a
+    transformers model folder (and its tokenizer), a LoRA agent a peft adapter folder over its
+    base (a shared-base team: one adapter per agent over the one base), or with ``merge`` a full
+    model folder with the adapter folded in. ``team.yaml`` points each agent at its folder, with
+    its sampling settings, so ``teamtr eval TASK --team OUT/team.yaml`` evaluates the trained
+    team; ``team-vllm.yaml`` serves the same agents from vLLM engines (an adapter team from one
+    multi-LoRA engine). The export is written beside ``out`` and renamed into place at the end: an
+    interrupted export leaves nothing that looks complete.
+
+    Raises:
+        ConfigError: ``out`` is not empty (``overwrite`` replaces an earlier export only, never
+            another folder) or holds the run, a bad run or checkpoint (:func:`load_run_team`),
+            or a trainable agent with no Hugging Face form (a ``tabular`` one).
+    """
+    run_dir, out = Path(run_dir), Path(out)
+    _check_out(run_dir, out, overwrite)
+    team = load_run_team(run_dir, checkpoint)
+    agents = _agent_configs(team.config, run_dir, list(team.policies))
+    policies = {name: getattr(p, "trainable", p) for name, p in team.policies.items()}
+    tabular = sorted(n for n, p in policies.items() if not _is_hf(p) and _trains(p))
+    if tabular:
+        raise ConfigError(
+            "teamtr export",
+            [
+                f"agents {tabular} are not transformers models (tabular): they have no Hugging "
+                f"Face form; evaluate the run with teamtr eval {team.config.task} --run-dir {run_dir}"
+            ],
+        )
+    staging = out.parent / f".{out.name}.partial-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        exported, entries = {}, {}
+        for name, policy in policies.items():
+            exported[name], entries[name] = _export_agent(
+                name, policy, agents[name], staging, merge
+            )
+        entries = {n: replace(e, sampling=team.sampling[n]) for n, e in entries.items()}
+        shared = bool(team.config.team and team.config.team.shared_base) and not merge
+        dump_config(TeamConfig(agents=entries, shared_base=shared), staging / "team.yaml")
+        dump_config(_vllm_team(entries), staging / VLLM_TEAM)
+        manifest = _manifest(run_dir, out, checkpoint, team, exported, merge)
+        (staging / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        _move_into_place(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return manifest
+
+
+VLLM_TEAM = "team-vllm.yaml"
+"""The export's team config that serves every exported agent from vLLM engines."""
+
+
+def _vllm_team(entries: dict[str, AgentPolicyConfig]) -> TeamConfig:
+    """The exported team on vLLM: each model folder an engine of its own, and the adapters of
+    one base served by one multi-LoRA engine (``shared_base``); model-free agents as they are."""
+    agents = {
+        name: replace(entry, backend="vllm") if entry.backend == "hf" else entry
+        for name, entry in entries.items()
+    }
+    adapters = any(entry.adapter_path for entry in agents.values())
+    return TeamConfig(agents=agents, shared_base=adapters)
+
+
+def _check_out(run_dir: Path, out: Path, overwrite: bool) -> None:
+    """Refuses, before anything is loaded or written, an ``out`` that is not empty (unless it
+    is an earlier export and ``overwrite`` is given) or that holds the run directory."""
+    resolved = out.resolve()
+    if resolved == run_dir.resolve() or resolved in run_dir.resolve().parents:
+        raise ConfigError("--out", [f"{out} holds the run {run_dir}: export to another folder"])
+    if out.exists() and not out.is_dir():
+        raise ConfigError("--out", [f"{out} is a file: give a folder"])
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    if not overwrite:
+        raise ConfigError(
+            "--out", [f"{out} is not empty: give a new folder, or --overwrite to replace an export"]
+        )
+    if export_manifest(out) is None:
+        raise ConfigError(
+            "--out",
+            [f"{out} is not a teamtr export (no manifest.json): --overwrite replaces exports only"],
+        )
+
+
+def _move_into_place(staging: Path, out: Path) -> None:
+    """``staging`` becomes ``out``; an earlier export there is removed only once the new one is
+    complete."""
+    old = None
+    if out.exists():
+        old = out.parent / f".{out.name}.old-{os.getpid()}"
+        out.rename(old)
+    staging.rename(out)
+    if old is not None:
+        shutil.rmtree(old)
+
+
+def _agent_configs(config: TrainConfig, run_dir: Path, agents: list[str]) -> dict[str, Any]:
+    """Each agent's policy config in the run: its team config's (paths absolute), else the
+    run's tiny model (``models/tiny``)."""
+    if config.team is not None:
+        return check_team(config.team, agents)
+    tiny = str(tiny_model_dir(config, run_dir).resolve())
+    return dict.fromkeys(agents, AgentPolicyConfig(backend="hf", path=tiny))
+
+
+def _is_hf(policy: Any) -> bool:
+    return hasattr(policy, "save_pretrained") and hasattr(policy, "is_lora")
+
+
+def _trains(policy: Any) -> bool:
+    parameters = getattr(policy, "parameters", None)
+    return parameters is not None and any(True for _ in parameters())
+
+
+def _export_agent(
+    name: str, policy: Any, agent: Any, staging: Path, merge: bool
+) -> tuple[ExportedAgent, Any]:
+    """Writes one agent into ``staging/name``; returns what was written and its ``team.yaml``
+    entry (a model-free agent keeps its config, with no folder)."""
+    if not _is_hf(policy):
+        return ExportedAgent("config", None, None, 0), agent
+    folder = staging / name
+    keep = {k: getattr(agent, k) for k in _KEPT_FIELDS}
+    base = str(Path(agent.path).resolve())
+    if not policy.is_lora:
+        policy.save_pretrained(folder)
+        entry = AgentPolicyConfig(backend="hf", path=name, **keep)
+        return ExportedAgent("model", name, None, _tensor_count(policy.state_dict())), entry
+    adapter = _tensor_count(policy.state_dict())
+    if not merge:
+        policy.save_pretrained(folder)
+        entry = AgentPolicyConfig(backend="hf", path=base, adapter_path=name, **keep)
+        return ExportedAgent("adapter", name, base, adapter), entry
+    from adapters.hf import HFPolicy
+
+    adapter_folder = staging / f".{name}-adapter"
+    policy.save_pretrained(adapter_folder)
+    merged = HFPolicy.from_pretrained(base, dtype=agent.dtype, adapter_path=adapter_folder)
+    merged.merge_lora()
+    merged.save_pretrained(folder)
+    shutil.rmtree(adapter_folder)
+    entry = AgentPolicyConfig(backend="hf", path=name, **keep)
+    return ExportedAgent("merged", name, base, _tensor_count(merged.state_dict())), entry
+
+
+#: The settings of an ``hf`` agent that its exported entry keeps (how it runs, not what it is).
+_KEPT_FIELDS = ("device", "dtype", "micro_batch_size", "max_prompt_tokens", "chat_template")
+
+
+def _tensor_count(state: Mapping[str, Any]) -> int:
+    return sum(int(v.numel()) for v in state.values() if hasattr(v, "numel"))
+
+
+def _manifest(
+    run_dir: Path,
+    out: Path,
+    checkpoint: str,
+    team: RunTeam,
+    exported: dict[str, ExportedAgent],
+    merge: bool,
+) -> dict[str, Any]:
+    config_file = run_dir / "config.yaml"
+    command = f"teamtr eval {team.config.task} --team {out / 'team.yaml'} --k {team.config.eval.k}"
+    return {
+        "format": EXPORT_FORMAT,
+        "run_dir": str(run_dir.resolve()),
+        "checkpoint": checkpoint,
+        "checkpoint_file": team.checkpoint.path.name,
+        "stage": team.checkpoint.stage,
+        "config_sha256": hashlib.sha256(config_file.read_bytes()).hexdigest(),
+        "task": team.config.task,
+        "task_options": team.config.task_options,
+        "merged": merge,
+        "agents": {name: asdict(agent) for name, agent in exported.items()},
+        "teams": {"hf": "team.yaml", "vllm": VLLM_TEAM},
+        "eval_command": command,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def export_manifest(folder: str | Path) -> dict[str, Any] | None:
+    """The ``manifest.json`` of a teamtr export in ``folder`` (``None``: not an export)."""
+    path = Path(folder) / "manifest.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("format") == EXPORT_FORMAT else None

@@ -4,6 +4,7 @@ three tiny-model HFPolicy agents end to end."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from adapters.scripted import ConstantPolicy, ScriptedExpert
 from adapters.team import (
     TeamConfig,
     build_team,
+    check_team,
     load_team_config,
     team_config_from_dict,
     team_sampling,
@@ -101,6 +103,16 @@ def test_team_level_checks(tiny_model_dir: Path) -> None:
             team_config_from_dict({"agents": {"solver": {"backend": "random"}}}),
             ["solver", "critic"],
         )
+
+
+def test_a_vllm_agent_with_a_saved_adapter_needs_the_shared_engine(tmp_path: Path) -> None:
+    """A ``vllm`` agent serves ``adapter_path`` only from the multi-LoRA engine of
+    ``shared_base: true``; without it the adapter would be silently left out."""
+    agent = {"backend": "vllm", "path": str(tmp_path), "adapter_path": str(tmp_path / "a")}
+    config = team_config_from_dict({"agents": {"solver": agent}})
+    with pytest.raises(ConfigError, match="agents.solver: backend 'vllm' serves a saved adapter"):
+        check_team(config, ["solver"])
+    check_team(replace(config, shared_base=True), ["solver"])
 
 
 def test_a_bad_error_rate_is_listed_with_every_other_team_problem(tmp_path: Path, capsys) -> None:
