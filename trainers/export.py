@@ -90,11 +90,9 @@ def checkpoint_weights(run_dir: str | Path, checkpoint: str = "latest") -> Check
                 [f"{folder} has no best.pt (it is written only with eval.select: best_validation)"],
             )
         try:
-            state = rundir.torch_load_plain(path)
-        except Exception as exc:
-            raise ConfigError(
-                "--checkpoint", [f"{path} cannot be read ({type(exc).__name__}: {exc})"]
-            ) from exc
+            state = rundir.read_file(path)
+        except ValueError as exc:
+            raise ConfigError("--checkpoint", [f"{exc} (in {folder})"]) from exc
         if not isinstance(state, dict) or not all(isinstance(v, dict) for v in state.values()):
             raise ConfigError("--checkpoint", [f"{path} is not a teamtr best-team file"])
         return CheckpointWeights(path, None, state)

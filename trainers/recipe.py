@@ -34,7 +34,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -602,12 +601,11 @@ def _save_best(run_dir: Path, policies: dict[str, Any]) -> None:
     folder = run_dir / "checkpoints"
     folder.mkdir(parents=True, exist_ok=True)
     states = {a: p.state_dict() for a, p in policies.items() if isinstance(p, TrainablePolicy)}
-    torch.save(rundir.plain(states), folder / "best.tmp")
-    os.replace(folder / "best.tmp", folder / "best.pt")
+    rundir.write_file(folder / "best.pt", states)
 
 
 def _load_best(run_dir: Path, trainer: TeamTrainer) -> None:
-    states = rundir.torch_load_plain(run_dir / "checkpoints" / "best.pt")
+    states = rundir.read_file(run_dir / "checkpoints" / "best.pt")
     for agent, state in states.items():
         trainer.load_policy(agent, state)
 

@@ -8,13 +8,16 @@ The rules ``run_training`` (and ``teamtr train``) apply before anything is writt
 - **A resume must be the same run.** Every checkpoint stores the configuration that determines the
   results, and ``config.yaml`` holds it from the start; a resume whose configuration differs in
   anything but :data:`SAFE_TO_CHANGE` is refused with the list of differences.
-- **Checkpoints are written atomically** (a temporary file, then a rename) and loaded
-  weights-only (tensors and plain data: a crafted file cannot run code). An unreadable latest
-  checkpoint falls back to the newest intact one, and says so.
+- **Checkpoints are written atomically** (a temporary file, then a rename) with their SHA-256
+  beside them (``stage_0001.pt.sha256``), and loaded weights-only (tensors and plain data: a
+  crafted file cannot run code) once the digest matches and every floating-point tensor
+  (weights and optimiser state) is finite. A latest checkpoint that fails any of these falls
+  back to the newest intact one, and says so.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -185,15 +188,88 @@ def save(folder: Path, stage: int, state: Mapping[str, Any], keep: int = 2) -> P
     it and deletes the stage files outside the last ``keep`` stages up to ``stage``."""
     folder.mkdir(parents=True, exist_ok=True)
     path = stage_path(folder, stage)
-    tmp = path.with_suffix(".tmp")
-    torch.save(plain(state), tmp)
-    os.replace(tmp, path)
+    write_file(path, state)
     (folder / "latest.tmp").write_text(path.name, encoding="utf-8")
     os.replace(folder / "latest.tmp", folder / "latest")
     for number, old in _stage_files(folder):
         if not stage - keep < number <= stage:
             old.unlink()
+            digest_path(old).unlink(missing_ok=True)
     return path
+
+
+def digest_path(path: Path) -> Path:
+    """The file beside ``path`` that records its SHA-256 (``stage_0001.pt.sha256``)."""
+    return path.with_name(path.name + ".sha256")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_file(path: Path, state: Any) -> None:
+    """Writes ``state`` (as :func:`plain` data) to ``path`` atomically, with its SHA-256 in
+    :func:`digest_path`. The digest is in place before the file is renamed in: a crash between
+    the two leaves a digest that the old file (or none) does not match, and the reader refuses it."""
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(plain(state), tmp)
+    record, record_tmp = digest_path(path), digest_path(tmp)
+    record_tmp.write_text(f"{_sha256(tmp)}  {path.name}\n", encoding="utf-8")
+    os.replace(record_tmp, record)
+    os.replace(tmp, path)
+
+
+def read_file(path: Path) -> Any:
+    """A file :func:`write_file` wrote, checked: its SHA-256 against the recorded one (files
+    written before digests were recorded have none, and are read as they are), loaded
+    weights-only, and every floating-point tensor in it (weights and optimiser state alike)
+    finite.
+
+    Raises:
+        ValueError: the file does not match its digest, cannot be read, or holds NaN or inf
+            (the message names the file, and the tensor).
+    """
+    record = digest_path(path)
+    if record.is_file():
+        expected = record.read_text(encoding="utf-8").split(maxsplit=1)[:1]
+        if not expected or expected[0] != _sha256(path):
+            raise ValueError(
+                f"{path.name} does not match the SHA-256 recorded when it was written "
+                f"({record.name}): the file was changed or corrupted since"
+            )
+    try:
+        state = torch_load_plain(path)
+    except Exception as exc:
+        raise ValueError(
+            f"{path.name} cannot be read ({type(exc).__name__}: {_first_line(exc)})"
+        ) from exc
+    bad = _non_finite(state)
+    if bad is not None:
+        raise ValueError(f"{path.name} holds NaN or inf values (in {bad})")
+    return state
+
+
+def _non_finite(value: Any, where: str = "") -> str | None:
+    """The dotted key of the first floating-point tensor in ``value`` with a NaN or an inf."""
+    if isinstance(value, torch.Tensor):
+        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            return where or "the file"
+        return None
+    if isinstance(value, Mapping):
+        items: Any = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        found = _non_finite(item, f"{where}.{key}" if where else str(key))
+        if found is not None:
+            return found
+    return None
 
 
 def _stage_files(folder: Path) -> list[tuple[int, Path]]:
@@ -250,18 +326,14 @@ def stage_names(folder: Path) -> list[str]:
 
 
 def read_checkpoint(path: Path) -> dict[str, Any]:
-    """The contents of the stage checkpoint at ``path`` (weights-only).
+    """The contents of the stage checkpoint at ``path`` (checked by :func:`read_file`).
 
     Raises:
-        ValueError: it cannot be read, or it is not a teamtr checkpoint (the message says which,
+        ValueError: it does not match its digest, cannot be read, holds NaN or inf, or is not a
+            teamtr checkpoint (the message says which,
             naming the file).
     """
-    try:
-        state = torch_load_plain(path)
-    except Exception as exc:
-        raise ValueError(
-            f"{path.name} cannot be read ({type(exc).__name__}: {_first_line(exc)})"
-        ) from exc
+    state = read_file(path)
     if not isinstance(state, dict) or "trainer" not in state:
         raise ValueError(f"{path.name} is not a teamtr checkpoint")
     return state

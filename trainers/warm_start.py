@@ -7,13 +7,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import torch
 from rich.console import Console
 
 from teamtr_core.policy import TrainablePolicy
@@ -43,7 +41,7 @@ def warm_start(
     cache = behaviour_clone_cache(config)
     if cache is not None and cache.exists():
         try:
-            cached = rundir.torch_load_plain(cache)
+            cached = rundir.read_file(cache)
             for agent, policy in trainable.items():
                 policy.load_state_dict(cached["states"][agent])
         except Exception as exc:  # truncated, crafted or stale: clone again
@@ -87,8 +85,7 @@ def warm_start(
     if cache is not None:
         cache.parent.mkdir(parents=True, exist_ok=True)
         states = {a: p.state_dict() for a, p in trainable.items()}
-        torch.save(rundir.plain({"states": states, "info": info}), cache.with_suffix(".tmp"))
-        os.replace(cache.with_suffix(".tmp"), cache)
+        rundir.write_file(cache, {"states": states, "info": info})
     return info
 
 

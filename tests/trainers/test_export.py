@@ -82,6 +82,9 @@ def test_bad_checkpoints_get_clear_errors(trained: TrainedRun, tmp_path: Path) -
     copy = tmp_path / "copy"
     shutil.copytree(trained.run_dir / "checkpoints", copy / "checkpoints")
     (copy / "checkpoints" / "stage_0001.pt").write_bytes(b"not a torch file")
+    with pytest.raises(ConfigError, match=r"stage_0001\.pt does not match the SHA-256"):
+        checkpoint_weights(copy, "stage_1")
+    (copy / "checkpoints" / "stage_0001.pt.sha256").unlink()  # a file without a digest
     with pytest.raises(ConfigError, match=r"stage_0001\.pt cannot be read"):
         checkpoint_weights(copy, "stage_1")
 

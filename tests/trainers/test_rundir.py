@@ -107,7 +107,7 @@ def test_a_truncated_latest_checkpoint_falls_back_to_the_previous_one(
     out = io.StringIO()
     resumed = run_training(cfg, resume=True, console=Console(file=out, width=200))
     text = out.getvalue()
-    assert "skipped a checkpoint: stage_0002.pt cannot be read" in text
+    assert "skipped a checkpoint: stage_0002.pt does not match the SHA-256 recorded" in text
     assert "resumed" in text and "after stage 1 (stage_0001.pt)" in text
     # Stage 2 was trained again, identically: bit for bit, as both runs are in this process.
     assert resumed["after"] == full["after"]
@@ -172,9 +172,52 @@ def test_checkpoints_keep_the_last_stages_of_this_run_only(tmp_path: Path) -> No
     rundir.save(folder, 1, {"trainer": {"stage": 1}})
     rundir.save(folder, 2, {"trainer": {"stage": 2}})
     names = sorted(p.name for p in folder.iterdir())
-    assert names == ["latest", "stage_0001.pt", "stage_0002.pt"]
+    assert names == [
+        "latest", "stage_0001.pt", "stage_0001.pt.sha256", "stage_0002.pt", "stage_0002.pt.sha256"
+    ]  # fmt: skip
     assert (folder / "latest").read_text() == "stage_0002.pt"
     assert not list(folder.glob("*.tmp"))
+
+
+def test_a_corrupted_checkpoint_is_refused_and_the_resume_falls_back(tmp_path: Path) -> None:
+    """Bytes changed inside a tensor (the file still unpickles) break its SHA-256; a file whose
+    digest matches but whose optimiser state holds inf is refused too; each time the newest
+    intact checkpoint is used, and the reason is kept."""
+    folder = tmp_path / "checkpoints"
+    weights = {"w": torch.ones(4096)}
+    for stage in (1, 2):
+        rundir.save(folder, stage, {"trainer": {"stage": stage, "slots": weights}}, keep=3)
+    newest = folder / "stage_0002.pt"
+    data = bytearray(newest.read_bytes())
+    start = data.find(torch.ones(4096).numpy().tobytes()[:64])
+    assert start > 0
+    data[start + 100 : start + 100 + 4096] = b"\xff" * 4096
+    newest.write_bytes(bytes(data))
+    assert (
+        rundir.torch_load_plain(newest)["trainer"]["stage"] == 2
+    )  # it still loads: only the hash tells
+    found = rundir.load(folder)
+    assert found is not None and found.path.name == "stage_0001.pt"
+    assert found.skipped == (
+        "stage_0002.pt does not match the SHA-256 recorded when it was written "
+        "(stage_0002.pt.sha256): the file was changed or corrupted since",
+    )
+    optimiser = {"state": {3: {"exp_avg_sq": torch.tensor([1.0, float("inf")])}}}
+    bad = {"trainer": {"stage": 3, "slots": {"a1": {"optimizer": optimiser}}}}
+    rundir.save(folder, 3, bad, keep=3)
+    found = rundir.load(folder)
+    assert found is not None and found.path.name == "stage_0001.pt"
+    assert found.skipped[0] == (
+        "stage_0003.pt holds NaN or inf values (in trainer.slots.a1.optimizer.state.3.exp_avg_sq)"
+    )
+
+
+def test_a_checkpoint_written_before_digests_still_loads(tmp_path: Path) -> None:
+    folder = tmp_path / "checkpoints"
+    rundir.save(folder, 1, {"trainer": {"stage": 1}})
+    rundir.digest_path(folder / "stage_0001.pt").unlink()
+    found = rundir.load(folder)
+    assert found is not None and found.state["trainer"]["stage"] == 1 and not found.skipped
 
 
 def test_plain_turns_numpy_into_data_a_weights_only_load_accepts(tmp_path: Path) -> None:
