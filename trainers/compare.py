@@ -44,6 +44,7 @@ from rich.console import Console
 
 from teamtr_core.config import to_dict
 from teamtr_core.errors import ConfigError
+from trainers import rundir
 from trainers.callbacks import Callback
 from trainers.config import TrainConfig, load_train_config
 from trainers.recipe import PER_PROBLEM_FILE, load_checkpoint, run_training
@@ -600,6 +601,19 @@ def compare(
     configs = run_configs(spec)
     out = Path(spec.out)
     first = next(iter(next(iter(configs.values())).values()))
+    with rundir.DirectoryLock(out).acquire("compare --out"):
+        return _compare(spec, configs, out, first, console, run_all)
+
+
+def _compare(
+    spec: CompareSpec,
+    configs: dict[str, dict[int, TrainConfig]],
+    out: Path,
+    first: TrainConfig,
+    console: Console,
+    run_all: Callable[..., dict[str, dict[int, dict[str, Any]]]] | None,
+) -> dict[str, Any]:
+    """:func:`compare` once its ``--out`` is locked."""
     _check_spec_file(out, shared_settings(first))
     budget = declared_budget(first)
     console.print(

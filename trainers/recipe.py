@@ -131,6 +131,7 @@ class TrainingRecipe:
         self.trainer: TeamTrainer | None = None
         self.logger: MultiLogger | None = None
         self._found: rundir.LoadedCheckpoint | None = None
+        self._lock = rundir.DirectoryLock(self.run_dir)
         self.env = self.train_env()  # one training environment for the checks, team and clone
 
     # -- set-up ---------------------------------------------------------------------------------
@@ -165,9 +166,14 @@ class TrainingRecipe:
         if config.torch_threads > 0:
             torch.set_num_threads(config.torch_threads)
         self.check(resume=resume)
-        deleted = rundir.prepare(self.run_dir, resume=resume, overwrite=overwrite)
+        self._lock.acquire("run directory")  # released by close(), or when the process ends
+        try:
+            deleted = rundir.prepare(self.run_dir, resume=resume, overwrite=overwrite)
+        except BaseException:
+            self._lock.release()  # a refused directory is left as it was
+            raise
         if deleted:
-            others = sorted(p.name for p in self.run_dir.iterdir())
+            others = sorted(p.name for p in self.run_dir.iterdir() if p.name != rundir.LOCK_FILE)
             kept = f"; left alone: {', '.join(others)}" if others else ""
             console.print(f"--overwrite: deleted {', '.join(deleted)} in {self.run_dir}{kept}")
         for reason in self._found.skipped if self._found else ():
@@ -424,9 +430,14 @@ class TrainingRecipe:
 
     def close(self) -> None:
         """Stops the rollout engines the run started in this process (``rollout.engine: vllm``;
-        nothing otherwise). :meth:`run` leaves them running, so the trained team can still
-        sample through them; :func:`run_training` closes them when the run ends."""
-        close_engines(self.policies.values())
+        nothing otherwise) and releases the run directory's lock (:meth:`setup` takes it, so no
+        other process writes the directory meanwhile). :meth:`run` leaves both, so the trained
+        team can still sample through its engines; :func:`run_training` closes them when the
+        run ends."""
+        try:
+            close_engines(self.policies.values())
+        finally:
+            self._lock.release()
 
     def _trainer(self) -> TeamTrainer:
         if self.trainer is None:

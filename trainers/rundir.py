@@ -5,6 +5,9 @@ The rules ``run_training`` (and ``teamtr train``) apply before anything is writt
 - **A new run needs an empty directory.** A directory that holds anything is refused unless the
   run resumes it (``resume``) or replaces it (``overwrite``: teamtr's own files, listed in
   :data:`ARTEFACTS`, are deleted first; other files are left alone and named).
+- **One writer at a time.** A process holds an OS lock on ``.teamtr.lock`` in the directory
+  while it writes it (:class:`DirectoryLock`); a second process is refused with the first one's
+  PID, and a process that dies releases the lock.
 - **A resume must be the same run.** Every checkpoint stores the configuration that determines the
   results, and ``config.yaml`` holds it from the start; a resume whose configuration differs in
   anything but :data:`SAFE_TO_CHANGE` is refused with the list of differences.
@@ -17,6 +20,7 @@ The rules ``run_training`` (and ``teamtr train``) apply before anything is writt
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -53,10 +57,74 @@ ARTEFACTS: tuple[str, ...] = (
     "curves.png",
     "summary.json",
     "swap.json",
+    "eval_per_problem.json",
 )
 """What a run writes in its directory (``--overwrite`` deletes these and nothing else)."""
 
 _STAGE_FILE = re.compile(r"^stage_(\d{4,})\.pt$")
+
+LOCK_FILE = ".teamtr.lock"
+"""The file a process holds an OS lock on while it writes a run directory (or a comparison's
+``--out``); it names that process's PID, and is removed when the lock is released."""
+
+
+class DirectoryLock:
+    """An exclusive ``flock`` on ``folder/.teamtr.lock``, held while a process writes
+    ``folder``. The OS releases it when the process ends, crash or kill included; a later
+    process then takes the lock over (the leftover file names a dead PID, and is reused)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / LOCK_FILE
+        self._fd: int | None = None
+
+    def acquire(self, what: str) -> DirectoryLock:
+        """Takes the lock (creating ``folder`` if needed) without waiting.
+
+        Raises:
+            ConfigError: another process holds it (named by its PID).
+        """
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.read(fd, 64).decode("ascii", "replace").strip() or "unknown"
+                os.close(fd)
+                raise ConfigError(
+                    what,
+                    [
+                        f"{self.path.parent} is in use: process {holder} is writing it (another "
+                        "teamtr train, compare or swap). Wait for it to finish or stop it (a "
+                        "process that ends, even by a crash, releases the directory), or choose "
+                        "another directory"
+                    ],
+                ) from None
+            try:  # the holder may have removed the file between our open and our lock
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        """Removes the lock file and releases the lock (nothing when not held)."""
+        if self._fd is None:
+            return
+        self.path.unlink(missing_ok=True)
+        os.close(self._fd)
+        self._fd = None
+
+    def __enter__(self) -> DirectoryLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 @dataclass(frozen=True)
@@ -107,7 +175,7 @@ def prepare(run_dir: Path, *, resume: bool, overwrite: bool) -> list[str]:
         return []
     if not run_dir.is_dir():
         raise ConfigError("run directory", [f"{run_dir} exists and is not a directory"])
-    present = sorted(p.name for p in run_dir.iterdir())
+    present = sorted(p.name for p in run_dir.iterdir() if p.name != LOCK_FILE)
     ours = [name for name in present if name in ARTEFACTS]
     if not present:
         return []

@@ -378,8 +378,9 @@ def swap_agent(config: SwapConfig, *, console: Console | None = None) -> dict[st
         "per_stage": [],
         "final": None,
     }
-    _write_new_run(new_train, loaded, out, run_dir, config.agent, new, stage, after)
-    _write_record(out, record)
+    with rundir.DirectoryLock(out).acquire("swap --out"):  # run_training then takes it over
+        _write_new_run(new_train, loaded, out, run_dir, config.agent, new, stage, after)
+        _write_record(out, record)
     summary = run_training(new_train, resume=True, console=console)
     record["per_stage"] = _validations_after(out, stage, new_train.eval.k)
     record["final"] = summary["after"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -243,3 +245,71 @@ def test_cli_resume_reads_the_runs_own_config_and_refuses_changes(tmp_path: Path
     assert main(["train", "--resume", "--run-dir", str(run)]) == 0  # its config.yaml
     summary = json.loads((run / "summary.json").read_text())
     assert summary["stages"] == 2
+
+
+HOLD_LOCK = """
+import sys, time
+from pathlib import Path
+from trainers.rundir import DirectoryLock
+DirectoryLock(Path(sys.argv[1])).acquire("run directory")
+print("locked", flush=True)
+time.sleep(60)
+"""
+
+
+def _holder(folder: Path) -> subprocess.Popen:
+    """Another process that holds ``folder``'s lock (as a running ``teamtr train`` does)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(folder)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def test_a_run_directory_in_use_is_refused_with_the_writers_pid(tmp_path: Path) -> None:
+    """A second writer is refused, naming the first one's PID, and changes nothing; once the
+    first process dies (killed: nothing released it by hand) the directory is free again."""
+    run = tmp_path / "run"
+    holder = _holder(run)
+    try:
+        before = _snapshot(run)
+        with pytest.raises(ConfigError, match=rf"{run} is in use: process {holder.pid} is writing"):
+            run_training(small(run), console=QUIET)
+        with pytest.raises(ConfigError, match="is in use"):
+            run_training(small(run), resume=True, console=QUIET)
+        assert _snapshot(run) == before
+    finally:
+        holder.kill()
+        holder.wait()
+    summary = run_training(small(run), console=QUIET)  # the dead writer's lock is gone
+    assert summary["stages"] == 2
+    assert not (run / rundir.LOCK_FILE).exists()  # released at the end of the run
+
+
+def test_a_refused_directory_keeps_no_lock_file(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="already holds other files"):
+        run_training(small(run), console=QUIET)
+    assert sorted(p.name for p in run.iterdir()) == ["notes.txt"]
+
+
+def test_a_comparison_in_use_is_refused(tmp_path: Path) -> None:
+    from trainers.compare import CompareSpec, compare
+
+    out = tmp_path / "cmp"
+    holder = _holder(out)
+    try:
+        spec = CompareSpec(
+            task="teamtr/Arith-v0",
+            learners=("teamtr", "naive_sequential"),
+            seeds=(0,),
+            out=str(out),
+        )
+        with pytest.raises(ConfigError, match=f"process {holder.pid} is writing it"):
+            compare(spec, console=QUIET)
+        assert sorted(p.name for p in out.iterdir()) == [rundir.LOCK_FILE]
+    finally:
+        holder.kill()
+        holder.wait()
