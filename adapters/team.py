@@ -33,9 +33,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal, cast
 
+from adapters.availability import VLLM_INSTALL, missing_package
 from teamtr_core.config import from_dict, inherit, load_config
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import LoraSettings, Policy, SamplingParams
+from teamtr_core.seeds import seed_errors
 
 Backend = Literal["hf", "vllm", "scripted", "random", "constant", "tabular"]
 _MODEL_BACKENDS = ("hf", "vllm")
@@ -78,7 +80,11 @@ class AgentPolicyConfig:
     )
     text: str = field(default="", metadata={"help": "the constant backend's reply"})
     seed: int = field(
-        default=0, metadata={"help": "seed of model-free policies (tabular: of the table)"}
+        default=0,
+        metadata={
+            "help": "seed of model-free policies (tabular: of the table)",
+            "check": seed_errors,
+        },
     )
     states: list[str] | None = field(
         default=None, metadata={"help": "tabular: the table's states (null: the task's)"}
@@ -189,6 +195,10 @@ def check_team(
         chosen[name] = agent
         if agent.backend in _MODEL_BACKENDS and not agent.path:
             errors.append(f"agents.{name}: backend {agent.backend!r} needs 'path'")
+        if agent.backend == "vllm" and missing_package("vllm"):
+            errors.append(
+                f"agents.{name}: backend 'vllm' needs vLLM, not installed here: {VLLM_INSTALL}"
+            )
         if agent.backend in _MODEL_BACKENDS and agent.path and not Path(agent.path).is_dir():
             errors.append(f"agents.{name}.path: {agent.path} is not a directory")
         if agent.backend not in _MODEL_BACKENDS and (agent.lora or agent.adapter_path):

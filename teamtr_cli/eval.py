@@ -303,7 +303,8 @@ def _output_errors(args: argparse.Namespace) -> list[str]:
 
 
 def _unwritable(path: Path) -> str | None:
-    """Why a file could not be written at ``path`` (``None``: it can). Creates nothing."""
+    """Why a file could not be written at ``path`` (``None``: it can), found by creating a
+    temporary file where it would go; missing folders are made for the probe and removed."""
     if path.is_dir():
         return "is a directory"
     if path.exists():
@@ -315,14 +316,25 @@ def _unwritable(path: Path) -> str | None:
         folder = folder.parent
     if not folder.is_dir():
         return f"{folder} is not a directory"
-    if folder != path.parent:  # the missing folders are created at the end
-        return None if os.access(folder, os.W_OK | os.X_OK) else f"{folder} is not writable"
-    try:  # a real probe where it is cheap: the folder exists
-        with tempfile.TemporaryFile(dir=folder):
+    created: list[Path] = []  # a real probe: the missing folders are made, then removed
+    try:
+        for part in _missing_folders(folder, path.parent):
+            part.mkdir()
+            created.append(part)
+        with tempfile.TemporaryFile(dir=path.parent):
             pass
     except OSError as exc:
-        return f"cannot create a file in {folder} ({exc.strerror or exc})"
+        return f"cannot create a file in {path.parent} ({exc.strerror or exc})"
+    finally:
+        for part in reversed(created):
+            part.rmdir()
     return None
+
+
+def _missing_folders(existing: Path, target: Path) -> list[Path]:
+    """The folders from ``existing`` (which exists) down to ``target``, outermost first."""
+    parts = target.relative_to(existing).parts
+    return [existing.joinpath(*parts[: i + 1]) for i in range(len(parts))]
 
 
 def _write_atomically(path: Path, write: Callable[[TextIO], Any]) -> None:

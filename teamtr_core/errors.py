@@ -4,12 +4,22 @@ and how to fix it."""
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Sequence
 
 
 class TeamTRError(Exception):
     """Base class of every error ``teamtr_env`` raises on purpose."""
+
+
+_MORE = re.compile(r"^\.\.\. and (\d+) more \(the first \d+ shown\)$")
+
+
+def more_line(hidden: int, shown: int) -> str:
+    """The line that stands for ``hidden`` problems left out of a list of ``shown``: a
+    :class:`ConfigError` counts it as that many in its header."""
+    return f"... and {hidden} more (the first {shown} shown)"
 
 
 class ConfigError(TeamTRError, ValueError):
@@ -22,7 +32,8 @@ class ConfigError(TeamTRError, ValueError):
     def __init__(self, what: str, errors: Sequence[str]) -> None:
         self.errors = list(errors)
         lines = "\n".join(f"  - {e}" for e in self.errors)
-        super().__init__(f"Invalid {what} ({len(self.errors)} problem(s)):\n{lines}")
+        count = sum(int(m.group(1)) if (m := _MORE.match(e)) else 1 for e in self.errors)
+        super().__init__(f"Invalid {what} ({count} problem(s)):\n{lines}")
 
     @property
     def problems(self) -> list[str]:

@@ -8,7 +8,16 @@ run (the golden tests in ``tests/trainers/test_learners.py`` pin them).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+
+
+def seed_errors(value: Any) -> list[str]:
+    """The field check of a config's ``seed``: NumPy's seeding takes non-negative integers."""
+    if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+        return [f"must be a non-negative integer (0, 1, 2, ...), got {value}"]
+    return []
 
 
 def derive_seed(*parts: int) -> int:

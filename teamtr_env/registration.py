@@ -14,6 +14,7 @@ import difflib
 import importlib
 import inspect
 import logging
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -119,21 +120,25 @@ class TaskSpec:
         factory = self.load_factory()
         env_kwargs = {**self.env_kwargs, **{k: v for k, v in overrides.items() if k in ENV_KWARGS}}
         task_over = {k: v for k, v in overrides.items() if k not in ENV_KWARGS}
-        errors = _unknown_kwargs(task_over, _accepted_params(factory), self.id)
+        accepted = _accepted_params(factory)
+        errors = _unknown_kwargs(task_over, accepted, self.id)
         try:
             protocol = _build_protocol(env_kwargs)
         except ConfigError as exc:
             errors += exc.errors
+        # The task is built from the options it accepts even when others are wrong, so that
+        # their values' problems are reported together with the unknown names.
+        known = {k: v for k, v in task_over.items() if accepted is None or k in accepted}
         task = None
-        if not errors:
-            try:
-                task = factory(**{**self.kwargs, **task_over})
-            except (TypeError, ValueError) as exc:
-                nested = exc.errors if isinstance(exc, ConfigError) else None
-                errors += [f"task: {e}" for e in nested] if nested else [f"task: {exc}"]
+        try:
+            task = factory(**{**self.kwargs, **known})
+        except (TypeError, ValueError) as exc:
+            nested = exc.errors if isinstance(exc, ConfigError) else None
+            errors += [f"task: {e}" for e in nested] if nested else [f"task: {exc}"]
+        data_path = env_kwargs.get("data_path")
+        errors += _data_path_errors(data_path)
         if errors or task is None:
             raise InvalidKwargsError(f"arguments for {self.id}", errors)
-        data_path = env_kwargs.get("data_path")
         return TeamEnv(
             task,
             protocol=protocol,
@@ -230,6 +235,20 @@ def _repeated_ids(problems: list[Any]) -> list[str]:
         else:
             first[pid] = i
     return repeats
+
+
+def _data_path_errors(data_path: Any) -> list[str]:
+    """A ``data_path`` that is no readable file, said plainly (not as an OS error number)."""
+    if data_path is None:
+        return []
+    path = Path(str(data_path))
+    if path.is_dir():
+        return [f"data_path: {path} is a directory; give the problem file in it (e.g. test.jsonl)"]
+    if not path.exists():
+        return [f"data_path: {path} does not exist"]
+    if not os.access(path, os.R_OK):
+        return [f"data_path: {path} is not readable"]
+    return []
 
 
 def _accepted_params(factory: Callable[..., Any]) -> set[str] | None:

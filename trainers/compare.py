@@ -44,10 +44,11 @@ from rich.console import Console
 
 from teamtr_core.config import to_dict
 from teamtr_core.errors import ConfigError
+from teamtr_core.seeds import seed_errors
 from trainers import rundir
 from trainers.callbacks import Callback
 from trainers.config import TrainConfig, load_train_config
-from trainers.recipe import PER_PROBLEM_FILE, load_checkpoint, run_training
+from trainers.recipe import PER_PROBLEM_FILE, TrainingRecipe, load_checkpoint, run_training
 from trainers.registry import RegistryError, learner_spec
 from trainers.run_report import json_finite
 from trainers.warm_start import behaviour_clone_cache
@@ -126,6 +127,7 @@ def run_configs(spec: CompareSpec) -> dict[str, dict[int, TrainConfig]]:
         errors.append(f"a learner is named twice: {list(spec.learners)}")
     if not spec.seeds or len(set(spec.seeds)) < len(spec.seeds):
         errors.append(f"seeds must be distinct and at least one, got {list(spec.seeds)}")
+    errors += [f"seeds: {e}" for s in spec.seeds for e in seed_errors(s)]
     if errors:
         raise ConfigError("compare", errors)
     out = Path(spec.out)
@@ -601,6 +603,9 @@ def compare(
     configs = run_configs(spec)
     out = Path(spec.out)
     first = next(iter(next(iter(configs.values())).values()))
+    # what every run would refuse (the task and its options, the team, the splits) is refused
+    # before --out is touched; the runs differ only in learner and seed, checked with the config
+    TrainingRecipe(first, console=Console(file=io.StringIO())).check()
     with rundir.DirectoryLock(out).acquire("compare --out"):
         return _compare(spec, configs, out, first, console, run_all)
 

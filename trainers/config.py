@@ -21,6 +21,7 @@ from adapters.tiny import TinyModelSpec
 from teamtr_core.choices import choice_errors
 from teamtr_core.config import inherit
 from teamtr_core.policy import SamplingParams
+from teamtr_core.seeds import seed_errors
 from trainers.advantages import AdvantageEstimator
 from trainers.sft import SFTConfig
 
@@ -70,6 +71,21 @@ def _learner_errors(config: TrainConfig) -> list[str]:
     except RegistryError:
         return []
     return list(learner.check(config))
+
+
+def _task_errors(value: Any) -> list[str]:
+    """The field check of ``task``: a registered id, checked with the rest of the configuration
+    (the registry's message, with its suggestions)."""
+    if not isinstance(value, str):
+        return []
+    from teamtr_core.errors import RegistryError
+    from teamtr_env.registration import registry
+
+    try:
+        registry.spec(value)
+    except RegistryError as exc:
+        return [str(exc.args[0]) if exc.args else str(exc)]
+    return []
 
 
 def _help(text: str, default: Any) -> Any:
@@ -529,7 +545,9 @@ class TrainConfig:
     tiny local models on teamtr/Pipeline-v0 (each agent does one step of a chain and sees only the
     previous message), behaviour-cloned to a weak start, then TeamTR."""
 
-    task: str = _help("registered task id", DEMO_TASK)
+    task: str = field(
+        default=DEMO_TASK, metadata={"help": "registered task id", "check": _task_errors}
+    )
     task_options: dict[str, Any] = field(
         default_factory=lambda: dict(DEMO_TASK_OPTIONS),
         metadata={
@@ -608,7 +626,9 @@ class TrainConfig:
             "{experiment: x, tracking_uri: file:runs/mlruns}}"
         },
     )
-    seed: int = _help("everything random derives from it", 0)
+    seed: int = field(
+        default=0, metadata={"help": "everything random derives from it", "check": seed_errors}
+    )
     torch_threads: int = _help(
         "CPU threads for torch (0 = torch's default). Tiny models gain little from a second "
         "thread and stall badly when another process holds a core, so the default is 1",

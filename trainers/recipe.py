@@ -80,7 +80,12 @@ from trainers.team_eval import (
     tiny_model_dir,
 )
 from trainers.team_trainer import TeamTrainer
-from trainers.updaters import ActorPolicy, LearnerLost, start_learner_actors
+from trainers.updaters import (
+    ActorPolicy,
+    LearnerLost,
+    check_learner_resources,
+    start_learner_actors,
+)
 from trainers.warm_start import warm_start
 
 log = logging.getLogger(__name__)
@@ -145,6 +150,11 @@ class TrainingRecipe:
         """
         config, env = self.config, self.env
         _check_before_writing(config, env)
+        if config.trainer.backend == "ray":  # learner actors the cluster cannot place
+            agents = tuple(env.possible_agents)
+            source = TeamSource(config, str(self.run_dir), self.train_env, agents)
+            if source.trainable():
+                check_learner_resources(config, len(source.trainable()))
         self._found = rundir.load(self.run_dir / "checkpoints") if resume else None
         if resume:
             rundir.check_resume(
@@ -525,7 +535,16 @@ def _check_before_writing(config: TrainConfig, env: Any) -> None:
     """The checks of the loggers, the team config and behaviour cloning (the task needs a
     scripted expert), done before the run directory is touched (every problem at once); the
     learner checked the configuration when it was built."""
+    from adapters.availability import VLLM_INSTALL, missing_package
+
     errors = [f"loggers: {p}" for p in missing_loggers(config.loggers)]
+    if config.rollout.engine == "vllm" and missing_package("vllm"):
+        errors.append(f"rollout.engine: vllm needs vLLM, not installed here: {VLLM_INSTALL}")
+    for section in ("runner", "trainer"):
+        if getattr(config, section).backend == "ray" and missing_package("ray"):
+            errors.append(
+                f"{section}.backend: ray needs Ray, not installed here: pip install -e '.[ray]'"
+            )
     if config.sft is not None and not isinstance(env.task, SupportsExpert):
         errors.append(
             f"sft: {config.task} has no scripted expert to behaviour-clone (its task does not "

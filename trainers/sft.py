@@ -22,7 +22,7 @@ from adapters.scripted import ScriptedExpert
 from tasks.base import Task
 from teamtr_core.choices import choice_errors
 from teamtr_core.policy import Completion, SamplingParams, TrainablePolicy
-from teamtr_core.seeds import SFT_STREAM, derive_seed
+from teamtr_core.seeds import SFT_STREAM, derive_seed, seed_errors
 from teamtr_env.env import TeamEnv
 from teamtr_env.runners import Runner
 
@@ -54,7 +54,10 @@ class SFTConfig:
     expert_error_rate: float = field(
         default=0.4, metadata={"help": "probability that an expert message is a plausible error"}
     )
-    seed: int = field(default=0, metadata={"help": "seeds the expert episodes and minibatches"})
+    seed: int = field(
+        default=0,
+        metadata={"help": "seeds the expert episodes and minibatches", "check": seed_errors},
+    )
     max_grad_norm: float = field(default=1.0, metadata={"help": "gradient clipping norm"})
     cache_dir: str | None = field(
         default=None,
