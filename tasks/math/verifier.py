@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from tasks.math.notation import to_latex
+
 Status = Literal["ok", "timeout", "error"]
 
 WORKER_SCRIPT = Path(__file__).with_name("_verify_worker.py")
@@ -183,9 +185,11 @@ class VerifierPool:
         """``math_verify.verify(parse(gold), parse(pred))``, gold first, within ``timeout_s``.
 
         Both strings are LaTeX answers (the inside of a box); each is parsed as
-        ``\\boxed{<answer>}`` with ``LatexExtractionConfig`` and ``ExprExtractionConfig``.
-        Never raises.
+        ``\\boxed{<answer>}`` with ``LatexExtractionConfig`` and ``ExprExtractionConfig``. An
+        answer in Python/SymPy notation (``x**2 + 3*x``) is rewritten as LaTeX first
+        (:mod:`tasks.math.notation`). Never raises.
         """
+        gold, pred = to_latex(gold), to_latex(pred)
         key = (gold, pred)
         with self._lock:
             cached = self._cache.get(key)
