@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -110,8 +111,21 @@ class MathTask(SingleAnswerTask):
         """Loads MATH-500, AIME 2024 / 2025 (field aliases included) or project JSONL.
 
         Official rows are labelled ``split`` (``"test"`` by default); errors name file and line.
+        A gold answer longer than ``max_answer_chars`` is kept with a warning: no answer can
+        match it (answers that long are not parsed), so even the scripted expert scores 0.
         """
-        return load_math_file(path, split=split)
+        problems = load_math_file(path, split=split)
+        too_long = [p for p in problems if len(str(p.answer)) > self.max_answer_chars]
+        if too_long:
+            named = ", ".join(f"{p.id} ({len(str(p.answer)):,} characters)" for p in too_long[:5])
+            more = f" and {len(too_long) - 5} more" if len(too_long) > 5 else ""
+            warnings.warn(
+                f"{path}: {len(too_long)} gold answer(s) longer than max_answer_chars "
+                f"({self.max_answer_chars}), which no answer can match: {named}{more}",
+                UserWarning,
+                stacklevel=2,
+            )
+        return problems
 
     def prompt(self, problem: Problem) -> str:
         text = str(problem.data.get("problem", "")).strip()

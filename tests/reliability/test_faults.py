@@ -228,3 +228,17 @@ def test_a_run_killed_at_any_moment_resumes_to_the_uninterrupted_result(work: Pa
             assert after[key] == pytest.approx(value, abs=1e-6), (run, fraction, key)
         assert not (work / run / ".teamtr.lock").exists()
     assert any(resumed), "no kill came after a checkpoint: the moments do not cover the run"
+
+
+def test_a_gold_answer_no_answer_can_match_is_warned_about(work: Path) -> None:
+    """Row 12: a 10 MB gold answer (over ``max_answer_chars``) is loaded with a warning that
+    names its row; the other rows load as usual."""
+    import teamtr_env
+
+    rows = [{"problem": "What?", "answer": "1" * 10_000_000}, {"problem": "Two?", "answer": "2"}]
+    (work / "big.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    task = teamtr_env.make("teamtr/Math-v0").task
+    with pytest.warns(UserWarning, match=r"1 gold answer\(s\) longer than max_answer_chars \(1000\)"
+                      r", which no answer can match: big:line1 \(10,000,000 characters\)"):  # fmt: skip
+        problems = task.load(work / "big.jsonl")
+    assert len(problems) == 2
