@@ -78,3 +78,35 @@ def grade_answer(
         return Score(0.0, False, _squash(answer), details)
     details["reason"] = "correct" if verdict.correct else "wrong_answer"
     return Score(float(verdict.correct), verdict.correct, verdict.pred, details)
+
+
+def perturbed_gold(gold: str) -> str:
+    """``gold`` with its last digit changed (``9`` -> ``0``), or negated when it has no digit:
+    a copy the grader must reject."""
+    for i in range(len(gold) - 1, -1, -1):
+        if gold[i].isdigit():
+            return gold[:i] + str((int(gold[i]) + 1) % 10) + gold[i + 1 :]
+    return f"-({gold})"
+
+
+def gold_problems(
+    golds: list[tuple[str, str]],
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    pool: VerifierPool | None = None,
+) -> list[str]:
+    """The gold answers (``(problem id, gold)``) the grader cannot trust: one it does not match
+    against itself, or one it matches against :func:`perturbed_gold`'s copy; one line each."""
+    pool = pool or default_pool()
+    found = []
+    for problem_id, gold in golds:
+        if not pool.verify(gold, gold, timeout_s).correct:
+            found.append(
+                f"{problem_id}: the grader does not match the gold {gold[:60]!r} against itself"
+            )
+        elif pool.verify(gold, wrong := perturbed_gold(gold), timeout_s).correct:
+            found.append(
+                f"{problem_id}: the grader accepts {wrong[:60]!r} for the gold {gold[:60]!r} "
+                "(one digit changed)"
+            )
+    return found

@@ -13,7 +13,12 @@ import numpy as np
 from tasks.base import SPLITS, Problem, Score, SingleAnswerTask, TaskConfigError, is_int
 from tasks.math.expert import expert_text, wrong_candidates
 from tasks.math.generate import DIFFICULTIES, GENERATORS
-from tasks.math.grading import DEFAULT_MAX_ANSWER_CHARS, DEFAULT_TIMEOUT_S, grade_answer
+from tasks.math.grading import (
+    DEFAULT_MAX_ANSWER_CHARS,
+    DEFAULT_TIMEOUT_S,
+    gold_problems,
+    grade_answer,
+)
 from tasks.math.loader import load_math_file
 
 ALL_KINDS = ",".join(GENERATORS)
@@ -122,6 +127,18 @@ class MathTask(SingleAnswerTask):
             warnings.warn(
                 f"{path}: {len(too_long)} gold answer(s) longer than max_answer_chars "
                 f"({self.max_answer_chars}), which no answer can match: {named}{more}",
+                UserWarning,
+                stacklevel=2,
+            )
+        skipped = {p.id for p in too_long}
+        rest = [(p.id, str(p.answer)) for p in problems if p.id not in skipped]
+        untrusted = gold_problems(rest, timeout_s=self.timeout_s)
+        if untrusted:
+            more = f" and {len(untrusted) - 5} more" if len(untrusted) > 5 else ""
+            warnings.warn(
+                f"{path}: {len(untrusted)} gold answer(s) the grader cannot be trusted on: "
+                + "; ".join(untrusted[:5])
+                + more,
                 UserWarning,
                 stacklevel=2,
             )

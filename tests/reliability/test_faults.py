@@ -242,3 +242,27 @@ def test_a_gold_answer_no_answer_can_match_is_warned_about(work: Path) -> None:
                       r", which no answer can match: big:line1 \(10,000,000 characters\)"):  # fmt: skip
         problems = task.load(work / "big.jsonl")
     assert len(problems) == 2
+
+
+def test_gold_answers_the_grader_cannot_be_trusted_on_are_warned_about(work: Path) -> None:
+    """Item 5: at load, a gold the grader does not match against itself is named; a SymPy-
+    notation gold is not (it is graded as the expression it is); and a grader that accepts a
+    copy with one digit changed is caught (a stand-in that says yes to everything)."""
+    from types import SimpleNamespace
+
+    import teamtr_env
+    from tasks.math.grading import gold_problems, perturbed_gold
+
+    rows = [{"problem": "A?", "answer": "}{"}, {"problem": "B?", "answer": "x**2 + 3*x"}]
+    (work / "golds.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    task = teamtr_env.make("teamtr/Math-v0").task
+    with pytest.warns(UserWarning) as caught:
+        task.load(work / "golds.jsonl")
+    (message,) = [str(w.message) for w in caught]
+    assert "1 gold answer(s) the grader cannot be trusted on" in message
+    assert "golds:line1: the grader does not match the gold '}{' against itself" in message
+    assert perturbed_gold("x**2 + 3*x") == "x**2 + 4*x" and perturbed_gold("a") == "-(a)"
+    yes = SimpleNamespace(verify=lambda gold, pred, timeout_s: SimpleNamespace(correct=True))
+    assert gold_problems([("p", "12")], pool=yes) == [
+        "p: the grader accepts '13' for the gold '12' (one digit changed)"
+    ]
