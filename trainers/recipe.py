@@ -152,9 +152,9 @@ class TrainingRecipe:
         _check_before_writing(config, env)
         if config.trainer.backend == "ray":  # learner actors the cluster cannot place
             agents = tuple(env.possible_agents)
-            source = TeamSource(config, str(self.run_dir), self.train_env, agents)
-            if source.trainable():
-                check_learner_resources(config, len(source.trainable()))
+            trainable = TeamSource(config, str(self.run_dir), self.train_env, agents).trainable()
+            if trainable:
+                check_learner_resources(config, len(trainable))
         self._found = rundir.load(self.run_dir / "checkpoints") if resume else None
         if resume:
             rundir.check_resume(
