@@ -58,6 +58,7 @@ ARTEFACTS: tuple[str, ...] = (
     "summary.json",
     "swap.json",
     "eval_per_problem.json",
+    "wandb",
 )
 """What a run writes in its directory (``--overwrite`` deletes these and nothing else)."""
 
