@@ -69,14 +69,21 @@ LOCK_FILE = ".teamtr.lock"
 ``--out``); it names that process's PID, and is removed when the lock is released."""
 
 
+_HELD: dict[str, list[int]] = {}
+"""The lock files this process holds: resolved path -> [file descriptor, holders]."""
+
+
 class DirectoryLock:
     """An exclusive ``flock`` on ``folder/.teamtr.lock``, held while a process writes
     ``folder``. The OS releases it when the process ends, crash or kill included; a later
-    process then takes the lock over (the leftover file names a dead PID, and is reused)."""
+    process then takes the lock over (the leftover file names a dead PID, and is reused).
+    Within one process the lock is shared: a second ``acquire`` of the same folder (``teamtr
+    swap`` holding its new run while ``run_training`` resumes it) succeeds, and the lock is
+    released when the last holder releases it."""
 
     def __init__(self, folder: Path) -> None:
         self.path = folder / LOCK_FILE
-        self._fd: int | None = None
+        self._key: str | None = None
 
     def acquire(self, what: str) -> DirectoryLock:
         """Takes the lock (creating ``folder`` if needed) without waiting.
@@ -84,7 +91,14 @@ class DirectoryLock:
         Raises:
             ConfigError: another process holds it (named by its PID).
         """
+        if self._key is not None:
+            return self
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        key = str(self.path.resolve())
+        if key in _HELD:
+            _HELD[key][1] += 1
+            self._key = key
+            return self
         while True:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
@@ -110,16 +124,22 @@ class DirectoryLock:
             os.close(fd)
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
-        self._fd = fd
+        _HELD[key] = [fd, 1]
+        self._key = key
         return self
 
     def release(self) -> None:
-        """Removes the lock file and releases the lock (nothing when not held)."""
-        if self._fd is None:
+        """Gives this holder's share up; the last one removes the lock file and releases the
+        lock (nothing when not held)."""
+        if self._key is None:
             return
-        self.path.unlink(missing_ok=True)
-        os.close(self._fd)
-        self._fd = None
+        held = _HELD[self._key]
+        held[1] -= 1
+        if held[1] == 0:
+            self.path.unlink(missing_ok=True)
+            os.close(held[0])
+            del _HELD[self._key]
+        self._key = None
 
     def __enter__(self) -> DirectoryLock:
         return self

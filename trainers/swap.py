@@ -378,14 +378,14 @@ def swap_agent(config: SwapConfig, *, console: Console | None = None) -> dict[st
         "per_stage": [],
         "final": None,
     }
-    with rundir.DirectoryLock(out).acquire("swap --out"):  # run_training then takes it over
+    with rundir.DirectoryLock(out).acquire("swap --out"):  # run_training shares it
         _write_new_run(new_train, loaded, out, run_dir, config.agent, new, stage, after)
         _write_record(out, record)
-    summary = run_training(new_train, resume=True, console=console)
-    record["per_stage"] = _validations_after(out, stage, new_train.eval.k)
-    record["final"] = summary["after"]
-    record["wall_s"] = time.perf_counter() - t0
-    _write_record(out, record)
+        summary = run_training(new_train, resume=True, console=console)
+        record["per_stage"] = _validations_after(out, stage, new_train.eval.k)
+        record["final"] = summary["after"]
+        record["wall_s"] = time.perf_counter() - t0
+        _write_record(out, record)
     return record
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -313,3 +314,38 @@ def test_a_comparison_in_use_is_refused(tmp_path: Path) -> None:
     finally:
         holder.kill()
         holder.wait()
+
+
+TRY_LOCK = """
+import sys
+from pathlib import Path
+from teamtr_core.errors import ConfigError
+from trainers.rundir import DirectoryLock
+try:
+    DirectoryLock(Path(sys.argv[1])).acquire("run directory")
+    print("locked")
+except ConfigError as exc:
+    print(exc)
+"""
+
+
+def _other_process_tries(folder: Path) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", TRY_LOCK, str(folder)], capture_output=True, text=True, check=True
+    )
+    return done.stdout
+
+
+def test_the_lock_is_shared_within_a_process_and_held_until_its_last_holder_lets_go(
+    tmp_path: Path,
+) -> None:
+    """``teamtr swap`` holds its new run while ``run_training`` resumes it in the same process:
+    the second acquire succeeds, and another process stays refused until both have released."""
+    first = rundir.DirectoryLock(tmp_path).acquire("swap --out")
+    second = rundir.DirectoryLock(tmp_path).acquire("run directory")
+    first.release()
+    assert (tmp_path / rundir.LOCK_FILE).exists()
+    assert f"process {os.getpid()} is writing it" in _other_process_tries(tmp_path)
+    second.release()
+    assert not (tmp_path / rundir.LOCK_FILE).exists()
+    assert _other_process_tries(tmp_path).strip() == "locked"
