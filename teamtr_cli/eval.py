@@ -241,26 +241,33 @@ def _with_run_options(args: argparse.Namespace) -> None:
     from trainers.export import run_config
 
     config = run_config(args.run_dir)
-    if args.task_id == config.task:
-        args.option = [*config.task_options.items(), *args.option]
+    _prepend_run_options(args, config.task, config.task_options)
 
 
 def _with_export_options(args: argparse.Namespace, console: Console) -> None:
-    """``--team`` of a ``teamtr export`` on the exported run's own task: the run's
-    ``task_options`` come first (as with ``--run-dir``), ``-o`` overrides them."""
+    """``--team`` of a ``teamtr export``: the exported run's task options, as with
+    ``--run-dir``, said on the console."""
     from trainers.export import export_manifest
 
     manifest = export_manifest(args.team.parent)
-    if manifest is None or manifest.get("task") != args.task_id:
+    if manifest is None:
         return
     options = manifest.get("task_options") or {}
-    if options:
+    if _prepend_run_options(args, manifest.get("task"), options) and options:
         console.print(
             f"the exported run's task options: {json.dumps(options)} (-o overrides them)",
             highlight=False,
             soft_wrap=True,
         )
+
+
+def _prepend_run_options(args: argparse.Namespace, task: Any, options: dict[str, Any]) -> bool:
+    """On the run's own task (``task``), its ``options`` go before ``-o``'s, which override
+    them; returns whether they applied."""
+    if args.task_id != task:
+        return False
     args.option = [*options.items(), *args.option]
+    return True
 
 
 def _split_errors(args: argparse.Namespace) -> list[str]:

@@ -218,7 +218,7 @@ def export_run(
     team = load_run_team(run_dir, checkpoint)
     agents = _agent_configs(team.config, run_dir, list(team.policies))
     policies = {name: getattr(p, "trainable", p) for name, p in team.policies.items()}
-    tabular = sorted(n for n, p in policies.items() if not _is_hf(p) and _trains(p))
+    tabular = sorted(n for n, agent in agents.items() if agent.backend == "tabular")
     if tabular:
         raise ConfigError(
             "teamtr export",
@@ -305,21 +305,12 @@ def _agent_configs(config: TrainConfig, run_dir: Path, agents: list[str]) -> dic
     return dict.fromkeys(agents, AgentPolicyConfig(backend="hf", path=tiny))
 
 
-def _is_hf(policy: Any) -> bool:
-    return hasattr(policy, "save_pretrained") and hasattr(policy, "is_lora")
-
-
-def _trains(policy: Any) -> bool:
-    parameters = getattr(policy, "parameters", None)
-    return parameters is not None and any(True for _ in parameters())
-
-
 def _export_agent(
     name: str, policy: Any, agent: Any, staging: Path, merge: bool
 ) -> tuple[ExportedAgent, Any]:
     """Writes one agent into ``staging/name``; returns what was written and its ``team.yaml``
     entry (a model-free agent keeps its config, with no folder)."""
-    if not _is_hf(policy):
+    if agent.backend != "hf":  # the run trained only its hf (and tabular, refused) agents
         return ExportedAgent("config", None, None, 0), agent
     folder = staging / name
     keep = {k: getattr(agent, k) for k in _KEPT_FIELDS}
