@@ -24,7 +24,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-dev: pyproject.toml tests/fixtures/example_plugin/pyproject.toml | $(BIN)/python
 	$(PIP) install -q "$(TORCH_PIN)"
-	$(PIP) install -q -e ".[dev,models,ray]"
+	$(PIP) install -q -e ".[dev,models,ray,reasoning-gym]"
 	# A real third-party plugin distribution, so entry-point registration is tested for real.
 	$(PIP) install -q ./tests/fixtures/example_plugin
 	@touch $(VENV)/.installed $@

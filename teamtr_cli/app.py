@@ -53,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         if args.command == "tasks":
-            return listing.cmd_tasks(console)
+            return listing.cmd_tasks(console, args)
         if args.command in ("learners", "trainers"):
             if args.command == "trainers":
                 _renamed(console, "teamtr trainers", "teamtr learners")

@@ -3,15 +3,45 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from teamtr_cli.common import parse_option, positive_int
+from teamtr_core.errors import ConfigError
 from teamtr_env.registration import registry
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    sub.add_parser("tasks", help="list registered task ids with descriptions")
+    tasks = sub.add_parser("tasks", help="list registered task ids with descriptions")
+    tasks.add_argument(
+        "pattern",
+        nargs="?",
+        default="",
+        help="list only the ids that contain this text (e.g. reasoning_gym); with --splits, "
+        "the one task to count",
+    )
+    tasks.add_argument(
+        "--splits",
+        action="store_true",
+        help="count the distinct problems each split of the task generates (with its -o options)",
+    )
+    tasks.add_argument(
+        "--draws",
+        type=positive_int,
+        default=1000,
+        help="problems drawn from each split by --splits (default 1000)",
+    )
+    tasks.add_argument(
+        "-o",
+        dest="options",
+        action="append",
+        type=parse_option,
+        default=[],
+        metavar="KEY=VALUE",
+        help="a task option for --splits (JSON value), e.g. -o curriculum_level=0; repeatable",
+    )
     sub.add_parser(
         "learners",
         aliases=["trainers"],  # the old name, still accepted with a notice
@@ -19,14 +49,40 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
 
 
-def cmd_tasks(console: Console) -> int:
+def cmd_tasks(console: Console, args: argparse.Namespace) -> int:
+    """``teamtr tasks [PATTERN]``, or ``teamtr tasks ID --splits``."""
+    if args.splits:
+        return cmd_splits(console, args.pattern, args.draws, dict(args.options))
+    return list_tasks(console, args.pattern)
+
+
+def cmd_splits(console: Console, task_id: str, draws: int, options: dict[str, Any]) -> int:
+    """The distinct problems each split of ``task_id`` generates in ``draws`` draws."""
+    from teamtr_env.splits import count_split_problems
+
+    if not task_id:
+        raise ConfigError("teamtr tasks --splits", ["name the task: teamtr tasks ID --splits"])
+    counts = count_split_problems(task_id, draws, **options)
+    table = Table(title=f"{registry.spec(task_id).id}: distinct problems per split")
+    for column in ("split", "draws", "distinct", "shared with another split", "holds"):
+        table.add_column(column)
+    for c in counts:
+        holds = f"at least {c.distinct}" + (" (draws repeat: near its size)" if c.exhausted else "")
+        table.add_row(c.split, str(c.draws), str(c.distinct), str(c.shared), holds)
+    console.print(table)
+    return 0
+
+
+def list_tasks(console: Console, pattern: str = "") -> int:
     table = Table(title="Registered tasks")
     table.add_column("id", style="bold")
     table.add_column("description")
     table.add_column("from")
     for task_id in registry:
+        if pattern.lower() not in task_id.lower():
+            continue
         spec = registry[task_id]
-        table.add_row(task_id, spec.description, spec.plugin or "built-in")
+        table.add_row(task_id, spec.description, spec.plugin or spec.source or "built-in")
     console.print(table)
     for err in registry.plugin_errors:
         console.print(f"[yellow]warning:[/] {err}")

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from tasks.reasoning_gym.catalogue import CATALOGUE, NO_DEFAULT_BUILD
 from teamtr_env.registration import Registry
+
+REASONING_GYM_ENV = {"max_message_chars": 8000}
+"""The environment defaults of the reasoning-gym ids: some reference answers (a Tower of Hanoi
+move list, an ARC grid) are longer than the default 2000-character message."""
 
 
 def register_builtin(registry: Registry) -> None:
     """Registers the built-in tasks (same hook shape as a third-party plugin's)."""
     _register_team_games(registry)
     _register_benchmarks(registry)
+    _register_reasoning_gym(registry)
 
 
 def _register_team_games(registry: Registry) -> None:
@@ -145,3 +151,22 @@ def _register_benchmarks(registry: Registry) -> None:
             "max_context_chars": 80000,
         },
     )
+
+
+def _register_reasoning_gym(registry: Registry) -> None:
+    """Every reasoning-gym dataset as ``reasoning_gym/<name>-v0`` (reasoning-gym is imported only
+    when one is made; the names come from a static catalogue)."""
+    for name, (category, levels, has_answer) in CATALOGUE.items():
+        notes = [f"curriculum levels 0-{levels - 1}" if levels else "no curriculum"]
+        if not has_answer:
+            notes.append("no reference answer (no scripted expert)")
+        if name in NO_DEFAULT_BUILD:
+            notes.append(NO_DEFAULT_BUILD[name])
+        registry.register(
+            f"reasoning_gym/{name}-v0",
+            "tasks.reasoning_gym:make_task",
+            description=f"reasoning-gym {category}: {name}; {'; '.join(notes)}.",
+            kwargs={"dataset": name},
+            env_kwargs=REASONING_GYM_ENV,
+            source="reasoning-gym",
+        )

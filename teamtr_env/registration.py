@@ -53,6 +53,8 @@ class TaskSpec:
         env_kwargs: default keyword arguments of the environment (protocol fields, router, ...).
         plugin: the entry-point plugin that registered it (``None`` for direct registration).
         loaded: the registry's cache of loaded data files (``None``: load every time).
+        source: where the task comes from when it wraps another library (``"reasoning-gym"``),
+            shown by ``teamtr tasks``; empty for teamtr's own and plugins' tasks.
     """
 
     id: str
@@ -62,6 +64,7 @@ class TaskSpec:
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     plugin: str | None = None
     loaded: LoadedProblems | None = field(default=None, compare=False, repr=False)
+    source: str = ""
 
     def __post_init__(self) -> None:
         parse_id(self.id)
@@ -330,6 +333,7 @@ class Registry(PluginRegistry[TaskSpec]):
         kwargs: Mapping[str, Any] | None = None,
         env_kwargs: Mapping[str, Any] | None = None,
         override: bool = False,
+        source: str = "",
     ) -> TaskSpec:
         """Registers a task under ``id`` (``namespace/Name-vN``).
 
@@ -340,6 +344,7 @@ class Registry(PluginRegistry[TaskSpec]):
             kwargs: default task arguments; ``make`` merges overrides over them.
             env_kwargs: default environment arguments (``agents``, ``max_turns``, ``router``...).
             override: replace an existing registration instead of raising.
+            source: the library the task wraps, for ``teamtr tasks`` (``"reasoning-gym"``).
 
         Raises:
             InvalidTaskIdError: malformed id or no version.
@@ -364,6 +369,7 @@ class Registry(PluginRegistry[TaskSpec]):
             env_kwargs or {},
             self._loading,
             self.loaded,
+            source,
         )
         self._specs[id] = spec
         return spec

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -243,3 +244,29 @@ def test_export_cli_lines_run(tmp_path: Path) -> None:
     export = tmp_path / "runs/demo-export"
     assert {p.name for p in export.iterdir()} >= {"step1", "step2", "step3", "team.yaml"}
     assert "the exported run's task options" in outputs[-1] and "avg@4" in outputs[-1]
+
+
+def test_reasoning_gym_cli_lines_run(tmp_path: Path) -> None:
+    """docs/tasks/reasoning_gym.md's ``teamtr`` lines of "Ids and options", verbatim: the ids
+    are listed as reasoning-gym's, the scripted team scores near 1 - error rate, and the split
+    count finds no question in two splits."""
+    pytest.importorskip("reasoning_gym")
+    section = _section("docs/tasks/reasoning_gym.md", "Ids and options")
+    (block,) = re.findall(r"```bash\n(.*?)```", section, re.DOTALL)
+    teamtr = str(Path(sys.executable).parent / "teamtr")
+    env = {**os.environ, "COLUMNS": "200"}
+    outputs = []
+    for line in block.strip().splitlines():
+        argv = shlex.split(line.split("#")[0])
+        assert argv[0] == "teamtr", line
+        proc = subprocess.run(
+            [teamtr, *argv[1:]], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env
+        )
+        assert proc.returncode == 0, f"{line}\n{proc.stdout}\n{proc.stderr}"
+        outputs.append(proc.stdout)
+    listing, scripted, _, splits = outputs
+    assert listing.count("reasoning-gym") >= 106 and "reasoning_gym/zebra_puzzles-v0" in listing
+    avg = re.search(r"avg@4\s*│\s*([0-9.]+)", scripted)
+    assert avg and 0.7 < float(avg[1]) < 0.9, scripted
+    rows = re.findall(r"│ (train|validation|test)\s*│ 2000\s*│ (\d+)\s*│ (\d+)", splits)
+    assert len(rows) == 3 and all(shared == "0" for _, _, shared in rows), splits

@@ -24,6 +24,7 @@ from teamtr_core.policy import SamplingParams
 from teamtr_core.seeds import seed_errors
 from trainers.advantages import AdvantageEstimator
 from trainers.sft import SFTConfig
+from trainers.task_schedule import TaskStage, schedule_errors
 
 _RUN_SAMPLING = SamplingParams(max_new_tokens=12)  # the demo's messages are short
 
@@ -553,6 +554,16 @@ class TrainConfig:
         metadata={
             "help": "options passed to teamtr_env.make (default: the demo's chains of three "
             "+/-1..5 steps on values 0..9, no system prompts)"
+        },
+    )
+    task_schedule: list[TaskStage] = field(
+        default_factory=list,
+        metadata={
+            "help": "task options by stage, for the training problems only: each entry's options "
+            "are merged over task_options from its stage on, e.g. a curriculum [{from_stage: 1, "
+            "options: {curriculum_level: 0}}, {from_stage: 11, options: {curriculum_level: 1}}]; "
+            "evaluation and validation keep task_options",
+            "check": schedule_errors,
         },
     )
     team: TeamConfig | None = _help(

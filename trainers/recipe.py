@@ -70,6 +70,7 @@ from trainers.logger import (
 from trainers.registry import learner_spec
 from trainers.run_report import build_summary, json_finite, metrics_line, print_summary, stage_line
 from trainers.run_state import BestStage, RunState
+from trainers.task_schedule import scheduled_options
 from trainers.team_eval import (
     TeamSource,
     agent_sampling,
@@ -122,6 +123,7 @@ class TrainingRecipe:
         self.console = console or Console()
         self.run_dir = Path(config.run_dir)
         self.train_env = env_factory(config, "train")
+        self._train_options = dict(config.task_options)  # the options training draws with now
         self.eval_env = env_factory(config, config.eval.split)
         self.val_env = env_factory(config, "validation")
         self.hooks = CallbackList([*callbacks, *load_callbacks(config.callbacks)])
@@ -162,6 +164,7 @@ class TrainingRecipe:
             )
         _check_training_split(config, env, self.eval_env(), self.console)
         _check_drawable(config, self.train_env, self.eval_env, self.val_env)
+        _check_task_schedule(config)
 
     def setup(self, *, resume: bool = False, overwrite: bool = False) -> None:
         """Checks the run (:meth:`check`), prepares its directory (a new run needs an empty one
@@ -318,6 +321,7 @@ class TrainingRecipe:
                 )
                 bar = OnUpdate(functools.partial(_advance, progress, update_bar))
                 self.hooks.append(bar)
+                self._schedule_task(trainer.stage + 1)
                 try:
                     report = self._run_stage()
                 finally:
@@ -343,6 +347,20 @@ class TrainingRecipe:
                     break
                 if stop_after is not None and trainer.stage >= stop_after:
                     raise StopTraining(f"stopped after stage {trainer.stage}")
+
+    def _schedule_task(self, stage: int) -> None:
+        """Draws the training problems of ``stage`` (1-based) with the ``task_schedule``'s
+        options for it (a curriculum); nothing changes between its entries."""
+        config = self.config
+        if not config.task_schedule:
+            return
+        options = scheduled_options(config.task_options, config.task_schedule, stage)
+        if options == self._train_options:
+            return
+        self._train_options = options
+        self._trainer().use_env(env_factory(config, "train", options))
+        changed = {k: v for k, v in options.items() if config.task_options.get(k) != v}
+        self.console.print(f"stage {stage}: training problems with {changed} (task_schedule)")
 
     def _run_stage(self) -> Any:
         """One stage. When a Ray learner actor dies in it, the last checkpoint (the end of the
@@ -517,10 +535,13 @@ def load_checkpoint(run_dir: Path) -> dict[str, Any] | None:
     return found.state if found else None
 
 
-def env_factory(config: TrainConfig, split: str) -> Callable[[], Any]:
+def env_factory(
+    config: TrainConfig, split: str, task_options: dict[str, Any] | None = None
+) -> Callable[[], Any]:
     """Environments of ``split``: tasks with a ``split`` option generate that split's partition;
-    a problem file (``data_path``) or an explicit ``split`` option is used as given."""
-    options = dict(config.task_options)
+    a problem file (``data_path``) or an explicit ``split`` option is used as given.
+    ``task_options``: other options than the config's (a ``task_schedule`` stage's)."""
+    options = dict(config.task_options if task_options is None else task_options)
     if (
         "split" not in options
         and "data_path" not in options
@@ -625,6 +646,20 @@ def _check_drawable(
     factories = [env_fn, eval_fn] + ([val_fn] if config.eval.every > 0 else [])
     for make in factories:
         make().reset(seed=config.seed)
+
+
+def _check_task_schedule(config: TrainConfig) -> None:
+    """Makes the training environment of every ``task_schedule`` entry, so that a bad option in
+    a later stage is refused before anything is written (every entry's problems at once)."""
+    errors = []
+    for entry in sorted(config.task_schedule, key=lambda e: e.from_stage):
+        options = scheduled_options(config.task_options, config.task_schedule, entry.from_stage)
+        try:
+            env_factory(config, "train", options)().reset(seed=config.seed)
+        except ConfigError as exc:
+            errors += [f"task_schedule from_stage {entry.from_stage}: {e}" for e in exc.errors]
+    if errors:
+        raise ConfigError("training config", errors)
 
 
 def _save_best(run_dir: Path, policies: dict[str, Any]) -> None:

@@ -244,6 +244,15 @@ class TeamTrainer:
         :class:`~trainers.updaters.ActorPolicy` for an agent trained in a learner actor)."""
         return self.runner.policies
 
+    def use_env(self, env_fn: Callable[[], TeamEnv]) -> None:
+        """Samples the training rollouts from ``env_fn``'s environments from now on (a task
+        schedule's next options): a Ray runner's workers, with the same weights, build them."""
+        for_env = getattr(self.runner, "for_env", None)
+        if for_env is not None:
+            self.runner = for_env(env_fn, description="rollout")
+        else:
+            self.runner = Runner(env_fn, self.policies, self.runner.sampling, progress=False)
+
     def evaluation_runner(self, env_fn: Callable[[], TeamEnv]) -> Runner:
         """A runner of the current team on ``env_fn``'s environments (a held-out or validation
         split): a Ray runner's workers (synced first), else a local runner of :attr:`policies`

@@ -166,7 +166,7 @@ def test_an_internal_bug_is_a_traceback_not_a_user_error(monkeypatch: pytest.Mon
     a ValueError from a bug propagates, so it is seen as a bug."""
     import teamtr_cli.listing
 
-    def broken(console):
+    def broken(console, args):
         raise ValueError("an internal bug")
 
     monkeypatch.setattr(teamtr_cli.listing, "cmd_tasks", broken)

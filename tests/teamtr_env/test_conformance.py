@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pettingzoo.test import api_test, seed_test
 
 import teamtr_env
+from tasks.reasoning_gym.catalogue import NO_DEFAULT_BUILD as NO_DEFAULT_BUILD_RG
+from teamtr_core.errors import ConfigError
 from teamtr_env.registration import Registry
 
 # PettingZoo's checker recommends numeric spaces and 'player_0' names; a text team deliberately has
@@ -27,20 +31,65 @@ pytestmark = [
 
 
 ALL_IDS = sorted(teamtr_env.registry)
+# reasoning-gym ids that cannot be made with default options, and why (docs/tasks/reasoning_gym.md).
+NO_DEFAULT_BUILD = {f"reasoning_gym/{name}-v0": why for name, why in NO_DEFAULT_BUILD_RG.items()}
+# `make test` checks these reasoning-gym ids (one of each kind: plain, multi-line answers, built up
+# front, no reference answer, slow generator); `make test-all` and CI check all 105.
+FAST_REASONING_GYM = {
+    f"reasoning_gym/{name}-v0"
+    for name in ("basic_arithmetic", "arc_1d", "acre", "propositional_logic", "knight_swap")
+}
+
+
+def _every_id() -> list[Any]:
+    """Every id that builds with default options; the reasoning-gym ids outside
+    :data:`FAST_REASONING_GYM` are slow tests (105 of them take about a minute)."""
+    missing = pytest.mark.skip(reason="reasoning-gym is not installed (the [reasoning-gym] extra)")
+    ids: list[Any] = []
+    for task_id in ALL_IDS:
+        if task_id in NO_DEFAULT_BUILD:
+            continue
+        marks = []
+        if task_id.startswith("reasoning_gym/"):
+            if task_id not in FAST_REASONING_GYM:
+                marks.append(pytest.mark.slow)
+            if importlib.util.find_spec("reasoning_gym") is None:
+                marks.append(missing)
+        ids.append(pytest.param(task_id, marks=marks))
+    return ids
+
+
+EVERY_ID = _every_id()
 
 
 def test_registry_is_not_empty() -> None:
     assert "teamtr/Arith-v0" in ALL_IDS
+    assert len(EVERY_ID) == len(ALL_IDS) - len(NO_DEFAULT_BUILD)
 
 
-@pytest.mark.parametrize("task_id", ALL_IDS)
+@pytest.mark.parametrize("task_id", EVERY_ID)
 def test_api_test_every_registered_task(task_id: str) -> None:
     api_test(teamtr_env.make(task_id, max_message_chars=300), num_cycles=30)
 
 
-@pytest.mark.parametrize("task_id", ALL_IDS)
+@pytest.mark.parametrize("task_id", EVERY_ID)
 def test_seed_test_every_registered_task(task_id: str) -> None:
     seed_test(lambda: teamtr_env.make(task_id, max_message_chars=300), num_cycles=20)
+
+
+COMPOSITE = [{"name": "chain_sum", "weight": 1, "config": {}}, {"name": "gcd", "weight": 2}]
+
+
+def test_the_ids_that_need_options_pass_with_them() -> None:
+    """composite has no default (it mixes the datasets it is given)."""
+    pytest.importorskip("reasoning_gym")
+    with pytest.raises(ConfigError, match="Must specify at least one dataset"):
+        teamtr_env.make("reasoning_gym/composite-v0")
+    make = lambda: teamtr_env.make(  # noqa: E731
+        "reasoning_gym/composite-v0", datasets=COMPOSITE, max_message_chars=300
+    )
+    api_test(make(), num_cycles=30)
+    seed_test(make, num_cycles=20)
 
 
 @pytest.mark.parametrize("n_agents", [1, 2, 5])
