@@ -94,3 +94,27 @@ def test_schedule_entries_are_checked(tmp_path: Path) -> None:
     text = str(err.value)
     assert "expected a stage >= 1, got 0" in text and "from_stage 0 is given more than once" in text
     assert "unknown key 'option'" in text
+
+
+@pytest.mark.slow
+def test_a_curriculum_over_stages_on_a_reasoning_gym_task(tmp_path: Path) -> None:
+    pytest.importorskip("reasoning_gym")
+    out = io.StringIO()
+    config = small(
+        tmp_path / "run",
+        task="reasoning_gym/basic_arithmetic",
+        task_options={
+            "curriculum_level": 0,
+            "system_prompts": {"solver": "", "critic": "", "aggregator": ""},
+        },
+        task_schedule=[{"from_stage": 2, "options": {"curriculum_level": 2}}],
+    )
+    recipe = TrainingRecipe(config, console=Console(file=out, width=200))
+    try:
+        recipe.run()
+        assert recipe.trainer is not None
+        assert recipe.trainer.runner.env.task.dataset_config["max_terms"] == 4  # level 2
+        assert recipe.eval_env().task.dataset_config["max_terms"] == 2  # evaluation: level 0
+    finally:
+        recipe.close()
+    assert "stage 2: training problems with {'curriculum_level': 2}" in out.getvalue()

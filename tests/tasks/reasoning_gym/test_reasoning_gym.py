@@ -388,3 +388,24 @@ def test_an_index_the_generator_gives_up_on_is_skipped() -> None:
             task.sample(np.random.default_rng(0))
     finally:
         task.pool.close()
+
+
+def test_the_team_protocols_work_on_a_reasoning_gym_task() -> None:
+    """A relay (each later agent sees only the previous message) of two rounds: the scripted
+    team, privileged, answers from the problem; the context of the second agent holds no
+    problem."""
+    make = lambda: teamtr_env.make(  # noqa: E731
+        "reasoning_gym/chain_sum",
+        agents=["first", "second"],
+        visibility="previous",
+        max_turns=4,
+        split="test",
+    )
+    env = make()
+    env.reset(seed=0)
+    env.step("Answer: 1")
+    assert env.agent_selection == "second" and "Answer: 1" in env.context("second")
+    assert "arithmetic problem" not in env.context("second")
+    runner = Runner(make, ScriptedExpert(env.task, error_rate=0.0, seed=0), progress=False)
+    report = evaluate(runner, runner.sample_problems(20, seed=0), k=2)
+    assert report.metrics["avg@2"].mean == 1.0
