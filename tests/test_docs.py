@@ -246,6 +246,7 @@ def test_export_cli_lines_run(tmp_path: Path) -> None:
     assert "the exported run's task options" in outputs[-1] and "avg@4" in outputs[-1]
 
 
+@pytest.mark.slow
 def test_reasoning_gym_cli_lines_run(tmp_path: Path) -> None:
     """docs/tasks/reasoning_gym.md's ``teamtr`` lines of "Ids and options", verbatim: the ids
     are listed as reasoning-gym's, the scripted team scores near 1 - error rate, and the split
