@@ -9,7 +9,6 @@ once.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from adapters.team import TeamConfig, sampling_errors
 from adapters.tiny import TinyModelSpec
 from teamtr_core.choices import choice_errors
 from teamtr_core.config import inherit
+from teamtr_core.errors import ConfigError
 from teamtr_core.policy import SamplingParams
 from teamtr_core.seeds import seed_errors
 from trainers.advantages import AdvantageEstimator
@@ -713,15 +713,55 @@ def load_train_config(path: str | Path | None = None, overrides: Sequence[str] =
 
     what = "training config" if path is None else f"training config {str(path)!r}"
     data = {} if path is None else read_config(path, what)
+    base = Path(".") if path is None else Path(path).resolve().parent
+    if isinstance(data.get("team"), str):
+        data["team"] = read_team_file(data["team"], base, what)
     task = data.get("task", DEMO_TASK)
+    kept = []
     for text in overrides:
-        with contextlib.suppress(ValueError):  # a malformed override: build_config reports it
+        try:
             keys, value = parse_override(text)
-            if keys == ["task"]:
-                task = value
+        except ValueError:  # a malformed override: build_config reports it
+            kept.append(text)
+            continue
+        if keys == ["task"]:
+            task = value
+        if keys == ["team"] and isinstance(value, str):  # --set team=FILE
+            data["team"] = read_team_file(value, Path("."), what)
+            continue
+        kept.append(text)
+    overrides = kept
     if "task_options" not in data:
         data["task_options"] = dict(DEMO_TASK_OPTIONS) if task == DEMO_TASK else {}
     return build_config(TrainConfig, data, overrides, what=what)
+
+
+def read_team_file(path: str, base: Path, what: str) -> dict[str, Any]:
+    """The team config file ``path`` (relative to ``base``: the training config's folder) as a
+    ``team`` section: its model paths made relative to its own folder, as ``teamtr eval --team``
+    reads it.
+
+    Raises:
+        ConfigError: the file is missing or unreadable.
+    """
+    from teamtr_core.config import read_config
+
+    file = Path(path) if Path(path).is_absolute() else base / path
+    if not file.is_file():
+        raise ConfigError(
+            what, [f"team: no team config file {file} (a relative path is read from {base})"]
+        )
+    data = read_config(file, f"team config {str(file)!r}")
+    folder = file.resolve().parent
+    sections = [data.get("default"), *(data.get("agents") or {}).values()]
+    for agent in sections:
+        if not isinstance(agent, dict):
+            continue
+        for key in ("path", "adapter_path"):
+            value = agent.get(key)
+            if isinstance(value, str) and not Path(value).is_absolute():
+                agent[key] = str(folder / value)
+    return data
 
 
 def config_from_overrides(overrides: Sequence[str]) -> TrainConfig:

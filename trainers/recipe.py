@@ -285,7 +285,9 @@ class TrainingRecipe:
         self.state.before = self.evaluate(step=0)
         self.console.print(metrics_line("before training", self.state.before, self.config.eval.k))
         for line in clipped_warnings(self.state.before, self._trainer().runner.sampling):
-            log.warning("%s", line)
+            # Said once, on the console; the log keeps it at INFO (a WARNING record is printed
+            # a second time by Python's last-resort handler when no logging is configured).
+            log.info("warning: %s", line)
             self.console.print(f"[yellow]warning:[/] {line}", highlight=False)
         return self.state.before
 
