@@ -89,15 +89,6 @@ def _type_errors(options: Mapping[str, Any], defaults: Mapping[str, Any]) -> lis
     return errors
 
 
-def levels(name: str) -> int:
-    """How many global curriculum levels dataset ``name`` has (0: no curriculum)."""
-    factory = _factory()
-    if name not in factory.CURRICULA:
-        return 0
-    curriculum = factory.create_curriculum(name)
-    return max((len(a.levels) for a in curriculum.attributes.values()), default=0)
-
-
 def make_config(name: str, options: Mapping[str, Any], level: int | None, size: int) -> Any:
     """Dataset ``name``'s config object for ``options`` (its fields) at curriculum ``level``.
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tasks.reasoning_gym.build import BuildError
-from tasks.workers import ProcessWide, WorkerPool
+from tasks.workers import Call, ProcessWide, WorkerPool
 
 ScoreStatus = Literal["ok", "timeout", "error", "mismatch"]
 _ROOT = str(Path(__file__).resolve().parents[2])  # the folder that holds the tasks package
@@ -66,6 +66,15 @@ GENERATION_TIMEOUT_S = 300.0
 knight_swap takes ~0.5 s an item): a generator that overruns it is a dataset fault, raised."""
 
 
+def _checked(call: Call, request: Mapping[str, Any], what: str) -> Mapping[str, Any]:
+    """The reply of a build or item request, or a :class:`BuildError` saying why there is none."""
+    reply = call.reply
+    if call.status != "ok" or reply is None or reply.get("status") == "error":
+        detail = call.error or (reply or {}).get("error") or call.status
+        raise BuildError([f"reasoning-gym's {request.get('dataset')}: {what} failed ({detail})"])
+    return reply
+
+
 class GymPool:
     """reasoning-gym workers, at most ``max_workers`` at once (thread-safe).
 
@@ -102,19 +111,12 @@ class GymPool:
         call = self.workers.call(request, GENERATION_TIMEOUT_S)
         if call.status == "ok" and call.reply is not None and call.reply.get("status") == "error":
             raise ItemError(f"item {index}: {call.reply.get('error', '')}")
-        reply = self._call(request, f"item {index}")
+        reply = _checked(call, request, f"item {index}")
         answer = reply.get("answer")
         return str(reply.get("question", "")), None if answer is None else str(answer)
 
     def _call(self, request: Mapping[str, Any], what: str) -> Mapping[str, Any]:
-        call = self.workers.call(request, GENERATION_TIMEOUT_S)
-        reply = call.reply
-        if call.status != "ok" or reply is None or reply.get("status") == "error":
-            detail = call.error or (reply or {}).get("error") or call.status
-            raise BuildError(
-                [f"reasoning-gym's {request.get('dataset')}: {what} failed ({detail})"]
-            )
-        return reply
+        return _checked(self.workers.call(request, GENERATION_TIMEOUT_S), request, what)
 
     def score(self, request: Mapping[str, Any], timeout_s: float) -> Scored:
         """Scores ``request`` (dataset, options, level, size, index, question, answer) within
