@@ -4,7 +4,6 @@ terminal. They are the zero-cost policies of tests, benchmarks and behaviour-clo
 from __future__ import annotations
 
 import inspect
-import warnings
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -34,7 +33,8 @@ class ScriptedExpert:
         seed: seeds the internal generator (used when the sampling params carry no seed).
 
     Raises:
-        TypeError: if the task has no scripted expert.
+        TypeError: if the task has no scripted expert, or its ``expert_reply`` takes no
+            ``problem`` keyword.
         ValueError: if ``error_rate`` is not in [0, 1].
     """
 
@@ -46,10 +46,10 @@ class ScriptedExpert:
             )
         if not 0.0 <= error_rate <= 1.0:
             raise ValueError(f"error_rate must be in [0, 1], got {error_rate}")
+        _check_takes_problem(task)
         self.task = task
         self.error_rate = error_rate
         self._rng = np.random.default_rng(seed)
-        self._takes_problem = _takes_problem(task)
 
     def generate_privileged(
         self,
@@ -63,8 +63,6 @@ class ScriptedExpert:
         rng = _rng_for(sampling, self._rng)
         errors = rng.random(len(prompts)) < self.error_rate
         reply = self.task.expert_reply
-        if not self._takes_problem:  # an expert written before problems were passed
-            return [Generation(reply(p, rng, make_error=bool(e))) for p, e in zip(prompts, errors)]
         return [
             Generation(reply(p, rng, make_error=bool(e), problem=problem))
             for p, e, problem in zip(prompts, errors, problems)
@@ -78,22 +76,25 @@ class ScriptedExpert:
         return self.generate_privileged(prompts, [None] * len(prompts), sampling)
 
 
-def _takes_problem(task: Task) -> bool:
-    """Whether the task's ``expert_reply`` accepts ``problem=`` (old third-party experts do not;
-    they are called without it, with a ``FutureWarning``)."""
+def _check_takes_problem(task: Task) -> None:
+    """Refuses a task whose ``expert_reply`` takes no ``problem`` keyword: the expert is always
+    called with the episode's problem (``None`` when it has none)."""
     try:
-        params = inspect.signature(task.expert_reply).parameters  # type: ignore[attr-defined]
-    except (TypeError, ValueError):
-        return True
-    if "problem" in params or any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return True
-    warnings.warn(
-        f"task {getattr(task, 'name', task)!r}: expert_reply(context, rng, *, make_error) takes "
-        "no 'problem'; add a 'problem' keyword (the problem of the episode) to it",
-        FutureWarning,
-        stacklevel=3,
+        signature = inspect.signature(task.expert_reply)  # type: ignore[attr-defined]
+    except (TypeError, ValueError):  # no signature to read: the call itself will tell
+        return
+    params = signature.parameters.values()
+    if any(p.name == "problem" or p.kind is p.VAR_KEYWORD for p in params):
+        return
+    shown = signature.replace(  # the parameters as written, without their annotations
+        parameters=[p.replace(annotation=p.empty) for p in params],
+        return_annotation=signature.empty,
     )
-    return False
+    raise TypeError(
+        f"Task {getattr(task, 'name', task)!r}: expert_reply{shown} takes no 'problem' "
+        "keyword, which the scripted expert always passes (the episode's problem, or None): add "
+        "it, e.g. expert_reply(context, rng, *, make_error, problem=None)."
+    )
 
 
 class RandomPolicy:

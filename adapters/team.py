@@ -20,8 +20,9 @@ share one frozen base, each with its own adapter (:mod:`adapters.shared_lora`)::
 
 Every ``sampling`` section is a :class:`~teamtr_core.policy.SamplingParams`, and an agent's
 section inherits each key it does not set from the team's (and, inside a training config, the
-team's from the run's). The old per-agent ``temperature`` / ``max_new_tokens`` keys still load,
-with a ``FutureWarning``, as ``sampling.temperature`` / ``sampling.max_new_tokens``.
+team's from the run's). The per-agent keys ``temperature`` / ``max_new_tokens`` of earlier
+versions are refused, each with an error naming its new key (``sampling.temperature`` /
+``sampling.max_new_tokens``).
 """
 
 from __future__ import annotations
@@ -349,7 +350,7 @@ def build_team(
         config: the team config.
         agents: the environment's agent names (``env.possible_agents``).
         task: the task (needed by ``scripted`` agents).
-        only: build these agents' policies alone (a learner actor builds its own agent's);
+        only: build these agents' policies alone (an agent actor builds its own agent's);
             the sampling parameters are still every agent's.
         init_seed: draw each agent's fresh weights (new LoRA adapters) from its own seed,
             ``derive_seed(init_seed, position in agents)``, so an agent built alone starts as it

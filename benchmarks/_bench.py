@@ -57,7 +57,7 @@ def power_fit(
     resamples: int,
     floor: Mapping[int, Sequence[float]] | None = None,
 ) -> dict[str, Any]:
-    """``x ~ n^alpha``: :func:`trainers.diagnostics.loglog_fit` of the per-``n`` means, with a
+    """``x ~ n^alpha``: :func:`trainers.diagnostics.estimators.loglog_fit` of the per-``n`` means, with a
     95% percentile-bootstrap CI over runs (resampled within each ``n``).
 
     A log-log fit needs positive points, so an ``n`` whose mean is ``<= 0`` is dropped. With
@@ -73,7 +73,9 @@ def power_fit(
         ``intercept``, ``kept``, ``dropped`` ({n: reason}), ``means`` (of every ``n``),
         ``resamples``, ``resamples_used``.
     """
-    from trainers.diagnostics import loglog_fit  # here: the speed scripts need no torch import
+    from trainers.diagnostics.estimators import (
+        loglog_fit,  # here: the speed scripts need no torch import
+    )
 
     runs: dict[int, np.ndarray] = {}
     for n, values in per_n.items():

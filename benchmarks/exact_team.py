@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 from _bench import markdown_table
 
-from trainers.certificate import rank_correlation
-from trainers.diagnostics import loglog_fit
+from trainers.diagnostics.certificate import rank_correlation
+from trainers.diagnostics.estimators import loglog_fit
 from trainers.exact.games import RelayGame, random_logits
 from trainers.exact.run import run_sampled, sampled_config
 from trainers.exact.stages import METHODS, ExactSettings, ExactStage, run_exact

@@ -172,7 +172,7 @@ def training_stage(model_dir: Path, device: str, problems: int) -> dict[str, Any
     import teamtr_env
     from teamtr_core.config import from_dict
     from trainers.config import TrainConfig
-    from trainers.team_trainer import TeamTrainer
+    from trainers.learners.team_trainer import TeamTrainer
 
     dtype = "bfloat16" if device.startswith("cuda") else "float32"
     config = from_dict(

@@ -68,7 +68,7 @@ from adapters.hf import HFPolicy
 from adapters.tiny import build_tiny_model
 from teamtr_core.config import from_dict
 from trainers.config import TrainConfig
-from trainers.team_trainer import TeamTrainer
+from trainers.learners.team_trainer import TeamTrainer
 
 AGENTS = ("solver", "aggregator")
 
@@ -98,7 +98,7 @@ def teamtr_two_agent_config(steps: int, digits: int) -> TrainConfig:
             "diagnostics": "off",
             "progress": False,
             "schedule": {
-                "method": "teamtr",
+                "learner": "teamtr",
                 "stages": steps,
                 "problems_per_batch": PROMPTS,
                 "group_size": GENERATIONS,
@@ -150,6 +150,8 @@ def teamtr_two_agent_stages(model_dir: Path, steps: int, digits: int) -> dict:
     finally:
         clock.unwrap()
     rows = rows[1:]  # the first stage warms up
+    # What a stage sampled for training (every stage samples alike: TeamTR's batch per update).
+    sampling_events = [e for e in report.samples if e.purpose == "train"]
     out: dict[str, Any] = {key: statistics.median(r[key] for r in rows) for key in rows[0]}
     out["gen_tokens_per_s"] = sum(r["gen_tokens"] for r in rows) / sum(r["gen_s"] for r in rows)
     slot = trainer.slots[AGENTS[0]]
@@ -160,9 +162,7 @@ def teamtr_two_agent_stages(model_dir: Path, steps: int, digits: int) -> dict:
         "problems_per_batch": config.schedule.problems_per_batch,
         "group_size": config.schedule.group_size,
         "budget": config.schedule.budget,
-        "sampling_events_per_stage": len(
-            trainer.learner.sampling_plan(len(AGENTS), config.schedule)
-        ),
+        "sampling_events_per_stage": len(sampling_events),
         **{
             k: getattr(config.sampling, k)
             for k in ("max_new_tokens", "temperature", "top_k", "top_p")

@@ -16,7 +16,7 @@ machine's cores:
   time with HF rollouts and with vLLM rollouts (``EngineRollouts``, in-process engines).
 
 - memory per layout (not with ``--quick``): on the 25M model, a 3-agent team built as a
-  training run builds it (``trainers.team_eval.build_policies``), each agent sampling once (so
+  training run builds it (``trainers.run.team_eval.build_policies``), each agent sampling once (so
   every engine has started and synced), in a fresh process each: peak resident memory over the
   baseline after torch, transformers and vLLM are imported, for full-weight agents and for a
   shared-base LoRA team (r = 16), each with HF rollouts and with vLLM rollouts (in-process
@@ -95,7 +95,7 @@ def stage_seconds(path: Path, vllm: bool) -> dict[str, float]:
     from adapters.rollout_engine import EngineRollouts
     from teamtr_core.config import from_dict
     from trainers.config import DEMO_TASK, DEMO_TASK_OPTIONS, TrainConfig
-    from trainers.team_trainer import TeamTrainer
+    from trainers.learners.team_trainer import TeamTrainer
 
     env_fn = functools.partial(teamtr_env.make, DEMO_TASK, **DEMO_TASK_OPTIONS)
     agents = env_fn().possible_agents
@@ -176,7 +176,7 @@ def layout_memory(layout: str, path: Path) -> dict[str, Any]:
     from teamtr_core.config import from_dict
     from teamtr_core.policy import SamplingParams
     from trainers.config import DEMO_TASK, DEMO_TASK_OPTIONS, TrainConfig
-    from trainers.team_eval import build_policies
+    from trainers.run.team_eval import build_policies
 
     torch.set_num_threads(os.cpu_count() or 1)
     shared, engine_kind = LAYOUTS[layout]

@@ -22,7 +22,7 @@ for naive sequential and TeamTR, exactly and through the real trainer.
   with its noise floor), behaviour-cloned once per seed; ``--pipeline-start P`` gives every n an
   expert that gets whole chains right with probability P. Fitted over seeds.
 
-Fits ``x ~ n^alpha`` (``trainers.diagnostics.loglog_fit`` of the per-n means, 95% bootstrap CI
+Fits ``x ~ n^alpha`` (``trainers.diagnostics.estimators.loglog_fit`` of the per-n means, 95% bootstrap CI
 over initialisations) for each method; sampled quantities are fitted on their excess over the
 noise floor, and an n whose mean excess is not positive is dropped and named.
 
@@ -47,7 +47,6 @@ import numpy as np
 from _bench import markdown_table, power_fit
 from exact_team import SHORT, mean_ci
 
-from trainers.callbacks import OnUpdate
 from trainers.config import TrainConfig
 from trainers.exact.games import RelayGame, context_occupancy_tv, random_logits, surrogate
 from trainers.exact.run import (
@@ -58,7 +57,8 @@ from trainers.exact.run import (
     team_tables,
 )
 from trainers.exact.stages import ExactSettings, run_exact
-from trainers.team_trainer import TeamTrainer
+from trainers.learners.callbacks import OnUpdate
+from trainers.learners.team_trainer import TeamTrainer
 
 QUANTITIES = ("delta_stale", "d_occ")
 LABELS = {"delta_stale": "Delta_stale", "d_occ": "D_occ"}
@@ -366,9 +366,9 @@ def pipeline_run(args: argparse.Namespace, n: int, method: str, seed: int) -> di
     before and after. Behaviour cloning is shared by the methods of a seed (``sft.cache_dir``)."""
     from rich.console import Console
 
-    from trainers.config import config_from_overrides
-    from trainers.logger import read_jsonl
-    from trainers.recipe import run_training
+    from trainers.run.config_file import config_from_overrides
+    from trainers.run.logger import read_jsonl
+    from trainers.run.recipe import run_training
 
     out = args.pipeline_out
     run_dir = out / f"n{n}-{method}-seed{seed}"

@@ -93,7 +93,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def cell_config(n: int, delta: float, clip: str, beta: str, stages: int, seed: int) -> Any:
     """The benchmark config with one cell's settings (and run seed ``seed``)."""
-    from trainers.config import load_train_config
+    from trainers.run.config_file import load_train_config
 
     agents = ",".join(f"a{i + 1}" for i in range(n))
     overrides = [
@@ -114,8 +114,8 @@ def run_one(config: Any, learner: str) -> list[float]:
     import dataclasses
 
     import teamtr_env
-    from trainers.team_eval import agent_sampling, build_policies, exact_team_reward
-    from trainers.team_trainer import TeamTrainer
+    from trainers.learners.team_trainer import TeamTrainer
+    from trainers.run.team_eval import agent_sampling, build_policies, exact_team_reward
 
     config = dataclasses.replace(
         config, schedule=dataclasses.replace(config.schedule, learner=learner)

@@ -47,13 +47,14 @@ from rich.console import Console
 from adapters.hf import HFPolicy
 from adapters.team import AgentPolicyConfig, TeamConfig
 from adapters.tiny import TinyModelSpec, build_tiny_model
-from trainers.align import AlignConfig
-from trainers.config import TrainConfig, config_from_overrides
-from trainers.logger import read_jsonl
-from trainers.recipe import env_factory, run_training
-from trainers.sft import SFTConfig, behaviour_clone, collect_expert_data
-from trainers.swap import SwapConfig, swap_agent
-from trainers.warm_start import behaviour_clone_cache
+from trainers.config import TrainConfig
+from trainers.optim.sft import SFTConfig, behaviour_clone, collect_expert_data
+from trainers.run.config_file import config_from_overrides
+from trainers.run.logger import read_jsonl
+from trainers.run.recipe import env_factory, run_training
+from trainers.run.warm_start import behaviour_clone_cache
+from trainers.tools.align import AlignConfig
+from trainers.tools.swap import SwapConfig, swap_agent
 
 QUICK = [
     "sft.steps=150",

@@ -1,5 +1,5 @@
 """Team memory and scale: separate LoRA copies against one shared base, and one training stage
-in this process against a learner actor per agent.
+in this process against an agent actor per agent.
 
 On a Llama built locally (nothing is downloaded; about 34M parameters, ``--quick`` about 10M) and
 a 3-agent team of LoRA agents:
@@ -11,9 +11,9 @@ a 3-agent team of LoRA agents:
   Linux allows it; ``ru_maxrss`` elsewhere), with the resident memory before the model is
   loaded beside it;
 * **one TeamTR stage** of the shared-base team, with the updates in the driver process and with
-  a learner actor per agent on a local Ray (``trainer.backend: ray``): its wall time, and the
+  an agent actor per agent on a local Ray (``runner.agents: ray``): its wall time, and the
   driver's parameter bytes and peak resident memory over its baseline (each in a fresh
-  process; with learner actors the driver loads no model);
+  process; with agent actors the driver loads no model);
 * **projected GPU memory** of 3 x 7B agents under each layout, with its assumptions printed.
 
 The GPU rows (peak CUDA memory of each layout) stay "not yet run" here: ``benchmarks/gpu_check.py``
@@ -136,7 +136,7 @@ def _in_subprocess(what: str, *args: str) -> dict[str, Any]:
 
 def measure_stage(model: Path, backend: str, work: Path) -> dict[str, Any]:
     """One TeamTR stage of the shared-base team (no warm start) in this (fresh) process, with
-    the updates here or in a learner actor per agent: the stage's wall time and its split, and
+    the updates here or in an agent actor per agent: the stage's wall time and its split, and
     this driver process's parameter bytes and peak resident memory over its baseline (taken
     once torch, transformers, peft and, for the actors, a local Ray are up)."""
     from rich.console import Console
@@ -144,7 +144,7 @@ def measure_stage(model: Path, backend: str, work: Path) -> dict[str, Any]:
     from teamtr_core.config import from_dict
     from teamtr_core.policy import LoraSettings
     from trainers.config import TrainConfig
-    from trainers.recipe import TrainingRecipe
+    from trainers.run.recipe import TrainingRecipe
 
     config = from_dict(
         TrainConfig,
@@ -157,7 +157,7 @@ def measure_stage(model: Path, backend: str, work: Path) -> dict[str, Any]:
             "sft": None,
             "sampling": {"max_new_tokens": 8},
             "schedule": {"stages": 1, "problems_per_batch": 4, "group_size": 2},
-            "trainer": {"backend": backend, "num_cpus": 0.5},
+            "runner": {"agents": backend, "agent_cpus": 0.5},
             "eval": {"problems": 4, "k": 1, "train_distribution": False},
             "loggers": [],
             "plot": False,
@@ -241,7 +241,7 @@ def run(quick: bool) -> dict[str, Any]:
         result["stage"] = {}
         for key, backend, what in (
             ("local", "local", "updates in the driver"),
-            ("learner_actors", "ray", "a learner actor per agent on a local Ray"),
+            ("learner_actors", "ray", "an agent actor per agent on a local Ray"),
         ):
             print(f"one stage, {what} ...", flush=True)
             result["stage"][key] = _in_subprocess(
@@ -290,7 +290,7 @@ def print_table(result: dict[str, Any]) -> None:
     print("|---|---|---|---|---|---|---|")
     for name, row in (
         ("updates in the driver", stage["local"]),
-        ("learner actors", stage["learner_actors"]),
+        ("agent actors", stage["learner_actors"]),
     ):
         cells = [
             f"{row.get(k, float('nan')):.2f}"

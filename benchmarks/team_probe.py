@@ -39,9 +39,9 @@ from teamtr_core.config import load_config
 from teamtr_core.policy import SamplingParams
 from teamtr_env.runners import Runner
 from trainers.config import TrainConfig
-from trainers.recipe import env_factory, load_checkpoint
-from trainers.team_eval import agent_sampling, build_policies
-from trainers.warm_start import behaviour_clone_cache
+from trainers.run.recipe import env_factory, load_checkpoint
+from trainers.run.team_eval import agent_sampling, build_policies
+from trainers.run.warm_start import behaviour_clone_cache
 
 
 def probe(config: TrainConfig, policies: dict[str, Any], problems: int, k: int) -> dict[str, Any]:

@@ -53,8 +53,10 @@ import teamtr_env
 from adapters.hf import HFPolicy
 from adapters.tiny import build_tiny_model
 from teamtr_core.config import from_dict
+from teamtr_env.rollout import MessageRecord, RolloutBatch
 from trainers.config import TrainConfig
-from trainers.team_trainer import TeamTrainer
+from trainers.learners.stage import batch_advantages
+from trainers.learners.team_trainer import TeamTrainer
 
 TASK = "teamtr/Arith-v0"
 OPTIONS: dict[str, Any] = {
@@ -117,6 +119,16 @@ def teamtr_steps(model_dir: Path, steps: int, *, epochs: int, trust_region: bool
     return {key: statistics.median(r[key] for r in rows) for key in rows[0]}
 
 
+def message_advantages(
+    batch: RolloutBatch, agent: str, config: TrainConfig
+) -> tuple[list[MessageRecord], torch.Tensor]:
+    """``agent``'s messages in ``batch`` and ``[N]`` advantages, each message its episode's group
+    advantage (what :meth:`trainers.learners.stage.Stage.message_advantages` gives an update)."""
+    messages = batch.messages_of(agent)
+    adv = batch_advantages(batch, config).advantages.flatten()
+    return messages, torch.tensor([float(adv[m.episode]) for m in messages], dtype=torch.float32)
+
+
 def flip_rates(model_dir: Path, updates: int, fractions: tuple[float, ...] = (0.25, 0.5)) -> dict:
     """How often a subsampled KL check would decide differently from the full one (App. G.4).
 
@@ -125,8 +137,8 @@ def flip_rates(model_dir: Path, updates: int, fractions: tuple[float, ...] = (0.
     radius in the band the paper conditions on (delta = KL_hat x 0.8, 0.9, 1.1, 1.2: the updates
     whose decision is close), averaged over the band and the updates.
     """
-    from trainers.kl import monitor_flip_rate, token_kl_monitor
-    from trainers.update import concat_logprobs, score, update_agent
+    from trainers.optim.kl import monitor_flip_rate, token_kl_monitor
+    from trainers.optim.update import concat_logprobs, score, update_agent
 
     config = teamtr_config(epochs=4, trust_region=True, steps=updates)
     trainer = TeamTrainer(config, make_env, {"solver": HFPolicy.from_pretrained(model_dir)})
@@ -140,8 +152,8 @@ def flip_rates(model_dir: Path, updates: int, fractions: tuple[float, ...] = (0.
     }
     kls = []
     for i in range(updates):
-        batch = trainer.sample(i, 0, PROMPTS)
-        msgs, adv = trainer.message_advantages(batch, "solver")
+        batch, _ = trainer.sample(i, 0, PROMPTS)
+        msgs, adv = message_advantages(batch, "solver", config)
         old = score(slot.policy, msgs, mb, temperature)
         update_agent(
             slot.policy,
@@ -198,7 +210,7 @@ def multi_turn_scoring(problems: int) -> dict:
     from adapters.tiny import TinyModelSpec
     from teamtr_core.policy import SamplingParams
     from teamtr_env.runners import Runner
-    from trainers.update import score
+    from trainers.optim.update import score
 
     def env_fn() -> Any:
         return teamtr_env.make("teamtr/ARBench-GN-v0")

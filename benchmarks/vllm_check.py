@@ -56,7 +56,7 @@ def teamtr_stage_with_vllm_rollouts(model_dir: Path) -> dict[str, float]:
     from adapters.vllm_policy import VLLMPolicy
     from teamtr_core.config import from_dict
     from trainers.config import DEMO_TASK, DEMO_TASK_OPTIONS, TrainConfig
-    from trainers.team_trainer import TeamTrainer
+    from trainers.learners.team_trainer import TeamTrainer
 
     env_fn = functools.partial(teamtr_env.make, DEMO_TASK, **DEMO_TASK_OPTIONS)
     policies = {}

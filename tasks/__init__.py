@@ -4,8 +4,6 @@ from tasks.base import (
     BaseTask,
     Episode,
     InteractiveTask,
-    JsonRow,
-    JsonRows,
     Message,
     Problem,
     Score,
@@ -15,10 +13,10 @@ from tasks.base import (
     Task,
     TaskConfigError,
     load_problems,
-    read_json_rows,
     save_problems,
     split_of,
 )
+from tasks.data_files import JsonRow, JsonRows, read_json_rows
 
 __all__ = [
     "BaseTask",

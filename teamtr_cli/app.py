@@ -37,11 +37,6 @@ def _quiet_libraries() -> None:
         hf_logging.set_verbosity_error()
 
 
-def _renamed(console: Console, old: str, new: str) -> None:
-    """A notice on stderr that ``old`` (still accepted) is now ``new``."""
-    Console(stderr=True).print(f"[yellow]note:[/] {old} is now {new}", highlight=False)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``teamtr`` console script."""
     parser = build_parser()
@@ -54,9 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "tasks":
             return listing.cmd_tasks(console, args)
-        if args.command in ("learners", "trainers"):
-            if args.command == "trainers":
-                _renamed(console, "teamtr trainers", "teamtr learners")
+        if args.command == "learners":
             return listing.cmd_learners(console)
         if args.command == "play":
             return play.cmd_play(args, console)

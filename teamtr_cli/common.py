@@ -161,13 +161,13 @@ def team_runner(
 def _run_team(
     args: argparse.Namespace, env: TeamEnv, overrides: dict[str, Any]
 ) -> tuple[dict[str, Policy], dict[str, SamplingParams]]:
-    """``--run-dir``'s team with ``--checkpoint``'s weights (``trainers.export``), its sampling
+    """``--run-dir``'s team with ``--checkpoint``'s weights (``trainers.tools.export``), its sampling
     settings with ``--temperature`` / ``--max-new-tokens`` applied."""
     if args.team is not None or args.policy != "scripted" or args.team_set:
         raise ConfigError(
             "--run-dir", ["--run-dir evaluates the run's team: give no --team, --policy or --set"]
         )
-    from trainers.export import load_run_team
+    from trainers.tools.export import load_run_team
 
     team = load_run_team(args.run_dir, args.checkpoint)
     if set(team.policies) != set(env.possible_agents):

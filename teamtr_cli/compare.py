@@ -1,4 +1,4 @@
-"""``teamtr compare``: benchmark learners on one task at an equal budget (``trainers.compare``)."""
+"""``teamtr compare``: benchmark learners on one task at an equal budget (``trainers.tools.compare``)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     compare.add_argument("task", metavar="TASK", help="a registered task id (teamtr tasks)")
     compare.add_argument(
         "--learners",
-        "--trainers",
         dest="learners",
         nargs="+",
         required=True,
@@ -59,7 +58,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
-    from trainers.compare import CompareSpec, compare
+    from trainers.tools.compare import CompareSpec, compare
 
     spec = CompareSpec(
         task=args.task,

@@ -22,7 +22,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_diagnostics(args: argparse.Namespace, console: Console) -> int:
     """``teamtr diagnostics RUN_DIR``: the table of a run's per-stage diagnostics."""
-    from trainers.stage_diagnostics import run_diagnostics
+    from trainers.run.report import run_diagnostics
 
     stages = run_diagnostics(args.run_dir)
     if not stages:

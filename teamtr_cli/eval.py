@@ -35,6 +35,7 @@ DEFAULT_PROBLEMS = 100
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Adds ``teamtr eval`` and its options to the CLI's subcommands."""
     ev = sub.add_parser("eval", help="evaluate a team: pass@k / avg@k / maj@k table")
     add_env_args(ev)
     ev.add_argument(
@@ -72,25 +73,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--workers", type=int, help="Ray rollout workers (with --ray; default 2)")
     ev.add_argument("--pass-hat", action="store_true", help="also report pass^k")
     ev.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    ev.add_argument(
-        "--protocol",
-        help="inference-time protocol(s), comma-separated: "
-        + ", ".join(PROTOCOLS)
-        + " (default: the task's registered team); several print a comparison",
-    )
-    ev.add_argument(
-        "--protocol-option",
-        type=parse_option,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="protocol size: n, rounds (debate), roles, turns (role_play); repeatable",
-    )
-    ev.add_argument(
-        "--budget",
-        metavar="KIND:N",
-        help="matched budget per episode: samples:N (messages) or tokens:N (generated tokens)",
-    )
+    _add_protocol_args(ev)
     ev.add_argument(
         "--split",
         choices=("test", "validation", "train"),
@@ -126,6 +109,29 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="break metrics down by this problem meta key (default: every key with 2..20 values)",
     )
     ev.add_argument("--schema", action="store_true", help="print the report's JSON Schema and exit")
+
+
+def _add_protocol_args(ev: argparse.ArgumentParser) -> None:
+    """``--protocol``, ``--protocol-option`` and ``--budget``: protocols at matched budgets."""
+    ev.add_argument(
+        "--protocol",
+        help="inference-time protocol(s), comma-separated: "
+        + ", ".join(PROTOCOLS)
+        + " (default: the task's registered team); several print a comparison",
+    )
+    ev.add_argument(
+        "--protocol-option",
+        type=parse_option,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="protocol size: n, rounds (debate), roles, turns (role_play); repeatable",
+    )
+    ev.add_argument(
+        "--budget",
+        metavar="KIND:N",
+        help="matched budget per episode: samples:N (messages) or tokens:N (generated tokens)",
+    )
 
 
 def _protocols(args: argparse.Namespace) -> tuple[list[InferenceProtocol | None], dict | None]:
@@ -238,7 +244,7 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
 def _with_run_options(args: argparse.Namespace) -> None:
     """``--run-dir`` on the run's own task: its ``task_options`` (the agents, prompts and sizes
     it trained with) come first, ``-o`` overrides them; on another task only ``-o`` applies."""
-    from trainers.export import run_config
+    from trainers.tools.export import run_config
 
     config = run_config(args.run_dir)
     _prepend_run_options(args, config.task, config.task_options)
@@ -247,7 +253,7 @@ def _with_run_options(args: argparse.Namespace) -> None:
 def _with_export_options(args: argparse.Namespace, console: Console) -> None:
     """``--team`` of a ``teamtr export``: the exported run's task options, as with
     ``--run-dir``, said on the console."""
-    from trainers.export import export_manifest
+    from trainers.tools.export import export_manifest
 
     manifest = export_manifest(args.team.parent)
     if manifest is None:

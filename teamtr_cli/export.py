@@ -38,7 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_export(args: argparse.Namespace, console: Console) -> int:
-    from trainers.export import export_run
+    from trainers.tools.export import export_run
 
     manifest = export_run(
         args.run_dir, args.out, args.checkpoint, merge=args.merge, overwrite=args.overwrite

@@ -42,11 +42,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="a task option for --splits (JSON value), e.g. -o curriculum_level=0; repeatable",
     )
-    sub.add_parser(
-        "learners",
-        aliases=["trainers"],  # the old name, still accepted with a notice
-        help="list registered learners (teamtr train --learner ID)",
-    )
+    sub.add_parser("learners", help="list registered learners (teamtr train --learner ID)")
 
 
 def cmd_tasks(console: Console, args: argparse.Namespace) -> int:
@@ -90,8 +86,8 @@ def list_tasks(console: Console, pattern: str = "") -> int:
 
 
 def cmd_learners(console: Console) -> int:
-    from trainers.registry import ALIASES
-    from trainers.registry import registry as learners
+    from trainers.learners.registry import ALIASES
+    from trainers.learners.registry import registry as learners
 
     short = {v: k for k, v in ALIASES.items()}
     table = Table(title="Registered learners")

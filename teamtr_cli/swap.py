@@ -46,8 +46,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_swap(args: argparse.Namespace, console: Console) -> int:
-    from trainers.align import AlignConfig
-    from trainers.swap import SwapConfig, swap_agent
+    from trainers.tools.align import AlignConfig
+    from trainers.tools.swap import SwapConfig, swap_agent
 
     try:
         align = (

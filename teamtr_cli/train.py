@@ -30,7 +30,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="the learner: a registered id (teamtr learners) or short name; same as "
         "--set schedule.learner=ID",
     )
-    train.add_argument("--trainer", metavar="ID", help=argparse.SUPPRESS)  # the old --learner
     train.add_argument("--run-dir", help="where logs, checkpoints and the summary go")
     train.add_argument(
         "--resume",
@@ -48,18 +47,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_train(args: argparse.Namespace, console: Console) -> int:
-    from trainers.config import TrainConfig, load_train_config
-    from trainers.recipe import run_training
+    from trainers.config import TrainConfig
+    from trainers.run.config_file import load_train_config
+    from trainers.run.recipe import run_training
 
     if args.schema:
         console.print_json(json.dumps(json_schema(TrainConfig)))
         return 0
     overrides = list(args.train_set) + ([f"run_dir={args.run_dir}"] if args.run_dir else [])
-    if args.trainer:
-        Console(stderr=True).print("[yellow]note:[/] --trainer is now --learner", highlight=False)
-    learner = args.learner or args.trainer
-    if learner:
-        overrides.append(f"schedule.learner={learner}")
+    if args.learner:
+        overrides.append(f"schedule.learner={args.learner}")
     saved = Path(args.run_dir or TrainConfig().run_dir) / "config.yaml"
     path = args.config
     if path is None and args.resume and saved.exists():  # a resume continues with its own config

@@ -6,15 +6,17 @@ wording of schema errors) generates a JSON Schema (draft 2020-12) from a datacla
 dataclass, :func:`to_dict` is its inverse, and :func:`load_config` / :func:`dump_config` read and
 write YAML or JSON files with ``--set``-style overrides (``"optim.lr=3e-4"``).
 
-Two class attributes let a config evolve without breaking old files; both act on the plain data
-before it is validated, in every nested section:
+Two class attributes act on the plain data before it is validated, in every nested section:
 
-- ``_renamed_keys: ClassVar[dict[str, str]]`` maps an old key to its new dotted path within the
-  same section (``{"temperature": "sampling.temperature"}``). An old key is moved there with a
-  ``FutureWarning``; giving both the old and the new key is a problem.
+- ``_renamed_keys: ClassVar[dict[str, str | dict[str, str]]]`` maps a key that was renamed to its
+  new dotted path within the same section (``{"temperature": "sampling.temperature"}``), or a
+  section whose keys moved to the new dotted path of each (``{"trainer": {"backend":
+  "runner.agents"}}``). An old key does not load: it is reported as a problem naming the new key
+  (``temperature was renamed to sampling.temperature``), with every other problem of the config
+  (CHANGELOG.md lists the renames).
 - ``_prepare_config`` (a static method taking the section's mapping and changing it in place)
-  runs after every rename, parents before children; :func:`inherit` is its usual helper, for a
-  section that fills its unset keys from a parent section.
+  runs after the renamed keys are checked, parents before children; :func:`inherit` is its usual
+  helper, for a section that fills its unset keys from a parent section.
 
 Dataclasses are inspected with :func:`typing.get_type_hints`, so they must be defined at module
 level when they use ``from __future__ import annotations``.
@@ -29,7 +31,6 @@ import json
 import re
 import types
 import typing
-import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Union
@@ -233,33 +234,30 @@ def _sections(
     return found
 
 
-def _rename(
-    cls: Any, data: dict[str, Any], path: tuple[Any, ...], errors: list[str], moved: list[str]
-) -> None:
+def _renamed(cls: Any, data: dict[str, Any], path: tuple[Any, ...], errors: list[str]) -> None:
+    """Reports every key of ``cls._renamed_keys`` that ``data`` (or a nested section) still uses
+    as an error naming its new key, and drops it, so that validation does not report it a second
+    time as an unknown key."""
     for old, new in getattr(cls, "_renamed_keys", {}).items():
         if old not in data:
             continue
-        *heads, last = new.split(".")
-        node = data
-        for i, head in enumerate(heads):
-            if node.get(head) is None:
-                node[head] = {}
-            if not isinstance(node[head], dict):
-                errors.append(_prefix(path, f"{'.'.join(heads[: i + 1])} must be a mapping"))
-                break
-            node = node[head]
-        else:
-            if last in node:
-                errors.append(
-                    _prefix(path, f"{old}: the old name of {new}, which is also given; keep {new}")
-                )
-            else:
-                node[last] = data.pop(old)
-                moved.append(
-                    f"{dotted_path((*path, old))} is now {dotted_path((*path, *heads, last))}"
-                )
+        value = data.pop(old)
+        if isinstance(new, str):
+            errors.append(
+                f"{dotted_path((*path, old))} was renamed to {dotted_path((*path, *new.split('.')))}"
+            )
+            continue
+        # a section whose keys moved one by one: each key it gives, named with its new path
+        given = [k for k in value if k in new] if isinstance(value, dict) else []
+        errors += [
+            f"{dotted_path((*path, old, k))} was renamed to {dotted_path((*path, *new[k].split('.')))}"
+            for k in given
+        ]
+        if not given:
+            moved = ", ".join(dotted_path((*path, *n.split("."))) for n in new.values())
+            errors.append(f"{dotted_path((*path, old))} was removed: its keys are now {moved}")
     for child, section, key in _sections(cls, data):
-        _rename(child, section, (*path, *key), errors, moved)
+        _renamed(child, section, (*path, *key), errors)
 
 
 def _prepare(cls: Any, data: dict[str, Any]) -> None:
@@ -288,14 +286,7 @@ def inherit(parent: Any, own: Any, defaults: Any = None) -> Any:
 def _checked_build(cls: type[_T], data: Any, what: str, errors: list[str]) -> _T:
     plain = jsonable(data) if isinstance(data, Mapping) else data
     if isinstance(plain, dict) and is_dataclass_type(cls):
-        moved: list[str] = []
-        _rename(cls, plain, (), errors, moved)
-        if moved:
-            warnings.warn(
-                f"{what}: renamed keys ({'; '.join(moved)}); the old names will stop working",
-                FutureWarning,
-                stacklevel=3,
-            )
+        _renamed(cls, plain, (), errors)
         _prepare(cls, plain)
     invalid = schema_errors(cls, plain)
     errors += [text for _, text in invalid]

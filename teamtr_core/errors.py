@@ -5,7 +5,6 @@ and how to fix it."""
 from __future__ import annotations
 
 import re
-import warnings
 from collections.abc import Sequence
 
 
@@ -34,12 +33,6 @@ class ConfigError(TeamTRError, ValueError):
         lines = "\n".join(f"  - {e}" for e in self.errors)
         count = sum(int(m.group(1)) if (m := _MORE.match(e)) else 1 for e in self.errors)
         super().__init__(f"Invalid {what} ({count} problem(s)):\n{lines}")
-
-    @property
-    def problems(self) -> list[str]:
-        """Deprecated: :attr:`errors` (the lines of the error)."""
-        warnings.warn("ConfigError.problems is now ConfigError.errors", FutureWarning, stacklevel=2)
-        return self.errors
 
 
 class RegistryError(TeamTRError):

@@ -3,7 +3,7 @@
 entry-point group, loaded lazily and isolated when they fail, and "did you mean" messages.
 
 The task registry (:class:`teamtr_env.registration.Registry`) and the learner registry
-(:class:`trainers.registry.LearnerRegistry`) subclass :class:`PluginRegistry`.
+(:class:`trainers.learners.registry.LearnerRegistry`) subclass :class:`PluginRegistry`.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def parse_id(
 
 class PluginRegistry(Mapping[str, _Spec]):
     """A mapping ``id -> spec`` whose third-party entries come from an entry-point group: the
-    plumbing shared by the task registry and the learner registry (``trainers.registry``).
+    plumbing shared by the task registry and the learner registry (``trainers.learners.registry``).
 
     Subclasses set ``group`` (the entry-point group), ``kind`` (``"Task"``, ``"Learner"``: the
     first word of messages), ``plugin_error`` (the exception type of a failed plugin) and

@@ -25,7 +25,7 @@ def derive_seed(*parts: int) -> int:
     return int(np.random.SeedSequence([abs(int(p)) for p in parts]).generate_state(1)[0])
 
 
-# Training (trainers.team_trainer; the sample indices also trainers.stage_diagnostics):
+# Training (trainers.learners.team_trainer; the sample indices also trainers.learners.stage_diagnostics):
 # derive_seed(config.seed, STREAM, stage[, index]).
 ORDER_STREAM = 11  # a stage's update order of the agents (schedule.order: random)
 TRAIN_STREAM = 13  # the rollouts an agent's update trains on
@@ -34,7 +34,7 @@ PROBLEM_STREAM = 19  # the problems of a training or diagnostic batch, from that
 STALE_INDEX = 1_000  # sample index of the stage-start diagnostic batches (updates use 0..n-1)
 J_INDEX = 2_000  # sample index of the batches that measure J before and after a stage
 
-# Runs around the training loop (trainers.team_eval, trainers.swap, trainers.sft).
+# Runs around the training loop (trainers.run.team_eval, trainers.tools.swap, trainers.optim.sft).
 EVAL_STREAM = 999_983  # every evaluation's problems and rollouts (the same before and after)
 PROBE_STREAM = 23  # a model swap's probe rollouts (the contexts the new model aligns on)
 SFT_STREAM = 1_031  # behaviour cloning's minibatches: derive_seed(seed, agent index, this)
@@ -44,7 +44,7 @@ INIT_STREAM = 1_033  # a team's fresh weights (new LoRA adapters): ((seed, this)
 CALL_STREAM = 7_919  # each policy call: derive_seed(call seed, step, agent index, this)
 SHARD_STREAM = 104_729  # the policy calls of block k > 0 of a sharded rollout
 
-# Fixed seeds and offsets (trainers.update, trainers.align, adapters.vllm_policy).
+# Fixed seeds and offsets (trainers.optim.update, trainers.tools.align, adapters.vllm_policy).
 MONITOR_SEED = 0  # the messages the trust-region monitor checks (the same every backtrack)
 SEED_STRIDE = 1_000_003  # spaces per-item seeds: seed * SEED_STRIDE + i (vLLM prompts, align steps)
 ALIGN_BATCH_OFFSET = 1  # alignment's minibatch draws: random.Random(seed + ALIGN_BATCH_OFFSET)

@@ -22,7 +22,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from tasks.base import Task, listed
+from tasks.base import Task
+from tasks.data_files import listed
 from teamtr_core.errors import (
     ConfigError,
     InvalidKwargsError,

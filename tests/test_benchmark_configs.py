@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from trainers.config import load_train_config
-from trainers.recipe import env_factory
+from trainers.run.config_file import load_train_config
+from trainers.run.recipe import env_factory
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "benchmarks" / "configs").glob("*.yaml"))
 

@@ -160,8 +160,8 @@ import teamtr_env
 from adapters.scripted import ScriptedExpert
 from adapters.tiny import build_char_tokenizer
 from teamtr_env.runners import Runner
-from trainers.config import load_train_config
-from trainers.recipe import run_training
+from trainers.run.config_file import load_train_config
+from trainers.run.recipe import run_training
 
 config = load_train_config("sort_relay.yaml")  # validated: every problem is an error
 assert config.task == "mylab/SortRelay-v0" and config.sft is not None

@@ -1,6 +1,6 @@
 """benchmarks/team_memory.py: the quick run writes every layout's sizes, the stage timings and the
 projection; a shared base holds about one agent's parameters where separate copies hold three,
-and with learner actors the driver holds none."""
+and with agent actors the driver holds none."""
 
 from __future__ import annotations
 

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from tasks.arbench import dc_rules, gn_rules
-from tasks.base import Problem, Split, read_json_rows
+from tasks.base import Problem, Split
+from tasks.data_files import read_json_rows
 from teamtr_core.errors import ConfigError
 
 Converter = Callable[[Any, int, Split], Problem]

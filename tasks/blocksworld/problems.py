@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tasks.base import Problem, Split, listed, load_problems
+from tasks.base import Problem, Split, load_problems
 from tasks.blocksworld import text
 from tasks.blocksworld.domain import (
     DEFAULT_MAX_EXPANSIONS,
@@ -40,6 +40,7 @@ from tasks.blocksworld.pddl import (
     parse_problem,
     read_text,
 )
+from tasks.data_files import listed
 from teamtr_core.errors import ConfigError
 
 MAX_JSON_BYTES = 200_000_000

@@ -5,8 +5,8 @@ file is read (the ``datasets`` extra: ``pip install 'teamtr[datasets]'``).
 Nothing here downloads anything: only local paths are read. Lines of a JSON file that cannot be
 read (not UTF-8, not JSON, not an object) are kept in :attr:`Table.bad` with their ``file:line``,
 so that the task reports them together with the rows' own errors (a missing prompt, a repeated
-id), every bad line at once (:func:`tasks.base.listed`: the first 50 and a count of the rest), as a
-:class:`~tasks.base.TaskConfigError`.
+id), every bad line at once (:func:`tasks.data_files.listed`: the first 50 and a count of the
+rest), as a :class:`~tasks.base.TaskConfigError`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tasks.base import Split, TaskConfigError, read_json_rows
+from tasks.base import Split, TaskConfigError
+from tasks.data_files import read_json_rows
 
 JSON_SUFFIXES = (".jsonl", ".ndjson", ".json")
 PARQUET_SUFFIXES = (".parquet", ".pq")

@@ -26,9 +26,9 @@ from tasks.base import (
     SingleAnswerTask,
     Split,
     TaskConfigError,
-    listed,
     split_of,
 )
+from tasks.data_files import listed
 from tasks.dataset import rewards
 from tasks.dataset.reading import Table, read_table
 from teamtr_core.choices import choice_errors

@@ -20,7 +20,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tasks.base import SPLITS, Problem, read_json_rows
+from tasks.base import SPLITS, Problem
+from tasks.data_files import read_json_rows
 from tasks.math.extract import last_boxed
 from teamtr_core.errors import ConfigError
 

@@ -31,7 +31,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from tasks.base import JsonRow, JsonRows, Problem, Split, load_problems, read_json_rows
+from tasks.base import Problem, Split, load_problems
+from tasks.data_files import JsonRow, JsonRows, read_json_rows
 from tasks.tooluse.tools import RESPOND, TERMINAL_TOOL_NAMES, TOOL_NAMES, WRITE_TOOL_NAMES
 from teamtr_core.errors import ConfigError
 

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tasks.base import Problem, Split, read_json_rows
+from tasks.base import Problem, Split
+from tasks.data_files import read_json_rows
 from tasks.zebra.grading import gold_table, size_bucket, zeroeval_group
 from teamtr_core.errors import ConfigError
 

@@ -176,9 +176,9 @@ class RayRunner(Runner):
             workers on GPUs with ``num_gpus=1``).
         max_retries: how many times a failed block is played again (on a new worker when its
             worker died) before the rollout stops with :class:`RolloutFailed`.
-        team: a picklable builder of every agent's policy (``trainers.team_eval.TeamSource``):
+        team: a picklable builder of every agent's policy (``trainers.run.team_eval.TeamSource``):
             each worker builds its replicas with it instead of receiving ``policies``, which
-            then may be stand-ins (a learner actor's :class:`~trainers.updaters.ActorPolicy`).
+            then may be stand-ins (an agent actor's :class:`~trainers.placement.updaters.ActorPolicy`).
 
     Raises:
         ConfigError: ray is not installed, or a setting is out of range.
@@ -264,7 +264,7 @@ class RayRunner(Runner):
         self.timing["put_s"] += time.perf_counter() - t0
 
     def sync_ref(self, agent: str, ref: Any, version: int) -> None:
-        """Publishes weights that are in the object store already (a Ray learner actor's
+        """Publishes weights that are in the object store already (a Ray agent actor's
         state dict): the workers load them from there, and the driver never holds them."""
         self._weights[agent] = (version, ref)
 

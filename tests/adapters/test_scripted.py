@@ -103,17 +103,31 @@ def test_the_runner_gives_a_privileged_expert_each_episodes_problem() -> None:
         expert.generate_privileged(contexts[:2], problems[:1], SamplingParams())
 
 
-def test_an_expert_written_before_problems_were_passed_still_plays() -> None:
+def test_an_expert_without_the_problem_keyword_is_refused_naming_it() -> None:
+    """``expert_reply`` always gets ``problem=``: an expert written without it (the signature of
+    earlier versions) is refused when the policy is made, with the keyword to add."""
+
     class OldTask:
         name = "old"
 
         def expert_reply(self, context: str, rng: np.random.Generator, *, make_error: bool) -> str:
             return "wrong" if make_error else context.upper()
 
-    with pytest.warns(FutureWarning, match="add a 'problem' keyword"):
-        expert = ScriptedExpert(OldTask())  # type: ignore[arg-type]
-    gens = expert.generate_privileged(["a", "b"], [None, None], SamplingParams(seed=0))
-    assert [g.text for g in gens] == ["A", "B"]
+    with pytest.raises(
+        TypeError,
+        match=r"Task 'old': expert_reply\(context, rng, \*, make_error\) takes no 'problem' "
+        r"keyword.*problem=None",
+    ):
+        ScriptedExpert(OldTask())  # type: ignore[arg-type]
+
+    class KeywordsTask:  # **kwargs takes problem= too
+        name = "kw"
+
+        def expert_reply(self, context: str, rng: np.random.Generator, **kwargs: object) -> str:
+            return f"{context}:{kwargs['problem']}"
+
+    gens = ScriptedExpert(KeywordsTask()).generate(["a"], SamplingParams(seed=0))  # type: ignore[arg-type]
+    assert [g.text for g in gens] == ["a:None"]
 
 
 def test_expert_requires_expert_reply() -> None:

@@ -19,9 +19,9 @@ from tasks.dataset import DatasetTask
 from teamtr_core.config import from_dict
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import LoraSettings, SamplingParams
-from trainers.callbacks import Callback
 from trainers.config import TrainConfig
-from trainers.recipe import load_checkpoint, run_training
+from trainers.learners.callbacks import Callback
+from trainers.run.recipe import load_checkpoint, run_training
 
 AGENTS = ("solver", "critic", "aggregator")
 LORA = LoraSettings(r=4)

@@ -191,17 +191,26 @@ def test_an_agents_sampling_inherits_the_keys_it_leaves_out_from_the_teams() -> 
         team_sampling(bare, AGENTS, temprature=1.0)
 
 
-def test_old_per_agent_sampling_keys_load_with_a_warning() -> None:
-    old = {"default": {"backend": "random", "temperature": 0.3, "max_new_tokens": 9}}
-    new = {"default": {"backend": "random", "sampling": {"temperature": 0.3, "max_new_tokens": 9}}}
-    with pytest.warns(FutureWarning, match=r"default.temperature is now default.sampling"):
-        config = team_config_from_dict(old)
-    assert config == team_config_from_dict(new)
-    both = {"default": {"backend": "random", "temperature": 0.3, "sampling": {"temperature": 1}}}
+def test_old_per_agent_sampling_keys_are_refused_naming_the_new_keys() -> None:
+    """The per-agent ``temperature`` / ``max_new_tokens`` of earlier versions do not load: each is
+    a problem naming its new key, reported with the config's other problems (and not a second
+    time as an unknown key)."""
+    old = {
+        "default": {"backend": "random", "temperature": 0.3},
+        "agents": {"solver": {"backend": "random", "max_new_tokens": 9}},
+        "sampling": {"seed": 3},
+    }
     with pytest.raises(ConfigError) as excinfo:
-        team_config_from_dict({**both, "sampling": {"seed": 3}})
-    text = "\n".join(excinfo.value.errors)
-    assert "the old name of sampling.temperature" in text and "runner derives a seed" in text
+        team_config_from_dict(old)
+    assert excinfo.value.errors == [
+        "agents.solver.max_new_tokens was renamed to agents.solver.sampling.max_new_tokens",
+        "default.temperature was renamed to default.sampling.temperature",
+        "sampling.seed: the runner derives a seed per call from the run's seed; remove it",
+    ]
+    new = {"default": {"backend": "random", "sampling": {"temperature": 0.3, "max_new_tokens": 9}}}
+    assert team_config_from_dict(new).default.sampling == SamplingParams(  # type: ignore[union-attr]
+        temperature=0.3, max_new_tokens=9
+    )
     with pytest.raises(ConfigError, match="temperature must be >= 0"):
         team_config_from_dict({"sampling": {"temperature": -1}})
 

@@ -8,7 +8,7 @@ import pytest
 
 from teamtr_core.choices import choice_errors, choices, one_of
 from teamtr_env.protocol import TeamProtocol, Visibility
-from trainers.sft import SFTConfig
+from trainers.optim.sft import SFTConfig
 
 Mode = Literal["keep", "strip"]
 

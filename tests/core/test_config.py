@@ -237,6 +237,13 @@ def test_five_problems_reported_at_once() -> None:
     assert all(f"  - {p}" in text for p in errors)
 
 
+def test_config_error_lines_are_errors_and_the_old_name_problems_is_gone() -> None:
+    err = ConfigError("demo", ["a is bad", "b is bad"])
+    assert err.errors == ["a is bad", "b is bad"]
+    assert str(err) == "Invalid demo (2 problem(s)):\n  - a is bad\n  - b is bad"
+    assert not hasattr(err, "problems")  # renamed to errors (CHANGELOG.md)
+
+
 def test_nested_enum_nullable_and_top_level_messages() -> None:
     with pytest.raises(ConfigError) as err:
         from_dict(
@@ -452,26 +459,33 @@ class Squad:
             members[name] = inherit(data.get("shared"), own, Member())
 
 
-def test_renamed_keys_move_with_a_warning_in_every_nested_section() -> None:
-    data = {"learning_rate": 0.5, "shared": {"rate": 0.2}, "members": {"a": {"rate": 0.3}}}
-    with pytest.warns(FutureWarning) as caught:
-        squad = from_dict(Squad, data)
-    assert squad.optim.lr == 0.5 and squad.shared == Member(lr=0.2)
-    assert squad.members["a"].lr == 0.3
-    text = str(caught[0].message)
-    assert "learning_rate is now optim.lr" in text and "members.a.rate is now members.a.lr" in text
-    assert data == {"learning_rate": 0.5, "shared": {"rate": 0.2}, "members": {"a": {"rate": 0.3}}}
-
-
-def test_an_old_key_beside_its_new_one_is_a_problem_reported_with_the_others() -> None:
-    data = {"learning_rate": 0.5, "optim": {"lr": 0.1}, "members": {"a": {"size": "x"}}}
+def test_renamed_keys_are_problems_naming_the_new_key_in_every_nested_section() -> None:
+    """An old key does not load: it is a problem naming its new key (not a second time an unknown
+    key), in every nested section, reported with the config's other problems."""
+    data = {
+        "learning_rate": 0.5,
+        "shared": {"rate": 0.2},
+        "members": {"a": {"rate": 0.3, "size": "x"}},
+    }
     with pytest.raises(ConfigError) as excinfo:
         from_dict(Squad, data)
-    text = "\n".join(_errors(excinfo))
-    assert "learning_rate: the old name of optim.lr, which is also given; keep optim.lr" in text
-    assert "members.a.size" in text
-    with pytest.raises(ConfigError, match="optim must be a mapping"):
-        from_dict(Squad, {"learning_rate": 0.5, "optim": 3})
+    errors = _errors(excinfo)
+    assert errors[:3] == [
+        "learning_rate was renamed to optim.lr",
+        "shared.rate was renamed to shared.lr",
+        "members.a.rate was renamed to members.a.lr",
+    ]
+    assert len(errors) == 4 and "members.a.size" in errors[3]
+    assert not any("unknown" in e or "Additional" in e for e in errors)
+    assert data == {  # the caller's data is left as it was
+        "learning_rate": 0.5,
+        "shared": {"rate": 0.2},
+        "members": {"a": {"rate": 0.3, "size": "x"}},
+    }
+    with pytest.raises(ConfigError, match=r"learning_rate was renamed to optim\.lr"):
+        from_dict(Squad, {"learning_rate": 0.5, "optim": {"lr": 0.1}})
+    squad = from_dict(Squad, {"optim": {"lr": 0.5}, "shared": {"lr": 0.2}})
+    assert squad.optim.lr == 0.5 and squad.shared == Member(lr=0.2)
 
 
 def test_prepare_hooks_let_a_section_inherit_unset_keys_from_its_parent() -> None:

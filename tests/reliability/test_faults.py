@@ -112,16 +112,16 @@ def test_a_comparison_with_a_typo_writes_nothing_and_the_corrected_one_runs(
 
 
 @pytest.mark.xdist_group("ray")
-def test_learner_actors_the_cluster_cannot_place_are_refused_first(
+def test_agent_actors_the_cluster_cannot_place_are_refused_first(
     work: Path, capsys: pytest.CaptureFixture[str], local_ray: object
 ) -> None:
-    """Row 6: ``trainer.num_cpus`` beyond the cluster, refused before the run directory."""
+    """Row 6: ``runner.agent_cpus`` beyond the cluster, refused before the run directory."""
     err = _refused(
-        ["train", "--config", "base.yaml", "--set", "trainer.backend=ray",
-         "--set", "trainer.num_cpus=64", "--run-dir", "run"],
+        ["train", "--config", "base.yaml", "--set", "runner.agents=ray",
+         "--set", "runner.agent_cpus=64", "--run-dir", "run"],
         capsys,
     )  # fmt: skip
-    assert "3 learner actors x 64 CPUs = 192 CPUs, but the Ray cluster has" in err
+    assert "3 agent actors x 64 CPUs = 192 CPUs, but the Ray cluster has" in err
     assert _files(work) == ["base.yaml"]
 
 
@@ -130,17 +130,18 @@ def test_overwrite_leaves_nothing_of_the_old_run(work: Path) -> None:
     stopped after its first stage, has not written its own yet)."""
     import io
 
+    from helpers_crash import CrashAfter, SimulatedCrash
     from rich.console import Console
 
-    from trainers.config import load_train_config
-    from trainers.recipe import StopTraining, run_training
+    from trainers.run.config_file import load_train_config
+    from trainers.run.recipe import run_training
 
     assert main(["train", "--config", "base.yaml", "--run-dir", "run"]) == 0
     assert (work / "run" / "eval_per_problem.json").is_file()
     config = load_train_config(work / "base.yaml", ["run_dir=run", "seed=1"])
     quiet = Console(file=io.StringIO())
-    with pytest.raises(StopTraining):
-        run_training(config, overwrite=True, stop_after=1, console=quiet)
+    with pytest.raises(SimulatedCrash):
+        run_training(config, overwrite=True, callbacks=[CrashAfter(1)], console=quiet)
     assert not (work / "run" / "eval_per_problem.json").exists()
     assert not (work / "run" / "summary.json").exists()
 

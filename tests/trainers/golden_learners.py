@@ -23,8 +23,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 from helpers_trainers import config, env_fn, tabular_team
 
-from trainers.stage_diagnostics import UPDATE_KEYS
-from trainers.team_trainer import TeamTrainer
+from trainers.learners.team_trainer import TeamTrainer
+from trainers.optim.records import UPDATE_KEYS
 
 AGENTS = ("a", "b", "c")
 CASES: dict[str, dict[str, Any]] = {
@@ -129,13 +129,14 @@ def record(overrides: dict[str, Any]) -> dict[str, Any]:
     left out) and the final logits."""
     cfg = config(**overrides)
     trainer = TeamTrainer(cfg, lambda: env_fn(AGENTS), tabular_team(AGENTS, 0))
-    stages = []
+    stages, events = [], []
     for _ in range(cfg.schedule.stages):
         report = trainer.run_stage()
         metrics = {k: _plain(v) for k, v in report.metrics.items() if not k.endswith("_s")}
         updates = [{k: _plain(v) for k, v in u.to_dict().items()} for u in report.updates]
         stages.append({"metrics": metrics, "updates": updates})
-    samples = [[e.stage, e.index, e.purpose, dict(e.versions), e.episodes] for e in trainer.samples]
+        events += report.samples  # what the stage sampled (train and diagnostic)
+    samples = [[e.stage, e.index, e.purpose, dict(e.versions), e.episodes] for e in events]
     logits = {
         a: [float(x) for x in s.policy.state_dict()["logits"].flatten()]
         for a, s in trainer.slots.items()

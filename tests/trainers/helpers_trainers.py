@@ -3,6 +3,7 @@ the small tiny-model run configuration (:data:`SMALL`, :func:`small`) that whole
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -11,13 +12,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from helpers_crash import CrashAfter as CrashAfter  # re-exported: the trainer tests import it here
+from helpers_crash import SimulatedCrash as SimulatedCrash
+
 import teamtr_env
 from adapters.tabular import TabularPolicy
 from tasks import Problem
 from teamtr_core.config import from_dict
-from trainers.callbacks import Callback
 from trainers.config import TrainConfig
-from trainers.records import UpdateRecord
+from trainers.learners.callbacks import Callback
+from trainers.optim.records import UpdateRecord
+from trainers.optim.result import UpdateResult
 
 MESSAGES = ["Answer: 1", "Answer: 2", "Answer: 3"]
 PROBLEMS = [Problem(id="one", data={"expression": "0 + 1"}, answer=1)]
@@ -154,7 +159,7 @@ def trained_run(run_dir: Path) -> TrainedRun:
     """Trains :class:`TrainedRun`'s run in ``run_dir`` (a piped console of width 200)."""
     from rich.console import Console
 
-    from trainers.recipe import run_training
+    from trainers.run.recipe import run_training
 
     out = io.StringIO()
     config = small(run_dir, **TRAINED_RUN_OVERRIDES)
@@ -169,12 +174,17 @@ def trained_run(run_dir: Path) -> TrainedRun:
 
 
 def make_record(**overrides: Any) -> UpdateRecord:
-    """An update record with plausible values, ``overrides`` set."""
+    """An update record with plausible values, ``overrides`` set (the update's own fields go to
+    its embedded :class:`~trainers.optim.result.UpdateResult`, the rest to the record)."""
     values: dict[str, Any] = dict(
         stage=0, index=1, agent="critic", accepted=True, reason="ok", kl_tok=0.01,
         kl_raw=0.02, in_region=True, out_of_region_raw=False, backtracks=1, step_scale=0.5,
         beta=0.1, delta=0.05, l_seq=0.3, ratio_clip_frac=0.0, adv_clip_frac=0.0, messages=8,
-        tokens=40, ref_kl=math.nan, groups=2, episodes=8,
+        tokens=40, ref_kl=math.nan, groups=2, episodes=8, update_s=0.0, monitor_s=0.0,
     )  # fmt: skip
     values.update(overrides)
-    return UpdateRecord(**values)
+    result_fields = {f.name for f in dataclasses.fields(UpdateResult)}
+    result = UpdateResult(**{k: v for k, v in values.items() if k in result_fields})
+    return UpdateRecord(
+        result=result, **{k: v for k, v in values.items() if k not in result_fields}
+    )

@@ -8,7 +8,7 @@ from pathlib import Path
 from helpers_trainers import small
 from rich.console import Console
 
-from trainers.recipe import run_training
+from trainers.run.recipe import run_training
 
 
 def trained_run(run_dir: Path) -> Path:

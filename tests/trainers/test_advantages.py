@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainers.advantages import GroupAdvantages, group_advantages
+from trainers.optim.advantages import GroupAdvantages, group_advantages
 
 F64 = torch.float64
 

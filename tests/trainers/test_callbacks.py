@@ -14,8 +14,8 @@ from helpers_trainers import Recorder, TrainedRun, small
 from rich.console import Console
 
 from teamtr_core.errors import ConfigError
-from trainers.callbacks import Callback, EarlyStopping, load_callbacks
-from trainers.recipe import run_training
+from trainers.learners.callbacks import Callback, EarlyStopping, load_callbacks
+from trainers.run.recipe import run_training
 
 QUIET = Console(file=io.StringIO())
 
@@ -62,10 +62,10 @@ def test_early_stopping_from_the_config_stops_a_flat_run(tmp_path: Path) -> None
 
 
 def test_callbacks_by_import_path_report_every_problem() -> None:
-    (made,) = load_callbacks(["trainers.callbacks:Callback"])
+    (made,) = load_callbacks(["trainers.learners.callbacks:Callback"])
     assert type(made) is Callback
     with pytest.raises(ConfigError) as excinfo:
-        load_callbacks(["nocolon", "no_such_module_xyz:Thing", "trainers.logger:NullLogger"])
+        load_callbacks(["nocolon", "no_such_module_xyz:Thing", "trainers.run.logger:NullLogger"])
     text = "\n".join(excinfo.value.errors)
     assert "'nocolon' is not 'module:attribute'" in text
     assert "no_such_module_xyz:Thing' failed: ModuleNotFoundError" in text

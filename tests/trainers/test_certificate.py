@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainers.certificate import (
+from trainers.diagnostics.certificate import (
     Certificate,
     certificate_constant,
     certificate_lower_bound,

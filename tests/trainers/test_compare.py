@@ -1,4 +1,4 @@
-"""``trainers.compare``: the paired bootstrap, the spec's checks, the budget check, and a small
+"""``trainers.tools.compare``: the paired bootstrap, the spec's checks, the budget check, and a small
 comparison end to end (resumed after an interruption, read back on a rerun)."""
 
 from __future__ import annotations
@@ -9,17 +9,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers_trainers import CrashAfter, SimulatedCrash
 from rich.console import Console
 
 from teamtr_core.errors import ConfigError
-from trainers.compare import (
+from trainers.run.recipe import load_checkpoint, run_training
+from trainers.tools.compare import (
     CompareSpec,
     compare,
     measured_budget,
     paired_difference,
     run_configs,
 )
-from trainers.recipe import StopTraining, load_checkpoint, run_training
 
 QUIET = Console(file=io.StringIO())
 #: A comparison of seconds: a few cloning steps, one small stage, a small evaluation.
@@ -106,8 +107,8 @@ def test_a_comparison_resumes_an_interrupted_run_and_refuses_other_settings(
     )
     configs = run_configs(spec)
     interrupted = configs["teamtr/NaiveSequential-v0"][0]
-    with pytest.raises(StopTraining):
-        run_training(interrupted, console=QUIET, stop_after=1)
+    with pytest.raises(SimulatedCrash):
+        run_training(interrupted, console=QUIET, callbacks=[CrashAfter(1)])
     assert load_checkpoint(Path(interrupted.run_dir)) is not None
     out = io.StringIO()
     data = compare(spec, console=Console(file=out, width=200))
@@ -116,7 +117,7 @@ def test_a_comparison_resumes_an_interrupted_run_and_refuses_other_settings(
     assert "teamtr/NaiveSequential-v0 seed 0: stage 2/2" in out.getvalue()  # after the resume
     saved = json.loads((tmp_path / "cmp" / "compare.json").read_text())
     (entry,) = saved["paired"]
-    assert entry["trainer"] == "teamtr/NaiveSequential-v0"
+    assert entry["learner"] == "teamtr/NaiveSequential-v0"
     assert set(entry) >= {"mean", "ci", "per_seed"} and len(entry["ci"]) == 2
     assert saved["budget"]["equal"] and data["budget"]["schedule.stages"] == 2
     assert all(len(r["after"]) == 1 for r in saved["results"].values())

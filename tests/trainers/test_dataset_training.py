@@ -17,7 +17,7 @@ from tasks.dataset import DatasetTask
 from teamtr_cli import main
 from teamtr_core.config import from_dict
 from trainers.config import TrainConfig
-from trainers.recipe import run_training
+from trainers.run.recipe import run_training
 
 CAPITALS = Path(__file__).resolve().parents[1] / "fixtures" / "dataset" / "capitals.jsonl"
 TASK_ID = "test/CapitalsTraining-v0"

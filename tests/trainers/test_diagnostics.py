@@ -10,8 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainers.advantages import group_advantages
-from trainers.diagnostics import (
+from trainers.diagnostics.estimators import (
     ZetaProxies,
     importance_weight_stats,
     loglog_fit,
@@ -20,6 +19,7 @@ from trainers.diagnostics import (
     total_variation,
     zeta_proxies,
 )
+from trainers.optim.advantages import group_advantages
 
 F64 = torch.float64
 

@@ -27,7 +27,7 @@ from trainers.exact.run import (
     sampled_config,
     team_tables,
 )
-from trainers.kl import token_kl_monitor
+from trainers.optim.kl import token_kl_monitor
 
 ROOT = Path(__file__).resolve().parents[2]
 

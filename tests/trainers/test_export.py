@@ -1,4 +1,4 @@
-"""A trained team outside its run (trainers/export.py, ``teamtr eval --run-dir``): the run's
+"""A trained team outside its run (trainers/tools/export.py, ``teamtr eval --run-dir``): the run's
 policies with a checkpoint's weights reproduce the run's own final evaluation."""
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ from adapters.team import build_team, check_team, load_team_config
 from teamtr_cli import main
 from teamtr_core.errors import ConfigError
 from teamtr_core.seeds import EVAL_STREAM, derive_seed
-from trainers.export import (
+from trainers.run.recipe import env_factory
+from trainers.run.team_eval import build_policies, evaluate_team
+from trainers.tools.export import (
     EXPORT_FORMAT,
     checkpoint_weights,
     export_manifest,
     export_run,
     load_run_team,
 )
-from trainers.recipe import env_factory
-from trainers.team_eval import build_policies, evaluate_team
 
 
 def test_the_latest_checkpoint_reproduces_the_runs_final_evaluation(trained: TrainedRun) -> None:
@@ -121,7 +121,7 @@ def _lora_run(tmp_path: Path, model: Path, shared: bool) -> Path:
     from helpers_trainers import small
     from rich.console import Console
 
-    from trainers.recipe import run_training
+    from trainers.run.recipe import run_training
 
     team = {
         "shared_base": shared,

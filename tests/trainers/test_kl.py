@@ -11,7 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainers.kl import kl_penalty, message_subset, monitor_flip_rate, token_kl_monitor
+from trainers.optim.kl import kl_penalty, message_subset, monitor_flip_rate, token_kl_monitor
 
 F64 = torch.float64
 # Token log-ratios log(pi_cur / pi_new) at counted tokens: message 0 -> 0.5, -0.2; message 1 -> 0.4.

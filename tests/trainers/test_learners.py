@@ -15,12 +15,11 @@ from golden_learners import AGENTS, CASES, comparable, differences, record
 from helpers_trainers import config, env_fn, tabular_team
 
 from teamtr_core.errors import ConfigError
-from trainers.learners import Learner, SamplePlan
+from trainers.learners import Learner
 from trainers.learners.independent import IndependentGRPO
 from trainers.learners.joint import Joint
 from trainers.learners.naive_sequential import NaiveSequential
-from trainers.learners.teamtr import TeamTR
-from trainers.registry import (
+from trainers.learners.registry import (
     DuplicateLearnerError,
     InvalidLearnerIdError,
     LearnerRegistry,
@@ -29,8 +28,10 @@ from trainers.registry import (
     make_learner,
     registry,
 )
-from trainers.stage import Stage
-from trainers.team_trainer import TeamTrainer
+from trainers.learners.stage import Stage
+from trainers.learners.team_trainer import TeamTrainer
+from trainers.learners.teamtr import TeamTR
+from trainers.run.config_file import load_train_config
 
 GOLDEN = json.loads(Path(__file__).with_name("golden_learners.json").read_text())
 
@@ -79,12 +80,19 @@ def test_unknown_ids_suggest_close_matches_and_bad_ids_are_refused() -> None:
 
 def test_config_reports_an_unknown_learner_with_the_other_problems() -> None:
     with pytest.raises(ConfigError) as err:
-        config(schedule__learner="teamtr/TeamTr-v0", optim__lr="fast")
+        load_train_config(None, ["schedule.learner=teamtr/TeamTr-v0", "optim.lr=fast"])
     text = str(err.value)
     assert "schedule.learner: No learner registered as 'teamtr/TeamTr-v0'" in text
     assert "Did you mean 'teamtr/TeamTR-v0'" in text and "optim.lr: expected number" in text
     with pytest.raises(ConfigError, match="importance_weighting is not supported by 'teamtr'"):
-        config(schedule__learner="teamtr", schedule__importance_weighting=True)
+        load_train_config(None, ["schedule.learner=teamtr", "schedule.importance_weighting=true"])
+    # A configuration built in Python is checked by the trainer it is given to.
+    unknown = config(schedule__learner="teamtr/TeamTr-v0")
+    with pytest.raises(ConfigError, match="schedule.learner: No learner registered"):
+        TeamTrainer(unknown, lambda: env_fn(AGENTS), tabular_team(AGENTS))
+    rejected = config(schedule__learner="teamtr", schedule__importance_weighting=True)
+    with pytest.raises(ConfigError, match="importance_weighting is not supported by 'teamtr'"):
+        TeamTrainer(rejected, lambda: env_fn(AGENTS), tabular_team(AGENTS))
 
 
 class EveryAgentOnOneBatch(Learner):
@@ -92,9 +100,6 @@ class EveryAgentOnOneBatch(Learner):
     on all of it without a trust region (independent GRPO-style updates)."""
 
     stale_diagnostics = False
-
-    def sampling_plan(self, n: int, schedule: Any) -> list[SamplePlan]:
-        return [SamplePlan(0, n, schedule.problems_per_batch)]
 
     def run_stage(self, stage: Stage) -> None:
         batch = stage.sample(0, stage.schedule.problems_per_batch)
@@ -110,8 +115,9 @@ def test_a_learner_object_or_a_registered_class_drives_the_shared_machinery() ->
     assert [u.agent for u in report.updates] == list(AGENTS)
     assert all(u.delta == math.inf and u.in_region for u in report.updates)
     assert report.metrics["custom/batches"] == 1.0 and trainer.stage == 1
-    assert [e.index for e in trainer.samples] == [0]
-    assert trainer.sampling_plan(3) == [(0, 3, cfg.schedule.problems_per_batch)]
+    # one batch of B prompts (x G rollouts) at the stage start
+    b, g = cfg.schedule.problems_per_batch, cfg.schedule.group_size
+    assert [(e.index, e.purpose, e.episodes) for e in report.samples] == [(0, "train", b * g)]
     registry.register("tests/EveryAgent-v0", EveryAgentOnOneBatch)
     try:
         cfg = config(diagnostics=False, schedule__stages=1, schedule__learner="tests/EveryAgent-v0")
@@ -149,30 +155,13 @@ def test_the_learner_checks_a_config_once_when_it_is_built(monkeypatch: pytest.M
 
     monkeypatch.setattr(TeamTR, "check", counting)
     cfg = config(diagnostics=False, schedule__stages=1)
-    assert calls == ["teamtr/TeamTR-v0"]
+    assert calls == []  # a TrainConfig built directly is not checked by its learner
+    load_train_config(None, ["diagnostics=off", "schedule.stages=1"])
+    assert calls == ["teamtr/TeamTR-v0"]  # a loaded one is, once
     TeamTrainer(cfg, lambda: env_fn(AGENTS), tabular_team(AGENTS)).run_stage()
-    assert len(calls) == 1  # the trainer does not check the built config again
+    assert len(calls) == 2  # the trainer checks it once: running a stage does not check again
     TeamTrainer(cfg, lambda: env_fn(AGENTS), tabular_team(AGENTS), TeamTR())
-    assert len(calls) == 2  # a learner object given to the trainer checks it itself
-
-
-def test_old_names_problems_still_work_with_a_future_warning() -> None:
-    """``ConfigError.problems`` is now ``.errors`` (the lines) and ``SamplePlan.problems`` is now
-    ``.prompts`` (the count): the old names still read (and a plan still takes ``problems=``),
-    with a ``FutureWarning``."""
-    err = ConfigError("demo", ["a is bad", "b is bad"])
-    assert err.errors == ["a is bad", "b is bad"]
-    assert str(err) == "Invalid demo (2 problem(s)):\n  - a is bad\n  - b is bad"
-    with pytest.warns(FutureWarning, match=r"ConfigError\.problems is now ConfigError\.errors"):
-        assert err.problems == err.errors
-
-    plan = SamplePlan(first=0, covered=2, prompts=8)
-    assert plan.prompts == 8 and tuple(plan) == (0, 2, 8)
-    with pytest.warns(FutureWarning, match=r"SamplePlan\.problems is now SamplePlan\.prompts"):
-        assert plan.problems == 8
-    with pytest.warns(FutureWarning, match=r"SamplePlan\(problems=\.\.\.\) is now"):
-        old = SamplePlan(first=0, covered=2, problems=8)  # a plugin written before the rename
-    assert old == plan and old.prompts == 8
+    assert len(calls) == 3  # a learner object given to the trainer checks it itself
 
 
 def test_independent_grpo_is_joint_without_a_trust_region() -> None:
@@ -189,12 +178,11 @@ def test_independent_grpo_is_joint_without_a_trust_region() -> None:
     )
     team = tabular_team(AGENTS)
     trainer = TeamTrainer(cfg, lambda: env_fn(AGENTS), team)
-    assert trainer.sampling_plan(3) == make_learner("joint").sampling_plan(3, cfg.schedule)
     report = trainer.run_stage()
     assert [u.agent for u in report.updates] == list(AGENTS)
     assert all(u.delta == math.inf and u.backtracks == 0 for u in report.updates)
     assert report.metrics["independent/kl_max"] == max(u.kl_raw for u in report.updates)
-    trainer.run_stage()
+    reports = [report, trainer.run_stage()]
     joint_cfg = config(
         diagnostics=False,
         schedule__stages=2,
@@ -203,8 +191,15 @@ def test_independent_grpo_is_joint_without_a_trust_region() -> None:
     )
     joint_team = tabular_team(AGENTS)
     joint = TeamTrainer(joint_cfg, lambda: env_fn(AGENTS), joint_team)
-    joint.run_stage()
-    joint.run_stage()
+    joint_reports = [joint.run_stage(), joint.run_stage()]
+
+    def sampled(reports: list[Any]) -> list[tuple[int, int, str, int]]:
+        return [(e.stage, e.index, e.purpose, e.episodes) for r in reports for e in r.samples]
+
+    # joint's budget: one stage-start batch of n*B prompts per stage
+    assert (
+        sampled(reports) == sampled(joint_reports) == [(s, 0, "train", 3 * 4 * 4) for s in (0, 1)]
+    )
     for agent in AGENTS:
         for p, q in zip(team[agent].parameters(), joint_team[agent].parameters()):
             assert torch.allclose(p, q, atol=1e-6), agent

@@ -1,4 +1,4 @@
-"""Tests for trainers.logger: JSONL, TensorBoard, fan-out, key checks and learning-curve plots."""
+"""Tests for trainers.run.logger: JSONL, TensorBoard, fan-out, key checks and learning-curve plots."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trainers.logger import (
+from trainers.run.logger import (
     JsonlLogger,
     MetricsLogger,
     MultiLogger,
@@ -134,7 +134,7 @@ def test_tensorboard_scalars_read_back(tmp_path: Path, caplog: pytest.LogCapture
 
     logger = TensorBoardLogger(tmp_path / "tb")
     logger.log({"stage/reward_mean": 0.5, "agent/solver/kl_tok": 2, "eval/solved": True}, step=1)
-    with caplog.at_level(logging.WARNING, logger="trainers.logger"):
+    with caplog.at_level(logging.WARNING, logger="trainers.run.logger"):
         logger.log({"stage/reward_mean": 0.75, "eval/solved": False, "stage/loss": math.nan}, 2)
         logger.log({"stage/loss": math.inf}, step=3)
     logger.close()

@@ -1,6 +1,6 @@
-"""Per-agent learner actors on Ray (``trainer.backend: ray``): every trainable agent's model,
+"""Per-agent agent actors on Ray (``runner.agents: ray``): every trainable agent's model,
 optimizer and trust-region backtracking live in its own actor, the numbers equal local training,
-and a learner actor that dies costs a replay of its stage, nothing else."""
+and an agent actor that dies costs a replay of its stage, nothing else."""
 
 from __future__ import annotations
 
@@ -16,17 +16,18 @@ ray = pytest.importorskip("ray")
 from helpers_trainers import small  # noqa: E402
 from rich.console import Console  # noqa: E402
 
-import trainers.recipe as recipe_module  # noqa: E402
-from trainers import rundir  # noqa: E402
-from trainers.callbacks import Callback  # noqa: E402
-from trainers.recipe import run_training  # noqa: E402
-from trainers.team_trainer import TeamTrainer  # noqa: E402
-from trainers.updaters import ActorPolicy, RayUpdater  # noqa: E402
+import trainers.run.recipe as recipe_module  # noqa: E402
+from trainers.learners.callbacks import Callback  # noqa: E402
+from trainers.learners.team_trainer import TeamTrainer  # noqa: E402
+from trainers.placement.agents import ActorAgent  # noqa: E402
+from trainers.placement.updaters import ActorPolicy, RayUpdater  # noqa: E402
+from trainers.run import rundir  # noqa: E402
+from trainers.run.recipe import run_training  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("ray")
 
-# A quarter CPU per learner actor: three fit beside the test process on the two-CPU local Ray.
-ON_RAY = {"trainer": {"backend": "ray", "num_cpus": 0.25}}
+# A quarter CPU per agent actor: three fit beside the test process on the two-CPU local Ray.
+ON_RAY = {"runner__agents": "ray", "runner__agent_cpus": 0.25}
 
 
 @pytest.fixture(autouse=True)
@@ -52,7 +53,7 @@ def _same_numbers(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
 
 
 class _Built:
-    """Records the TeamTrainer a run builds (to reach its learner actors)."""
+    """Records the TeamTrainer a run builds (to reach its agent actors)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.trainers: list[TeamTrainer] = []
@@ -80,7 +81,7 @@ def driver_only_task() -> Any:
         teamtr_env.registry.unregister(task_id)
 
 
-def test_learner_actors_train_like_local_training(
+def test_agent_actors_train_like_local_training(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, driver_only_task: str
 ) -> None:
     """The numbers of local training; and the actors build their models without making an
@@ -93,9 +94,9 @@ def test_learner_actors_train_like_local_training(
     _same_numbers(remote, local)
     (trainer,) = built.trainers
     for slot in trainer.slots.values():  # the driver holds no optimizer state
-        assert isinstance(slot.updater, RayUpdater)
-        with pytest.raises(AttributeError, match="Ray learner actor"):
-            _ = slot.optimizer
+        assert isinstance(slot, ActorAgent) and isinstance(slot.updater, RayUpdater)
+        with pytest.raises(AttributeError, match="optimizer"):
+            _ = slot.optimizer  # type: ignore[attr-defined]  # only a LocalAgent has one
     # The checkpoints hold what a local run's hold (the actors' optimizer state included).
     slots = {
         run: rundir.load(tmp_path / run / "checkpoints").state["trainer"]["slots"]  # type: ignore[union-attr]
@@ -137,7 +138,9 @@ def test_with_ray_rollout_workers_too_the_driver_loads_no_model(
     numbers equal the same run with its updates in the driver."""
     quiet = Console(file=io.StringIO())
     settings = {
-        "runner": {"backend": "ray", "workers": 1, "num_cpus": 0.25},
+        "runner__backend": "ray",
+        "runner__workers": 1,
+        "runner__num_cpus": 0.25,
         "eval__every": 1,
         "eval__select": "best_validation",
         "sft_shared": False,  # each actor clones its own agent, all at once
@@ -164,10 +167,10 @@ def test_with_ray_rollout_workers_too_the_driver_loads_no_model(
     trainer.runner.shutdown()  # type: ignore[attr-defined]
 
 
-def test_a_shared_base_lora_team_trains_in_learner_actors_as_in_the_driver(
+def test_a_shared_base_lora_team_trains_in_agent_actors_as_in_the_driver(
     tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A shared-base LoRA team with a learner actor per agent (each actor holds the base once
+    """A shared-base LoRA team with an agent actor per agent (each actor holds the base once
     and its agent's adapter): each agent built alone in its actor starts from the adapter it
     gets in the whole team, and the run's numbers equal the run in one process."""
     quiet = Console(file=io.StringIO())
@@ -192,7 +195,7 @@ def test_a_shared_base_lora_team_trains_in_learner_actors_as_in_the_driver(
 
 
 class _KillOnce(Callback):
-    """Kills ``agent``'s learner actor after the first update of stage ``stage`` (0-based)."""
+    """Kills ``agent``'s agent actor after the first update of stage ``stage`` (0-based)."""
 
     def __init__(self, built: _Built, agent: str, stage: int) -> None:
         self.built, self.agent, self.stage, self.killed = built, agent, stage, False
@@ -205,7 +208,7 @@ class _KillOnce(Callback):
             self.killed = True
 
 
-def test_a_dead_learner_actor_costs_a_replay_of_its_stage_and_nothing_else(
+def test_a_dead_agent_actor_costs_a_replay_of_its_stage_and_nothing_else(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     quiet = Console(file=io.StringIO())
@@ -217,7 +220,7 @@ def test_a_dead_learner_actor_costs_a_replay_of_its_stage_and_nothing_else(
     summary = run_training(config, console=Console(file=out, width=200), callbacks=[killer])
     assert killer.killed
     text = " ".join(out.getvalue().split())
-    assert "the learner actor of agent 'aggregator' died" in text
+    assert "the agent actor of agent 'aggregator' died" in text
     assert "replaying stage 2 (restart 1 of at most 3)" in text
     _same_numbers(summary, whole)  # nothing lost, nothing counted twice
     steps = {
@@ -229,29 +232,29 @@ def test_a_dead_learner_actor_costs_a_replay_of_its_stage_and_nothing_else(
     _shut_down(built.trainers[-1])
 
 
-def test_learner_actors_that_do_not_fit_are_refused(tmp_path: Path) -> None:
+def test_agent_actors_that_do_not_fit_are_refused(tmp_path: Path) -> None:
     from teamtr_core.errors import ConfigError
 
-    config = small(tmp_path / "big", trainer={"backend": "ray", "num_cpus": 64})
-    with pytest.raises(ConfigError, match="learner actors x 64 CPUs"):
+    config = small(tmp_path / "big", runner__agents="ray", runner__agent_cpus=64)
+    with pytest.raises(ConfigError, match="agent actors x 64 CPUs"):
         run_training(config, console=Console(file=io.StringIO()))
 
 
-def test_learner_actors_on_cuda_without_gpus_are_refused_before_anything_starts(
+def test_agent_actors_on_cuda_without_gpus_are_refused_before_anything_starts(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
     from teamtr_core.errors import ConfigError
 
     team = {"default": {"backend": "hf", "path": str(tiny_model_dir), "device": "cuda"}}
-    config = small(tmp_path / "gpu", team=team, trainer={"backend": "ray"})
-    with pytest.raises(ConfigError, match=r"agents.solver.device is 'cuda'.*trainer.num_gpus"):
+    config = small(tmp_path / "gpu", team=team, runner__agents="ray")
+    with pytest.raises(ConfigError, match=r"agents.solver.device is 'cuda'.*runner.agent_gpus"):
         run_training(config, console=Console(file=io.StringIO()))
     assert not (tmp_path / "gpu").exists()  # refused before the run directory is written
 
 
 @pytest.mark.slow
-def test_teamtr_train_with_learner_actors_from_the_cli(tmp_path: Path) -> None:
-    """The demo team (tiny models, behaviour cloning, TeamTR) with a learner actor per agent
+def test_teamtr_train_with_agent_actors_from_the_cli(tmp_path: Path) -> None:
+    """The demo team (tiny models, behaviour cloning, TeamTR) with an agent actor per agent
     equals the same run trained in one process."""
     from teamtr_cli import main
 
@@ -269,14 +272,14 @@ def test_teamtr_train_with_learner_actors_from_the_cli(tmp_path: Path) -> None:
     ]
     argv = [arg for item in sets for arg in ("--set", item)]
     assert main(["train", *argv, "--run-dir", str(tmp_path / "local")]) == 0
-    ray_sets = ["--set", "trainer.backend=ray", "--set", "trainer.num_cpus=0.25"]
+    ray_sets = ["--set", "runner.agents=ray", "--set", "runner.agent_cpus=0.25"]
     assert main(["train", *argv, *ray_sets, "--run-dir", str(tmp_path / "ray")]) == 0
     local = json.loads((tmp_path / "local" / "summary.json").read_text())
     remote = json.loads((tmp_path / "ray" / "summary.json").read_text())
     _same_numbers(remote, local)
 
 
-def test_rollout_workers_get_the_learner_actors_weights_through_the_object_store() -> None:
+def test_rollout_workers_get_the_agent_actors_weights_through_the_object_store() -> None:
     """Learner actors and Ray rollout workers together: the workers play each update's weights
     (sent from the actor, never through the driver), and the team ends where local training
     ends."""
@@ -290,14 +293,15 @@ def test_rollout_workers_get_the_learner_actors_weights_through_the_object_store
         runner__backend="ray",
         runner__workers=1,
         runner__num_cpus=0.25,
-        trainer__backend="ray",
-        trainer__num_cpus=0.25,
+        runner__agents="ray",
+        runner__agent_cpus=0.25,
     )
     remote = TeamTrainer(remote_config, env_fn, tabular_team())
+    reports = []
     for _ in range(2):
         local.run_stage()
-        remote.run_stage()
-    train = [e for e in remote.samples if e.purpose == "train"]
+        reports.append(remote.run_stage())
+    train = [e for r in reports for e in r.samples if e.purpose == "train"]
     assert len(train) == 4
     for event in train:  # the workers played the team of that moment
         assert event.worker_versions == event.versions

@@ -12,7 +12,7 @@ pytest.importorskip("ray")
 from helpers_trainers import config, env_fn, tabular_team
 
 from teamtr_env.runners import RayRunner
-from trainers.team_trainer import TeamTrainer
+from trainers.learners.team_trainer import TeamTrainer
 
 # One worker of a parallel run (pytest -n, make test) holds the session's local Ray.
 pytestmark = pytest.mark.xdist_group("ray")
@@ -33,9 +33,8 @@ def test_teamtr_on_ray_samples_every_update_from_the_team_after_the_previous_one
     )
     trainer = TeamTrainer(cfg, env_fn, tabular_team())
     assert isinstance(trainer.runner, RayRunner)
-    for _ in range(2):
-        trainer.run_stage()
-    train = [e for e in trainer.samples if e.purpose == "train"]
+    reports = [trainer.run_stage() for _ in range(2)]
+    train = [e for r in reports for e in r.samples if e.purpose == "train"]
     assert len(train) == 4
     for event in train:  # what the workers played is the trainer's team at that moment
         assert event.worker_versions == event.versions
@@ -78,17 +77,17 @@ def test_teamtr_train_on_ray_from_the_cli(tmp_path: Path) -> None:
     "placement",
     [
         {"runner__backend": "ray", "runner__workers": 1, "runner__num_cpus": 0.25},
-        {"trainer__backend": "ray", "trainer__num_cpus": 0.25},
+        {"runner__agents": "ray", "runner__agent_cpus": 0.25},
     ],
-    ids=["rollout-workers", "learner-actors"],
+    ids=["rollout-workers", "agent-actors"],
 )
 def test_engine_syncs_on_ray_are_reported_in_the_stage_record(placement: dict) -> None:
-    """Rollout engines on Ray rollout workers or in learner actors sync there; their syncs come
+    """Rollout engines on Ray rollout workers or in agent actors sync there; their syncs come
     back to the stage record (``rollout/sync_*``) and are the syncs the same run makes with its
     engines in the driver (the stand-in engine of tests/trainers/test_rollout_engine.py)."""
     from test_rollout_engine import AGENTS, engine_team
 
-    from trainers.updaters import RayUpdater
+    from trainers.placement.updaters import RayUpdater
 
     settings = {"schedule__learner": "teamtr", "diagnostics": False}
 

@@ -5,8 +5,7 @@ import math
 import pytest
 from helpers_trainers import make_record
 
-from trainers.records import FIELD_NAMES, UpdateRecord
-from trainers.stage_diagnostics import UPDATE_KEYS
+from trainers.optim.records import FIELD_NAMES, UPDATE_KEYS, UpdateRecord
 
 
 def test_the_diagnostics_fill_fields_of_the_record_nan_until_measured():
@@ -30,9 +29,10 @@ def test_the_record_round_trips_through_plain_data_and_ignores_unknown_keys():
     )
 
 
-def test_dict_style_access_still_works_with_a_future_warning():
+def test_fields_are_read_by_name_and_an_unknown_name_is_refused():
     record = make_record()
-    with pytest.warns(FutureWarning, match=r"record\.kl_raw"):
-        assert record["kl_raw"] == 0.02
+    assert record.value("kl_raw") == record.kl_raw == 0.02
+    with pytest.raises(TypeError):
+        record["kl_raw"]  # type: ignore[index]  # the dict-style access of 0.1.0 is gone
     with pytest.raises(KeyError, match="no field 'nope'"):
         record.value("nope")

@@ -17,8 +17,8 @@ from adapters.rollout_engine import EngineRollouts, close_engines
 from adapters.vllm_policy import SyncStats
 from teamtr_core.policy import TokenLogprobs
 from teamtr_env.rollout import MessageRecord
-from trainers.team_trainer import TeamTrainer
-from trainers.update import engine_mismatch
+from trainers.learners.team_trainer import TeamTrainer
+from trainers.optim.update import engine_mismatch
 
 AGENTS = ("a", "b", "c")
 
@@ -152,10 +152,10 @@ def test_run_training_closes_the_engines_of_its_run(tmp_path, monkeypatch) -> No
     memory."""
     import io
 
-    from helpers_trainers import small
+    from helpers_trainers import CrashAfter, SimulatedCrash, small
     from rich.console import Console
 
-    import trainers.recipe as recipe_module
+    import trainers.run.recipe as recipe_module
 
     closed: list[list[str]] = []
 
@@ -166,8 +166,10 @@ def test_run_training_closes_the_engines_of_its_run(tmp_path, monkeypatch) -> No
     quiet = Console(file=io.StringIO())
     recipe_module.run_training(small(tmp_path / "run"), console=quiet)
     assert len(closed) == 1 and closed[0]  # the run's team, once
-    with pytest.raises(recipe_module.StopTraining):
-        recipe_module.run_training(small(tmp_path / "crash"), console=quiet, stop_after=1)
+    with pytest.raises(SimulatedCrash):
+        recipe_module.run_training(
+            small(tmp_path / "crash"), console=quiet, callbacks=[CrashAfter(1)]
+        )
     assert len(closed) == 2
 
 

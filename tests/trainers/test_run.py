@@ -12,19 +12,19 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers_trainers import SMALL, TrainedRun, make_record, small
+from helpers_trainers import SMALL, CrashAfter, SimulatedCrash, TrainedRun, make_record, small
 from rich.console import Console
 
 from adapters.team import team_config_from_dict
 from teamtr_cli import main
 from teamtr_core.config import from_dict, to_dict
 from teamtr_core.errors import ConfigError
-from trainers import rundir
 from trainers.config import TrainConfig
-from trainers.logger import read_jsonl
-from trainers.recipe import StopTraining, TrainingRecipe, load_checkpoint, run_training
-from trainers.run_state import BestStage, RunState
-from trainers.team_eval import clipped_warnings
+from trainers.run import rundir
+from trainers.run.logger import read_jsonl
+from trainers.run.recipe import TrainingRecipe, load_checkpoint, run_training
+from trainers.run.state import BestStage, RunState
+from trainers.run.team_eval import clipped_warnings
 
 
 def _check_finished_run(run_dir: Path, summary: dict) -> None:
@@ -79,8 +79,8 @@ def test_resume_after_a_crash_equals_the_uninterrupted_run(
     quiet = Console(file=io.StringIO())
     full = trained.summary
     crashed_cfg = trained.same_config(tmp_path / "crashed")
-    with pytest.raises(StopTraining):
-        run_training(crashed_cfg, console=quiet, stop_after=1)
+    with pytest.raises(SimulatedCrash):
+        run_training(crashed_cfg, console=quiet, callbacks=[CrashAfter(1)])
     assert load_checkpoint(Path(crashed_cfg.run_dir))["trainer"]["stage"] == 1
     resumed = run_training(crashed_cfg, resume=True, console=quiet)
     # Bit for bit on purpose: both runs are in this process on this CPU, with the same kernels in
@@ -155,7 +155,7 @@ def test_training_on_held_out_problems_is_refused(tmp_path: Path) -> None:
 
 
 def test_generated_splits_keep_evaluation_disjoint_from_training(tmp_path: Path) -> None:
-    from trainers.recipe import env_factory
+    from trainers.run.recipe import env_factory
 
     cfg = from_dict(TrainConfig, {"task": "teamtr/Arith-v0", "task_options": {"digits": 2}})
     train, test = env_factory(cfg, "train")(), env_factory(cfg, "test")()
@@ -206,7 +206,7 @@ def test_behaviour_cloning_cache_is_reused_with_the_same_result(tmp_path: Path) 
 
 
 def test_set_overrides_merge_into_the_defaults() -> None:
-    from trainers.config import config_from_overrides
+    from trainers.run.config_file import config_from_overrides
 
     assert config_from_overrides([]) == TrainConfig()
     cfg = config_from_overrides(["sft.steps=5", "task_options.digits=2"])
@@ -220,18 +220,21 @@ def test_set_overrides_merge_into_the_defaults() -> None:
     assert config_from_overrides(["sft=null"]).sft is None
 
 
-def test_one_sampling_section_old_keys_still_load_and_a_team_inherits_the_runs() -> None:
+def test_one_sampling_section_old_keys_are_refused_and_a_team_inherits_the_runs() -> None:
     from teamtr_core.policy import SamplingParams
-    from trainers.config import config_from_overrides
-    from trainers.team_eval import agent_sampling
+    from trainers.run.config_file import config_from_overrides
+    from trainers.run.team_eval import agent_sampling
 
     assert TrainConfig().sampling == SamplingParams(temperature=0.8, max_new_tokens=12)
-    with pytest.warns(FutureWarning, match="temperature is now sampling.temperature"):
-        old = config_from_overrides(["temperature=0.5", "max_new_tokens=7"])
-    assert old == config_from_overrides(["sampling.temperature=0.5", "sampling.max_new_tokens=7"])
-    with pytest.warns(FutureWarning):
-        assert from_dict(TrainConfig, {"temperature": 0.5}).sampling.temperature == 0.5
-    with pytest.raises(ConfigError, match="the old name of sampling.temperature"):
+    with pytest.raises(ConfigError) as excinfo:  # the top-level keys of earlier versions
+        config_from_overrides(["temperature=0.5", "max_new_tokens=7"])
+    assert excinfo.value.errors == [
+        "temperature was renamed to sampling.temperature",
+        "max_new_tokens was renamed to sampling.max_new_tokens",
+    ]
+    new = config_from_overrides(["sampling.temperature=0.5", "sampling.max_new_tokens=7"])
+    assert new.sampling == SamplingParams(temperature=0.5, max_new_tokens=7)
+    with pytest.raises(ConfigError, match="temperature was renamed to sampling.temperature"):
         from_dict(TrainConfig, {"temperature": 0.5, "sampling": {"temperature": 0.4}})
     # Key by key, the most specific section wins: agent, then team, then run.
     team = {
@@ -287,10 +290,10 @@ def test_training_honours_a_team_configs_per_agent_sampling(
 ) -> None:
     """With a team config, each agent samples (and is scored) with its own temperature and
     message length, in training, in the before/after evaluation and in the trainer."""
-    import trainers.recipe as run_module
+    import trainers.run.recipe as run_module
     from teamtr_core.policy import SamplingParams
-    from trainers.team_eval import agent_sampling
-    from trainers.team_trainer import TeamTrainer
+    from trainers.learners.team_trainer import TeamTrainer
+    from trainers.run.team_eval import agent_sampling
 
     team = {
         "default": {"backend": "hf", "path": str(tiny_model_dir)},
@@ -347,7 +350,7 @@ def test_a_token_limit_that_cuts_answers_off_is_warned_about_before_training(
     # An untrained model rarely ends a message within 3 tokens.
     cfg = small(tmp_path / "short", sampling={"max_new_tokens": 3}, **quick)
     out = io.StringIO()
-    with caplog.at_level(logging.INFO, logger="trainers.recipe"):
+    with caplog.at_level(logging.INFO, logger="trainers.run.recipe"):
         summary = run_training(cfg, console=Console(file=out, width=200))
     text = " ".join(out.getvalue().split())
     for agent in agents:
@@ -367,7 +370,7 @@ def test_a_token_limit_that_cuts_answers_off_is_warned_about_before_training(
     ends = {"max_new_tokens": 3, "stop": list(string.printable)}
     cfg = small(tmp_path / "ends", sampling=ends, **quick)
     out = io.StringIO()
-    with caplog.at_level(logging.WARNING, logger="trainers.recipe"):
+    with caplog.at_level(logging.WARNING, logger="trainers.run.recipe"):
         summary = run_training(cfg, console=Console(file=out, width=200))
     assert all(summary["before"][f"eval/clipped_ratio/{a}"] <= 0.2 for a in agents)
     assert "token limit" not in out.getvalue()

@@ -12,21 +12,21 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers_trainers import TrainedRun, small
+from helpers_trainers import CrashAfter, SimulatedCrash, TrainedRun, small
 from rich.console import Console
 
 from teamtr_cli import main
 from teamtr_core.errors import ConfigError
-from trainers import rundir
-from trainers.recipe import StopTraining, load_checkpoint, run_training
+from trainers.run import rundir
+from trainers.run.recipe import load_checkpoint, run_training
 
 QUIET = Console(file=io.StringIO())
 
 
-def _crashed(run_dir: Path, stop_after: int = 1, **extra):  # type: ignore[no-untyped-def]
+def _crashed(run_dir: Path, stages: int = 1, **extra):  # type: ignore[no-untyped-def]
     cfg = small(run_dir, **extra)
-    with pytest.raises(StopTraining):
-        run_training(cfg, console=QUIET, stop_after=stop_after)
+    with pytest.raises(SimulatedCrash):
+        run_training(cfg, console=QUIET, callbacks=[CrashAfter(stages)])
     return cfg
 
 
@@ -68,8 +68,13 @@ def test_a_used_run_directory_is_refused_and_overwrite_replaces_it(tmp_path: Pat
         run_training(seed1, resume=True, console=QUIET)
     (run / "mine.txt").write_text("not teamtr's")
     out = io.StringIO()
-    with pytest.raises(StopTraining):
-        run_training(seed1, overwrite=True, console=Console(file=out, width=400), stop_after=1)
+    with pytest.raises(SimulatedCrash):
+        run_training(
+            seed1,
+            overwrite=True,
+            console=Console(file=out, width=400),
+            callbacks=[CrashAfter(1)],
+        )
     said = out.getvalue()
     assert "--overwrite: deleted checkpoints, config.yaml, metrics.jsonl, models, tb" in said
     assert "left alone: mine.txt" in said
@@ -102,8 +107,8 @@ def test_a_truncated_latest_checkpoint_falls_back_to_the_previous_one(
 ) -> None:
     full = trained.summary
     cfg = trained.same_config(tmp_path / "crashed")
-    with pytest.raises(StopTraining):
-        run_training(cfg, console=QUIET, stop_after=2)
+    with pytest.raises(SimulatedCrash):
+        run_training(cfg, console=QUIET, callbacks=[CrashAfter(2)])
     folder = tmp_path / "crashed" / "checkpoints"
     newest = folder / "stage_0002.pt"
     newest.write_bytes(newest.read_bytes()[:1000])
@@ -251,7 +256,7 @@ def test_cli_resume_reads_the_runs_own_config_and_refuses_changes(tmp_path: Path
 HOLD_LOCK = """
 import sys, time
 from pathlib import Path
-from trainers.rundir import DirectoryLock
+from trainers.run.rundir import DirectoryLock
 DirectoryLock(Path(sys.argv[1])).acquire("run directory")
 print("locked", flush=True)
 time.sleep(60)
@@ -297,7 +302,7 @@ def test_a_refused_directory_keeps_no_lock_file(tmp_path: Path) -> None:
 
 
 def test_a_comparison_in_use_is_refused(tmp_path: Path) -> None:
-    from trainers.compare import CompareSpec, compare
+    from trainers.tools.compare import CompareSpec, compare
 
     out = tmp_path / "cmp"
     holder = _holder(out)
@@ -320,7 +325,7 @@ TRY_LOCK = """
 import sys
 from pathlib import Path
 from teamtr_core.errors import ConfigError
-from trainers.rundir import DirectoryLock
+from trainers.run.rundir import DirectoryLock
 try:
     DirectoryLock(Path(sys.argv[1])).acquire("run directory")
     print("locked")

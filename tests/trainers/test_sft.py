@@ -17,7 +17,7 @@ from adapters.hf import HFPolicy
 from adapters.tabular import TabularPolicy
 from teamtr_core.config_schema import json_schema
 from teamtr_core.policy import SamplingParams, TokenLogprobs
-from trainers.sft import SFTConfig, behaviour_clone, collect_expert_data
+from trainers.optim.sft import SFTConfig, behaviour_clone, collect_expert_data
 
 SMALL = SFTConfig(problems=32, steps=30, batch_size=16, lr=3e-3)
 

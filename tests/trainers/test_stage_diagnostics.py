@@ -16,10 +16,9 @@ from helpers_trainers import config, env_fn, tabular_team
 from rich.console import Console
 
 from teamtr_core.errors import ConfigError
-from trainers.callbacks import OnUpdate
-from trainers.certificate import certificate_lower_bound
-from trainers.config import DiagnosticsConfig, TrainConfig, load_train_config
-from trainers.diagnostics import episode_log_weights, hashed_state
+from trainers.config import DiagnosticsConfig, TrainConfig
+from trainers.diagnostics.certificate import certificate_lower_bound
+from trainers.diagnostics.estimators import episode_log_weights, hashed_state
 from trainers.exact.games import (
     RelayGame,
     context_occupancy_tv,
@@ -32,8 +31,10 @@ from trainers.exact.games import (
     token_kl,
 )
 from trainers.exact.run import relay_env_fn, relay_policies, sampled_config, team_tables
-from trainers.stage_diagnostics import UPDATE_KEYS
-from trainers.team_trainer import TeamTrainer
+from trainers.learners.callbacks import OnUpdate
+from trainers.learners.team_trainer import TeamTrainer
+from trainers.optim.records import UPDATE_KEYS
+from trainers.run.config_file import load_train_config
 
 AGENTS = ("a", "b", "c")
 GAME = RelayGame(3, 3, 1)
@@ -85,14 +86,16 @@ def test_task_occupancy_needs_a_task_with_exact_states() -> None:
 def test_off_computes_nothing_and_cheap_samples_nothing_beyond_training() -> None:
     off = TeamTrainer(config(diagnostics="off"), lambda: env_fn(AGENTS), tabular_team(AGENTS))
     report = off.run_stage()
-    assert off.diagnostics is None and off.flip_trials == 0
+    assert off.diagnostics is None
+    # no KL-monitor flip trials: the updates computed no diagnostics of their own
+    assert all(not u.result.diagnostics for u in report.updates)
     assert not [k for k in report.metrics if k.startswith(("diag/", "stage/diag"))]
     assert all(math.isnan(u.value(k)) for u in report.updates for k in UPDATE_KEYS)
     assert "stage/diagnostic_s" not in report.metrics
 
     cheap = TeamTrainer(config(diagnostics="cheap"), lambda: env_fn(AGENTS), tabular_team(AGENTS))
     report = cheap.run_stage()
-    assert all(e.purpose == "train" for e in cheap.samples)
+    assert report.samples and all(e.purpose == "train" for e in report.samples)
     m = report.metrics
     for key in (
         "diag/d_occ",
@@ -282,8 +285,8 @@ def test_a_full_run_logs_diagnostics_to_jsonl_tensorboard_and_summary(tmp_path: 
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from teamtr_core.config import from_dict
-    from trainers.logger import read_jsonl
-    from trainers.recipe import run_training
+    from trainers.run.logger import read_jsonl
+    from trainers.run.recipe import run_training
 
     data = {
         "task": "teamtr/Arith-v0",
@@ -334,7 +337,7 @@ def test_flip_rate_matches_the_exact_probability_over_every_token_subset() -> No
     subsample can be enumerated."""
     import itertools
 
-    from trainers.kl import monitor_flip_rate
+    from trainers.optim.kl import monitor_flip_rate
 
     log_ratio = torch.tensor([[0.02, 0.05], [0.01, 0.0], [0.03, 0.02]], dtype=torch.float64)
     mask = torch.tensor([[True, True], [True, False], [True, True]])

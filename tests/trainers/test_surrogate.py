@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainers.surrogate import clipped_surrogate, message_log_ratio, surrogate_value
+from trainers.optim.surrogate import clipped_surrogate, message_log_ratio, surrogate_value
 
 F64 = torch.float64
 # Four one-token messages with ratios w = [1.5, 0.5, 1.1, 1.5] and A = [1, 1, -2, -1], eps = 0.2:

@@ -18,11 +18,11 @@ import teamtr_env
 from adapters.hf import HFPolicy
 from adapters.tiny import DEFAULT_CHARSET, TinyModelSpec, build_tiny_model
 from teamtr_core.errors import ConfigError
-from trainers import rundir
-from trainers.align import AlignConfig, align_policy, split_probes
-from trainers.kl import vocab_kl
-from trainers.recipe import run_training
-from trainers.swap import PROTOCOL_FILE, SwapConfig, protocol_errors, swap_agent
+from trainers.optim.kl import vocab_kl
+from trainers.run import rundir
+from trainers.run.recipe import run_training
+from trainers.tools.align import AlignConfig, align_policy, split_probes
+from trainers.tools.swap import PROTOCOL_FILE, SwapConfig, protocol_errors, swap_agent
 
 quiet = Console(file=io.StringIO())
 
@@ -251,7 +251,7 @@ def test_a_swap_in_a_shared_base_lora_team_carries_adapters_only(
         assert all(torch.equal(start[agent]["policy"][k], v) for k, v in theirs.items())
     assert json.loads((out / "summary.json").read_text())["stages"] == 2
     # The new run's team: the two old agents still share their base; the critic has its own.
-    from trainers.config import load_train_config
+    from trainers.run.config_file import load_train_config
 
     new_team = load_train_config(out / "config.yaml").team
     assert new_team is not None and new_team.shared_base

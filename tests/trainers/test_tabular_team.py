@@ -24,7 +24,7 @@ from teamtr_core.errors import ConfigError
 from teamtr_core.policy import SamplingParams
 from trainers.config import TrainConfig
 from trainers.exact.games import RelayGame, expected_return
-from trainers.team_eval import evaluate_team, exact_team_reward
+from trainers.run.team_eval import evaluate_team, exact_team_reward
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "benchmarks" / "configs" / "relay_tabular.yaml"
@@ -76,7 +76,7 @@ def test_a_tabular_team_gets_one_random_table_per_agent_and_run_seed() -> None:
     for a in AGENTS:
         torch.testing.assert_close(team[a].logits, again[a].logits)  # the same seed, the same team
         assert not torch.equal(team[a].logits, other[a].logits)
-    # an agent built alone (a learner actor) starts as it does in the whole team
+    # an agent built alone (an agent actor) starts as it does in the whole team
     alone, _ = build_team(config, AGENTS, task, only=["a3"], init_seed=11)
     torch.testing.assert_close(alone["a3"].logits, team["a3"].logits)
 

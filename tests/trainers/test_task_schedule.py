@@ -8,13 +8,13 @@ import io
 from pathlib import Path
 
 import pytest
-from helpers_trainers import small
+from helpers_trainers import CrashAfter, SimulatedCrash, small
 from rich.console import Console
 
 from teamtr_core.errors import ConfigError
-from trainers.config import load_train_config
-from trainers.recipe import StopTraining, TrainingRecipe
-from trainers.task_schedule import TaskStage, scheduled_options
+from trainers.config.task_schedule import TaskStage, scheduled_options
+from trainers.run.config_file import load_train_config
+from trainers.run.recipe import TrainingRecipe
 
 SCHEDULE = [{"from_stage": 2, "options": {"digits": 2}}]
 
@@ -52,9 +52,9 @@ def test_a_schedule_switches_the_training_problems_at_its_stage(tmp_path: Path) 
 
 def test_a_resumed_run_draws_with_its_stage_s_options(tmp_path: Path) -> None:
     config = small(tmp_path / "run", schedule__stages=3, task_schedule=SCHEDULE)
-    first = TrainingRecipe(config, console=Console(file=io.StringIO()))
-    with pytest.raises(StopTraining):
-        first.run(stop_after=2)
+    first = TrainingRecipe(config, console=Console(file=io.StringIO()), callbacks=[CrashAfter(2)])
+    with pytest.raises(SimulatedCrash):
+        first.run()
     first.close()
     again = TrainingRecipe(config, console=Console(file=io.StringIO()))
     again.setup(resume=True)

@@ -15,8 +15,8 @@ from helpers_trainers import SMALL
 from rich.console import Console
 
 from teamtr_core.errors import ConfigError
-from trainers.config import load_train_config
-from trainers.recipe import run_training
+from trainers.run.config_file import load_train_config
+from trainers.run.recipe import run_training
 
 
 def _files(root: Path, tiny_model_dir: Path) -> Path:

@@ -11,19 +11,33 @@ import torch
 from helpers_trainers import MESSAGES, config, env_fn, tabular_team
 
 from adapters.tabular import TabularPolicy
-from trainers.team_trainer import TeamTrainer
+from trainers.learners.stage import SampleEvent, StageReport, batch_advantages
+from trainers.learners.team_trainer import TeamTrainer
+
+
+def run_reports(
+    cfg, agents=("a", "b"), seed=0, stages=None
+) -> tuple[TeamTrainer, list[StageReport]]:
+    """The trainer after ``stages`` stages (all of the config's by default) and their reports."""
+    trainer = TeamTrainer(cfg, lambda: env_fn(agents), tabular_team(agents, seed))
+    reports = [trainer.run_stage() for _ in range(stages or cfg.schedule.stages)]
+    return trainer, reports
 
 
 def run(cfg, agents=("a", "b"), seed=0, stages=None) -> TeamTrainer:
-    trainer = TeamTrainer(cfg, lambda: env_fn(agents), tabular_team(agents, seed))
-    for _ in range(stages or cfg.schedule.stages):
-        trainer.run_stage()
-    return trainer
+    return run_reports(cfg, agents, seed, stages)[0]
+
+
+def sampled(reports: list[StageReport], purpose: str | None = None) -> list[SampleEvent]:
+    """What the stages of ``reports`` sampled, in order (only ``purpose``'s, if given)."""
+    return [e for r in reports for e in r.samples if purpose is None or e.purpose == purpose]
 
 
 def test_teamtr_resamples_under_the_intermediate_team_before_every_update() -> None:
-    trainer = run(config(schedule__learner="teamtr", schedule__stages=2), agents=("a", "b", "c"))
-    train = [e for e in trainer.samples if e.purpose == "train"]
+    _, reports = run_reports(
+        config(schedule__learner="teamtr", schedule__stages=2), agents=("a", "b", "c")
+    )
+    train = sampled(reports, "train")
     assert [(e.stage, e.index) for e in train] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
     # Rollout i of a stage was produced after i accepted updates of that stage.
     first = train[0].versions
@@ -34,8 +48,8 @@ def test_teamtr_resamples_under_the_intermediate_team_before_every_update() -> N
 def test_stale_gap_is_measured_on_independent_batches_with_a_noise_floor() -> None:
     trainer = TeamTrainer(config(), lambda: env_fn(("a", "b", "c")), tabular_team(("a", "b", "c")))
     report = trainer.run_stage()
-    train = {e.index: e for e in trainer.samples if e.purpose == "train"}
-    diag = [e for e in trainer.samples if e.purpose == "diagnostic"]
+    train = {e.index: e for e in sampled([report], "train")}
+    diag = sampled([report], "diagnostic")
     # Two stage-start batches (L_stale and the noise floor), then for every update after the
     # first a fresh batch of the intermediate team that is NOT the update batch (TeamTR's update
     # batch is in-sample for its own surrogate, so it cannot serve as L_inter). The first
@@ -56,11 +70,11 @@ def test_stale_gap_is_measured_on_independent_batches_with_a_noise_floor() -> No
 
 
 def test_naive_sequential_reuses_stage_start_rollouts() -> None:
-    trainer = run(
+    _, reports = run_reports(
         config(schedule__learner="naive_sequential", schedule__stages=2, diagnostics=False),
         agents=("a", "b", "c"),
     )
-    train = [e for e in trainer.samples if e.purpose == "train"]
+    train = sampled(reports, "train")
     assert [(e.stage, e.index) for e in train] == [(0, 0), (1, 0)]
     # One batch with as many rollouts as teamtr's three batches.
     assert train[0].episodes == 3 * 4 * 4
@@ -85,7 +99,10 @@ def test_disjoint_budget_gives_every_update_its_own_slice() -> None:
         lambda: env_fn(agents),
         tabular_team(agents),
     )
-    assert trainer.sampling_plan(3) == [(0, 3, 12)]
+    report = trainer.run_stage()
+    # one stage-start batch of 3 x B prompts (x G rollouts), a slice of B groups per update
+    assert [(e.index, e.episodes) for e in report.samples] == [(0, 3 * per_update)]
+    assert [u.groups for u in report.updates] == [4] * 3
     matched = TeamTrainer(
         config(schedule__learner="naive_sequential", schedule__budget="matched", diagnostics=False),
         lambda: env_fn(agents),
@@ -97,18 +114,18 @@ def test_disjoint_budget_gives_every_update_its_own_slice() -> None:
 
 def test_disjoint_naive_updates_on_the_slices_of_the_stage_start_batch() -> None:
     """Each disjoint update equals a 'matched' update on that slice alone: run the slices by hand."""
-    from trainers.update import score, update_agent
+    from trainers.optim.update import score, update_agent
 
     agents = ("a", "b")
     cfg = config(schedule__learner="naive_sequential", diagnostics=False, schedule__stages=1)
     trainer = run(cfg, agents=agents)
     by_hand = TeamTrainer(cfg, lambda: env_fn(agents), tabular_team(agents))
-    batch = by_hand.sample(0, 0, 2 * 4)
+    batch, _ = by_hand.sample(0, 0, 2 * 4)
     for j, agent in enumerate(agents):
         part = batch.groups(4 * j, 4 * (j + 1))
         slot = by_hand.slots[agent]
         msgs = part.messages_of(agent)
-        adv = by_hand.advantages(part).advantages.flatten()
+        adv = batch_advantages(part, cfg).advantages.flatten()
         update_agent(
             slot.policy,
             slot.optimizer,
@@ -119,7 +136,8 @@ def test_disjoint_naive_updates_on_the_slices_of_the_stage_start_batch() -> None
             optim=cfg.optim,
             region=cfg.trust_region,
             temperature=by_hand.temperatures[agent],
-            flip_trials=by_hand.flip_trials,
+            # as the stage sets it (diagnostics off here: none)
+            flip_trials=cfg.diagnostics.flip_trials if cfg.diagnostics.cheap else 0,
             behaviour=score(slot.policy, msgs, 64),
         )
     for agent in agents:
@@ -129,7 +147,7 @@ def test_disjoint_naive_updates_on_the_slices_of_the_stage_start_batch() -> None
 
 
 def test_per_sample_budget_and_resample_every() -> None:
-    naive = run(
+    _, naive = run_reports(
         config(
             schedule__learner="naive_sequential",
             schedule__budget="per_sample",
@@ -138,12 +156,12 @@ def test_per_sample_budget_and_resample_every() -> None:
         ),
         agents=("a", "b", "c"),
     )
-    assert [e.episodes for e in naive.samples] == [16]
-    every2 = run(
+    assert [e.episodes for e in sampled(naive)] == [16]
+    _, every2 = run_reports(
         config(schedule__learner="teamtr", schedule__resample_every=2, schedule__stages=1),
         agents=("a", "b", "c"),
     )
-    assert [e.index for e in every2.samples if e.purpose == "train"] == [0, 2]
+    assert [e.index for e in sampled(every2, "train")] == [0, 2]
 
 
 def test_one_agent_teamtr_equals_naive_sequential() -> None:
@@ -212,14 +230,15 @@ def test_stage_metrics_carry_each_agents_share_of_clipped_messages() -> None:
     sample = trainer.sample
 
     def recording(stage, index, prompts, purpose="train"):  # type: ignore[no-untyped-def]
-        batch = sample(stage, index, prompts, purpose)
+        batch, event = sample(stage, index, prompts, purpose)
         if purpose == "train":
             batches.append(batch)
-        return batch
+        return batch, event
 
     trainer.sample = recording  # type: ignore[method-assign]
-    m = trainer.run_stage().metrics
-    assert any(e.purpose == "diagnostic" for e in trainer.samples)
+    report = trainer.run_stage()
+    m = report.metrics
+    assert any(e.purpose == "diagnostic" for e in report.samples)
     a = [msg for b in batches for msg in b.messages_of("a")]
     expected = sum(msg.text == "Answer: 2" for msg in a) / len(a)
     assert 0 < expected < 1
@@ -231,7 +250,7 @@ def test_stage_metrics_carry_each_agents_share_of_clipped_messages() -> None:
 def test_naive_diagnostics_sample_intermediate_batches_outside_the_budget() -> None:
     trainer = TeamTrainer(config(schedule__learner="naive_sequential"), env_fn, tabular_team())
     report = trainer.run_stage()
-    diag = [e for e in trainer.samples if e.purpose == "diagnostic"]
+    diag = sampled([report], "diagnostic")
     start = {"a": 0, "b": 0}
     assert [(e.index, e.versions) for e in diag] == [
         (1000, start),
@@ -301,7 +320,7 @@ def test_per_agent_sampling_samples_and_scores_each_agent_at_its_own_temperature
     trainer = TeamTrainer(
         config(diagnostics=False), lambda: env_fn(("a", "b")), tabular_team(), sampling=sampling
     )
-    batch = trainer.sample(0, 0, 8)
+    batch, _ = trainer.sample(0, 0, 8)
     greedy = {m.text for m in batch.messages_of("a")}
     assert len(greedy) == 1  # temperature 0: the argmax message every time
     assert len({m.text for m in batch.messages_of("b")}) > 1
@@ -312,7 +331,7 @@ def test_per_agent_sampling_samples_and_scores_each_agent_at_its_own_temperature
 def test_reward_start_is_the_stage_start_teams_batch(monkeypatch) -> None:
     """``stage/reward_start`` is the reward of the stage's first batch (comparable across
     learners); ``stage/reward_mean`` averages all of a stage's training batches."""
-    from trainers.stage import Stage
+    from trainers.learners.stage import Stage
 
     seen: list[float] = []
     real = Stage.sample
@@ -394,18 +413,32 @@ def test_reference_kl_holds_the_team_near_where_training_started() -> None:
 
 def test_the_budget_sizes_every_batch_in_one_place() -> None:
     from trainers.config import ScheduleConfig
-    from trainers.learners.base import single_batch_plan
-    from trainers.learners.teamtr import TeamTR
 
     def schedule(budget: str) -> ScheduleConfig:
         return ScheduleConfig(budget=budget, problems_per_batch=4, resample_every=2)  # type: ignore[arg-type]
 
     disjoint, matched, per_sample = (schedule(b) for b in ("disjoint", "matched", "per_sample"))
     assert [s.batch_prompts(3) for s in (disjoint, matched, per_sample)] == [12, 8, 4]
-    assert single_batch_plan(3, matched) == [(0, 3, 8)]  # as many prompts as TeamTR's stage
-    assert TeamTR().sampling_plan(3, matched) == [(0, 2, 4), (2, 1, 4)]
-    assert TeamTR().sampling_plan(3, disjoint) == [(0, 2, 8), (2, 1, 4)]
     assert disjoint.sliced(2) and not disjoint.sliced(1) and not matched.sliced(3)
+
+    def prompts(learner: str, budget: str) -> list[tuple[int, int]]:
+        """(index, prompts) of each training batch one stage of ``learner`` sampled."""
+        cfg = config(
+            schedule__learner=learner,
+            schedule__budget=budget,
+            schedule__resample_every=2,
+            schedule__stages=1,
+            diagnostics=False,
+        )
+        _, reports = run_reports(cfg, agents=("a", "b", "c"))
+        g = cfg.schedule.group_size
+        return [(e.index, e.episodes // g) for e in sampled(reports, "train")]
+
+    # One stage-start batch as large as TeamTR's batches of the stage together.
+    assert prompts("naive_sequential", "matched") == [(0, 8)]
+    # TeamTR resampling every 2 updates samples before updates 0 and 2 (covering 2 and 1 updates).
+    assert prompts("teamtr", "matched") == [(0, 4), (2, 4)]
+    assert prompts("teamtr", "disjoint") == [(0, 8), (2, 4)]
 
 
 @pytest.mark.parametrize("estimator", ["group", "leave_one_out", "none"])
@@ -414,10 +447,10 @@ def test_the_advantage_baseline_of_the_config_reaches_every_update(estimator: st
     use: leave-one-out is the group mean's advantage times G/(G-1), none the raw reward."""
     cfg = config(optim__advantage=estimator, optim__normalize_advantages=False, optim__a_clip=None)
     trainer = run(cfg, stages=1)
-    batch = trainer.sample(1, 0, 4, "diagnostic")
+    batch, _ = trainer.sample(1, 0, 4, "diagnostic")
     rewards = torch.tensor(batch.group_rewards(), dtype=torch.float32)
     centred = rewards - rewards.mean(dim=1, keepdim=True)
     expected = {"group": centred, "leave_one_out": centred * 4 / 3, "none": rewards}[estimator]
-    assert torch.allclose(trainer.advantages(batch).advantages, expected)
+    assert torch.allclose(batch_advantages(batch, cfg).advantages, expected)
     with pytest.raises(Exception, match="advantage"):
         config(optim__advantage="mean")

@@ -10,13 +10,8 @@ import pytest
 
 from teamtr_cli import main
 from teamtr_core.errors import ConfigError
-from trainers.config import (
-    DEMO_TASK,
-    DEMO_TASK_OPTIONS,
-    TrainConfig,
-    config_from_overrides,
-    load_train_config,
-)
+from trainers.config import DEMO_TASK, DEMO_TASK_OPTIONS, TrainConfig
+from trainers.run.config_file import config_from_overrides, load_train_config
 
 
 def _file(tmp_path: Path, text: str) -> Path:
@@ -60,10 +55,12 @@ def test_a_files_own_task_options_are_kept_and_set_merges_into_them(tmp_path: Pa
 def test_the_cli_builds_the_same_config_with_and_without_a_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import trainers.recipe
+    import trainers.run.recipe
 
     seen = []
-    monkeypatch.setattr(trainers.recipe, "run_training", lambda config, **kw: seen.append(config))
+    monkeypatch.setattr(
+        trainers.run.recipe, "run_training", lambda config, **kw: seen.append(config)
+    )
     overrides = ["--set", "task_options.max_value=20", "--run-dir", str(tmp_path / "run")]
     assert main(["train", *overrides]) == 0
     assert main(["train", "--config", str(_file(tmp_path, "{}\n")), *overrides]) == 0
@@ -76,8 +73,8 @@ def test_train_lists_every_problem_at_once_before_writing_anything(
     tmp_path: Path, capsys, with_file: bool, temperature: str
 ) -> None:
     """A schema problem (an unknown order) no longer hides the sections' own checks (the
-    temperature, lr, stages), nor does a malformed override; the old key is renamed with a
-    FutureWarning and its problem listed too."""
+    temperature, lr, stages), nor does a malformed override; a renamed key (``temperature``, now
+    ``sampling.temperature``) is listed with them, naming its new key."""
     run_dir = tmp_path / "run"
     argv = ["train", "--run-dir", str(run_dir)]
     if with_file:
@@ -85,15 +82,12 @@ def test_train_lists_every_problem_at_once_before_writing_anything(
     for override in (temperature, "optim.lr=-1", "schedule.stages=0", "schedule.order=bogus"):
         argv += ["--set", override]
     argv += ["--set", "no-equals-sign"]
-    if temperature == "temperature=-1":
-        with pytest.warns(FutureWarning, match="temperature is now sampling.temperature"):
-            code = main(argv)
-    else:
-        code = main(argv)
-    assert code == 2
+    assert main(argv) == 2
     err = " ".join(capsys.readouterr().err.split())
     for expected in (
-        "temperature must be >= 0, got -1",
+        "temperature must be >= 0, got -1"
+        if temperature.startswith("sampling.")
+        else "temperature was renamed to sampling.temperature",
         "need lr > 0",
         "stages must be >= 1, got 0",
         "schedule.order: 'bogus' is not one of",
@@ -112,45 +106,34 @@ def test_a_file_that_is_not_a_config_names_itself(tmp_path: Path) -> None:
         load_train_config(path, [])
 
 
-def test_learner_is_the_word_and_the_old_names_still_work(
+def test_learner_is_the_word_and_the_old_names_are_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``schedule.learner``, ``--learner`` and ``teamtr learners``; the old ``schedule.method``,
-    ``--trainer`` and ``teamtr trainers`` give the same result with a FutureWarning or a note."""
-    import trainers.recipe
+    """``schedule.learner``, ``--learner`` and ``teamtr learners``; the old ``schedule.method``
+    is a config problem naming ``schedule.learner``, and argparse refuses ``--trainer`` and
+    ``teamtr trainers`` (CHANGELOG.md lists the renames)."""
+    import trainers.run.recipe
     from teamtr_core.config import from_dict
     from trainers.config import TrainConfig
 
-    with pytest.warns(FutureWarning, match="schedule.method is now schedule.learner"):
-        old = from_dict(TrainConfig, {"schedule": {"method": "joint"}})
-    assert old == from_dict(TrainConfig, {"schedule": {"learner": "joint"}})
+    with pytest.raises(ConfigError, match=r"schedule\.method was renamed to schedule\.learner"):
+        from_dict(TrainConfig, {"schedule": {"method": "joint"}})
+    assert from_dict(TrainConfig, {"schedule": {"learner": "joint"}}).schedule.learner == "joint"
     seen = []
-    monkeypatch.setattr(trainers.recipe, "run_training", lambda config, **kw: seen.append(config))
+    monkeypatch.setattr(
+        trainers.run.recipe, "run_training", lambda config, **kw: seen.append(config)
+    )
     run = ["--run-dir", str(tmp_path / "run")]
     assert main(["train", "--learner", "joint", *run]) == 0
-    assert main(["train", "--trainer", "joint", *run]) == 0
-    assert seen[0] == seen[1] and seen[0].schedule.learner == "joint"
-    assert "--trainer is now --learner" in capsys.readouterr().err
+    assert seen[0].schedule.learner == "joint"
+    assert main(["train", "--set", "schedule.method=joint", *run]) == 2
+    assert "schedule.method was renamed to schedule.learner" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        main(["train", "--trainer", "joint", *run])
+    assert exited.value.code == 2
+    assert "unrecognized arguments: --trainer joint" in capsys.readouterr().err
     assert main(["learners"]) == 0 and "Registered learners" in capsys.readouterr().out
-    assert main(["trainers"]) == 0
-    out = capsys.readouterr()
-    assert "Registered learners" in out.out and "teamtr trainers is now teamtr learners" in out.err
-
-
-def test_plugins_of_the_old_entry_point_group_load_with_a_warning(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from importlib import metadata
-
-    import trainers.registry as reg
-
-    new = metadata.EntryPoint("new", "mod:register", reg.ENTRY_POINT_GROUP)
-    old = metadata.EntryPoint("old", "mod:register", reg.LEGACY_GROUP)
-    both = metadata.EntryPoint("new", "mod:register", reg.LEGACY_GROUP)  # renamed: counted once
-    groups = {reg.ENTRY_POINT_GROUP: [new], reg.LEGACY_GROUP: [old, both]}
-    monkeypatch.setattr(reg.metadata, "entry_points", lambda group: groups[group])
-    with pytest.warns(
-        FutureWarning, match=r"\['old'\] use the entry-point group 'teamtr.trainers'"
-    ):
-        found = reg.installed_entry_points()
-    assert [ep.name for ep in found] == ["new", "old"]
+    with pytest.raises(SystemExit) as exited:
+        main(["trainers"])
+    assert exited.value.code == 2 and "invalid choice: 'trainers'" in capsys.readouterr().err
+    assert len(seen) == 1

@@ -11,7 +11,7 @@ from adapters.tabular import TabularPolicy, state_kl
 from teamtr_core.policy import SamplingParams
 from teamtr_env.rollout import MessageRecord
 from trainers.config import OptimConfig, TrustRegionConfig
-from trainers.update import UpdateResult, adapt_beta, adapt_delta, update_agent
+from trainers.optim.update import UpdateResult, adapt_beta, adapt_delta, update_agent
 
 MESSAGES = ["x", "y", "z"]
 REGION_KEYS = {"max_backtracks", "monitor_without_region", "monitor_messages", "monitor_subsample"}
@@ -42,10 +42,10 @@ def test_small_step_is_accepted_inside_the_region() -> None:
     opt = torch.optim.SGD(policy.parameters(), lr=0.05)
     result = update_agent(policy, opt, msgs, adv, beta=0.0, delta=0.05, **settings(epochs=1))
     assert result.accepted and result.reason == "ok" and result.backtracks == 0
-    assert 0 < result.kl <= 0.05 and result.in_region
+    assert 0 < result.kl_tok <= 0.05 and result.in_region
     assert policy.probs("s")[0] > old.probs("s")[0]  # moved toward the advantaged message
     # The monitor's estimate matches the exact KL of the tabular policies (Monte Carlo, 32 msgs).
-    assert abs(result.kl - float(state_kl(old, policy).detach()[0])) < 0.02
+    assert abs(result.kl_tok - float(state_kl(old, policy).detach()[0])) < 0.02
 
 
 def test_too_large_step_is_backtracked_into_the_region() -> None:
@@ -63,7 +63,7 @@ def test_too_large_step_is_backtracked_into_the_region() -> None:
     )
     assert result.kl_raw > 0.01  # the full step left the region
     assert result.accepted and result.reason == "backtracked" and result.backtracks >= 1
-    assert result.kl <= 0.01 and result.in_region
+    assert result.kl_tok <= 0.01 and result.in_region
     assert 0 < result.step_scale < 1
     full_direction = policy.logits.detach() - old.logits.detach()
     assert full_direction.abs().sum() > 0
@@ -105,7 +105,7 @@ def test_no_trust_region_accepts_any_step() -> None:
     policy, msgs, adv = batch()
     opt = torch.optim.SGD(policy.parameters(), lr=50.0)
     result = update_agent(policy, opt, msgs, adv, beta=0.0, delta=None, **settings(epochs=3))
-    assert result.accepted and result.kl > 0.01 and result.backtracks == 0
+    assert result.accepted and result.kl_tok > 0.01 and result.backtracks == 0
 
 
 def test_micro_batch_split_does_not_change_the_update() -> None:
@@ -132,14 +132,14 @@ def _result(**fields: object) -> UpdateResult:
         accepted=True,
         reason="ok",
         kl_raw=0.007,
-        kl=0.007,
+        kl_tok=0.007,
         in_region=True,
         backtracks=0,
         step_scale=1.0,
         l_seq=0.0,
         ratio_clip_frac=0.0,
-        n_messages=1,
-        n_tokens=1,
+        messages=1,
+        tokens=1,
         update_s=0.0,
         monitor_s=0.0,
     )
@@ -162,7 +162,7 @@ def scored_batches(policy: TabularPolicy) -> list[int]:
 def test_behaviour_log_probs_come_from_the_first_epoch_exactly_and_save_a_pass() -> None:
     """Without precomputed behaviour log-probs the first epoch's forward pass provides them: the
     update equals the one given ``score(...)`` beforehand, with one scoring pass fewer."""
-    from trainers.update import score
+    from trainers.optim.update import score
 
     results, calls = [], []
     for precompute in (True, False):
@@ -178,15 +178,15 @@ def test_behaviour_log_probs_come_from_the_first_epoch_exactly_and_save_a_pass()
         calls.append(len(counted))
     (a, logits_a), (b, logits_b) = results
     assert torch.equal(logits_a, logits_b)
-    assert (a.kl, a.l_seq, a.n_tokens, a.ratio_clip_frac) == (
-        b.kl,
+    assert (a.kl_tok, a.l_seq, a.tokens, a.ratio_clip_frac) == (
+        b.kl_tok,
         b.l_seq,
-        b.n_tokens,
+        b.tokens,
         b.ratio_clip_frac,
     )
     # 4 micro-batches: 3 epochs + 1 monitor pass each, and no separate behaviour pass.
     assert calls == [16, 16]
-    assert b.n_tokens == 32
+    assert b.tokens == 32
 
 
 def test_without_a_trust_region_the_monitor_pass_is_skipped_unless_asked() -> None:
@@ -201,8 +201,8 @@ def test_without_a_trust_region_the_monitor_pass_is_skipped_unless_asked() -> No
     skipped, monitored = runs[False], runs[True]
     assert torch.equal(skipped[2], monitored[2])  # the same update either way
     assert (skipped[1], monitored[1]) == (2, 3)  # one forward pass fewer
-    assert math.isnan(skipped[0].kl) and math.isnan(skipped[0].l_seq) and skipped[0].accepted
-    assert monitored[0].kl > 0 and skipped[0].monitor_s == 0.0
+    assert math.isnan(skipped[0].kl_tok) and math.isnan(skipped[0].l_seq) and skipped[0].accepted
+    assert monitored[0].kl_tok > 0 and skipped[0].monitor_s == 0.0
 
 
 def test_the_kl_check_can_score_a_subset_of_the_messages() -> None:
@@ -219,21 +219,21 @@ def test_the_kl_check_can_score_a_subset_of_the_messages() -> None:
     full, part = runs[1.0], runs[0.25]
     assert full[1] == [32, 32] and part[1] == [32, 8]  # the epoch's pass, then the check
     assert torch.equal(full[2], part[2])
-    assert part[0].kl > 0 and math.isfinite(part[0].kl) and part[0].n_tokens == 32
+    assert part[0].kl_tok > 0 and math.isfinite(part[0].kl_tok) and part[0].tokens == 32
 
 
 def test_adaptation_rules() -> None:
-    assert adapt_beta(0.1, _result(kl=0.001, kl_raw=0.001), delta=0.01) == 0.05
-    assert adapt_beta(0.1, _result(kl=0.007, kl_raw=0.007), delta=0.01) == 0.1
-    reverted = _result(accepted=False, reason="out_of_region", kl=0.0, kl_raw=0.5)
+    assert adapt_beta(0.1, _result(kl_tok=0.001, kl_raw=0.001), delta=0.01) == 0.05
+    assert adapt_beta(0.1, _result(kl_tok=0.007, kl_raw=0.007), delta=0.01) == 0.1
+    reverted = _result(accepted=False, reason="out_of_region", kl_tok=0.0, kl_raw=0.5)
     assert adapt_beta(0.1, reverted, delta=0.01) == 0.2
-    assert adapt_beta(0.1, _result(accepted=False, kl=0.0, kl_raw=math.nan), delta=0.01) == 0.2
+    assert adapt_beta(0.1, _result(accepted=False, kl_tok=0.0, kl_raw=math.nan), delta=0.01) == 0.2
     # A full step that left the region but was backtracked into it keeps beta: backtracking
     # fixed the step (adapting on the raw first try doubled beta here).
-    backtracked = _result(reason="backtracked", kl_raw=0.08, kl=0.006, backtracks=3)
+    backtracked = _result(reason="backtracked", kl_raw=0.08, kl_tok=0.006, backtracks=3)
     assert adapt_beta(0.1, backtracked, delta=0.01) == 0.1
-    assert adapt_beta(0.1, _result(kl_raw=0.08, kl=0.002, backtracks=5), delta=0.01) == 0.05
-    assert adapt_beta(0.004, _result(kl=0.001), delta=0.01, low=0.1 / 32) == 0.1 / 32  # floor
+    assert adapt_beta(0.1, _result(kl_raw=0.08, kl_tok=0.002, backtracks=5), delta=0.01) == 0.05
+    assert adapt_beta(0.004, _result(kl_tok=0.001), delta=0.01, low=0.1 / 32) == 0.1 / 32  # floor
     policy, msgs, adv = batch()
     opt = torch.optim.SGD(policy.parameters(), lr=1e-4)
     small = update_agent(policy, opt, msgs, adv, beta=0.0, delta=0.01, **settings(epochs=1))
@@ -243,7 +243,7 @@ def test_adaptation_rules() -> None:
 def test_truncated_importance_correction_weights_messages_by_trainer_over_engine() -> None:
     import dataclasses
 
-    from trainers.update import truncated_is_weights
+    from trainers.optim.update import truncated_is_weights
 
     policy, msgs, adv = batch()
     uniform = math.log(1 / 3)  # the trainer's log-prob of every message
@@ -291,7 +291,7 @@ def test_the_adaptive_beta_stops_at_its_floor() -> None:
     import pytest
     from helpers_trainers import config, env_fn, tabular_team
 
-    from trainers.team_trainer import TeamTrainer
+    from trainers.learners.team_trainer import TeamTrainer
 
     assert TrustRegionConfig(beta=0.1).beta_floor == 0.1 / 32
     assert TrustRegionConfig(beta=0.1, beta_min=0.02).beta_floor == 0.02

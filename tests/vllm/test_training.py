@@ -21,7 +21,7 @@ from adapters.rollout_engine import EngineRollouts
 from teamtr_core.config import from_dict
 from teamtr_core.policy import SamplingParams
 from trainers.config import TrainConfig
-from trainers.recipe import TrainingRecipe
+from trainers.run.recipe import TrainingRecipe
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -121,7 +121,7 @@ def test_the_docs_page_cli_check_runs(tmp_path: Path) -> None:
 
 def run_on_ray(tmp_path: Path, placement: dict) -> list[dict]:
     """A three-stage run of the demo's task with vLLM rollouts and ``placement`` (a ``runner``
-    or ``trainer`` section on Ray); returns its update records."""
+    or ``runner.agents`` placement on Ray); returns its update records."""
     config = from_dict(
         TrainConfig,
         {
@@ -176,8 +176,8 @@ def test_ray_rollout_workers_sample_through_their_own_engines(tmp_path: Path) ->
     run_on_ray(tmp_path, {"runner": {"backend": "ray", "workers": 1, "num_cpus": 1}})
 
 
-def test_learner_actors_sample_through_their_own_engines(tmp_path: Path) -> None:
-    """``trainer.backend: ray`` with ``rollout.engine: vllm``: each learner actor builds its
+def test_agent_actors_sample_through_their_own_engines(tmp_path: Path) -> None:
+    """``runner.agents: ray`` with ``rollout.engine: vllm``: each agent actor builds its
     agent with its engine, its own accepted updates mark the engine stale, and the driver's
     samplings (local runner) run there; the gap stays at float32 rounding."""
-    run_on_ray(tmp_path, {"trainer": {"backend": "ray", "num_cpus": 0.5}})
+    run_on_ray(tmp_path, {"runner": {"agents": "ray", "agent_cpus": 0.5}})

@@ -20,7 +20,7 @@ from adapters.team import build_team, load_team_config
 from teamtr_core.config import from_dict
 from teamtr_core.policy import SamplingParams
 from trainers.config import TrainConfig
-from trainers.recipe import run_training
+from trainers.run.recipe import run_training
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = ["Start: 3\nStep: +2\n", "Start: 7\nStep: -4\nStep: +1\n"]

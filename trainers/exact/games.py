@@ -243,7 +243,7 @@ def token_kl(game: RelayGame, team: Sequence[Array], k: int, new_table: Array) -
 
     ``KL_tok = E_{x ~ rho_k} KL(pi_k(.|x) || pi_new(.|x)) = (1/R) sum_{t in T_k} kappa_t`` under
     the pre-update ``team``: the mean over agent ``k``'s messages of the token log-ratio sum, which
-    is what :func:`trainers.kl.token_kl_monitor` estimates on rollouts of ``team`` (a message is
+    is what :func:`trainers.optim.kl.token_kl_monitor` estimates on rollouts of ``team`` (a message is
     one token here). The paper's team-level KL over all states (inactive ones contribute 0) is
     this divided by ``n``.
     """

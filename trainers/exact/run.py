@@ -4,7 +4,7 @@ Each agent is an :class:`adapters.tabular.TabularPolicy` whose states are the ob
 (``featurize``: the rendered context -> the symbol of its last ``secret s`` / ``m x`` line; the
 turn-0 agent observes the secret) and whose messages are ``"m0"`` .. ``"m{K-1}"``, on
 ``teamtr/Relay-v0`` (``visibility="previous"``, ``max_turns = n R``). :func:`run_sampled` trains
-them with :class:`trainers.team_trainer.TeamTrainer` and, after every update, reads the tables
+them with :class:`trainers.learners.team_trainer.TeamTrainer` and, after every update, reads the tables
 back and computes the EXACT ``J``, ``L^seq`` and ``KL_tok`` of what the sampled update did.
 
 Scale of the trainer's ``l_seq``. With ``optim.normalize_advantages = false`` and
@@ -32,11 +32,11 @@ from adapters.tabular import TabularPolicy
 from tasks.relay.rules import observed_symbol
 from teamtr_core.config import from_dict
 from teamtr_env.env import TeamEnv
-from trainers.callbacks import OnUpdate
 from trainers.config import TrainConfig
 from trainers.exact.games import Array, RelayGame, expected_return, surrogate, token_kl
 from trainers.exact.stages import Method
-from trainers.team_trainer import TeamTrainer
+from trainers.learners.callbacks import OnUpdate
+from trainers.learners.team_trainer import TeamTrainer
 
 TASK_ID = "teamtr/Relay-v0"
 

@@ -15,7 +15,7 @@ from typing import Literal
 
 import numpy as np
 
-from trainers.certificate import Certificate, certificate_lower_bound
+from trainers.diagnostics.certificate import Certificate, certificate_lower_bound
 from trainers.exact.games import (
     Array,
     RelayGame,
@@ -129,7 +129,7 @@ def update_certificate(
 def paper_certificate(
     game: RelayGame, l_seq: Sequence[float], kl_tok: Sequence[float]
 ) -> Certificate:
-    """The paper's Thm. 3.6 form through :func:`trainers.certificate.certificate_lower_bound`.
+    """The paper's Thm. 3.6 form through :func:`trainers.diagnostics.certificate.certificate_lower_bound`.
 
     Effective-horizon mapping: ``gamma = 1 - 1/T`` (so ``1/(1-gamma) = T``), ``A_max = 1``,
     ``zeta_i = 0`` (exact advantages), ``l_seq`` the finite-horizon ``L^seq`` (already the sum over

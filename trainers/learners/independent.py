@@ -13,11 +13,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, ClassVar
 
-from trainers.learners.base import Learner, SamplePlan, single_batch_plan
+from trainers.learners.base import Learner
 
 if TYPE_CHECKING:
-    from trainers.config import ScheduleConfig
-    from trainers.stage import Stage
+    from trainers.learners.stage import Stage
 
 
 class IndependentGRPO(Learner):
@@ -25,11 +24,9 @@ class IndependentGRPO(Learner):
 
     stale_diagnostics: ClassVar[bool] = False  # no intermediate teams: no stale gap to measure
 
-    def sampling_plan(self, n: int, schedule: ScheduleConfig) -> list[SamplePlan]:
-        return single_batch_plan(n, schedule)
-
     def run_stage(self, stage: Stage) -> None:
-        ((_, covered, prompts),) = self.sampling_plan(stage.n, stage.schedule)
+        covered = stage.n  # one stage-start batch serves every update
+        prompts = stage.schedule.batch_prompts(covered)
         batch = stage.sample(0, prompts)  # the stage-start team, for every agent
         raw_kl = []
         for i, agent in enumerate(stage.order):

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from trainers.learners.base import Learner, SamplePlan, single_batch_plan
+from trainers.learners.base import Learner
 
 if TYPE_CHECKING:
-    from trainers.config import ScheduleConfig
-    from trainers.stage import Stage
+    from trainers.learners.stage import Stage
 
 
 class Joint(Learner):
@@ -20,11 +19,9 @@ class Joint(Learner):
 
     stale_diagnostics: ClassVar[bool] = False
 
-    def sampling_plan(self, n: int, schedule: ScheduleConfig) -> list[SamplePlan]:
-        return single_batch_plan(n, schedule)
-
     def run_stage(self, stage: Stage) -> None:
-        ((_, covered, prompts),) = self.sampling_plan(stage.n, stage.schedule)
+        covered = stage.n  # one stage-start batch serves every update
+        prompts = stage.schedule.batch_prompts(covered)
         batch = stage.sample(0, prompts)
         for i, agent in enumerate(stage.order):
             stage.update(agent, stage.part(batch, i, covered)[0], index=i)

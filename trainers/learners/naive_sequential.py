@@ -13,11 +13,10 @@ from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
-from trainers.learners.base import Learner, SamplePlan, single_batch_plan
+from trainers.learners.base import Learner
 
 if TYPE_CHECKING:
-    from trainers.config import ScheduleConfig
-    from trainers.stage import Stage
+    from trainers.learners.stage import Stage
 
 
 class NaiveSequential(Learner):
@@ -25,11 +24,9 @@ class NaiveSequential(Learner):
 
     importance_weighting: ClassVar[bool] = True
 
-    def sampling_plan(self, n: int, schedule: ScheduleConfig) -> list[SamplePlan]:
-        return single_batch_plan(n, schedule)
-
     def run_stage(self, stage: Stage) -> None:
-        ((_, covered, prompts),) = self.sampling_plan(stage.n, stage.schedule)
+        covered = stage.n  # one stage-start batch serves every update
+        prompts = stage.schedule.batch_prompts(covered)
         start = stage.sample(0, prompts)  # the stage-start team, reused for every update
         weighted = stage.schedule.importance_weighting
         log_ratio = torch.zeros(len(start.episodes), dtype=torch.float64)

@@ -9,24 +9,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from trainers.learners.base import Learner, SamplePlan
+from trainers.learners.base import Learner
 
 if TYPE_CHECKING:
-    from trainers.config import ScheduleConfig
-    from trainers.stage import Stage
+    from trainers.learners.stage import Stage
 
 
 class TeamTR(Learner):
     """Resample before every agent update (every ``resample_every`` updates in the ablation)."""
 
-    def sampling_plan(self, n: int, schedule: ScheduleConfig) -> list[SamplePlan]:
-        r = schedule.resample_every
-        covers = [(first, min(r, n - first)) for first in range(0, n, r)]
-        return [SamplePlan(first, c, schedule.batch_prompts(c)) for first, c in covers]
-
     def run_stage(self, stage: Stage) -> None:
-        for first, covered, prompts in self.sampling_plan(stage.n, stage.schedule):
-            batch = stage.sample(first, prompts)  # the team after `first` updates of this stage
+        r = stage.schedule.resample_every
+        for first in range(0, stage.n, r):
+            covered = min(r, stage.n - first)
+            # the team after `first` updates of this stage
+            batch = stage.sample(first, stage.schedule.batch_prompts(covered))
             for j in range(covered):
                 part, _ = stage.part(batch, j, covered)
                 stage.update(stage.order[first + j], part, index=first + j)

@@ -1,30 +1,15 @@
-"""Training configuration: typed, frozen dataclasses are the single source of truth.
-
-The JSON Schema that validates YAML/JSON config files is generated from these classes
-(``teamtr_core.config_schema.json_schema(TrainConfig)``); every problem in a file is reported at
-once.
-``teamtr train --config FILE --set key=value`` loads one; ``teamtr train`` alone runs the defaults
-(the CPU demo).
-"""
+"""The sections of a training configuration (``schedule``, ``trust_region``, ``optim``,
+``runner``, ``rollout``, ``eval``, ``diagnostics``): typed, frozen dataclasses, each
+checking its own fields. :class:`trainers.config.TrainConfig` holds them."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from adapters.team import TeamConfig, sampling_errors
-from adapters.tiny import TinyModelSpec
 from teamtr_core.choices import choice_errors
-from teamtr_core.config import inherit
-from teamtr_core.errors import ConfigError
 from teamtr_core.policy import SamplingParams
-from teamtr_core.seeds import seed_errors
-from trainers.advantages import AdvantageEstimator
-from trainers.sft import SFTConfig
-from trainers.task_schedule import TaskStage, schedule_errors
 
 _RUN_SAMPLING = SamplingParams(max_new_tokens=12)  # the demo's messages are short
 
@@ -35,58 +20,8 @@ DeltaMode = Literal["fixed", "adaptive", "none"]
 Budget = Literal["disjoint", "matched", "per_sample"]
 DiagnosticsLevel = Literal["off", "cheap", "full"]
 OccupancyFeatures = Literal["auto", "hash", "task"]
-DEMO_TASK = "teamtr/Pipeline-v0"
-DEMO_TASK_OPTIONS: dict[str, Any] = {
-    # Chains of three +/-1..5 steps on values 0..9: 363 distinct held-out chains, and a step a
-    # 0.55M-parameter character model learns (with copying the rest of the chain) in ~100 s.
-    "max_operand": 5,
-    "max_value": 9,
-    # The cloned expert sometimes leaves out the rest of the chain: a habit only the team reward
-    # shows to be wrong (the next agent has nothing to work on), and RL removes.
-    "expert_error": "drop_rest",
-    # No system prompts: short contexts for a tiny character-level model.
-    "system_prompts": {"step1": "", "step2": "", "step3": ""},
-}
-
-
-def _unknown_learner(value: Any) -> list[str]:
-    """``[problem]`` when ``value`` names no registered learner (checked beside the schema)."""
-    from trainers.registry import RegistryError, learner_spec
-
-    if not isinstance(value, str):
-        return []
-    try:
-        learner_spec(value).load()
-    except RegistryError as exc:
-        return [str(exc)]
-    return []
-
-
-def _learner_errors(config: TrainConfig) -> list[str]:
-    """The learner's own check of the configuration (:meth:`Learner.check`), run once, when the
-    configuration is built; an unknown learner id is reported by ``schedule.learner``'s check."""
-    from trainers.registry import RegistryError, make_learner
-
-    try:
-        learner = make_learner(config.schedule.learner)
-    except RegistryError:
-        return []
-    return list(learner.check(config))
-
-
-def _task_errors(value: Any) -> list[str]:
-    """The field check of ``task``: a registered id, checked with the rest of the configuration
-    (the registry's message, with its suggestions)."""
-    if not isinstance(value, str):
-        return []
-    from teamtr_core.errors import RegistryError
-    from teamtr_env.registration import registry
-
-    try:
-        registry.spec(value)
-    except RegistryError as exc:
-        return [str(exc.args[0]) if exc.args else str(exc)]
-    return []
+AdvantageEstimator = Literal["group", "leave_one_out", "none"]
+"""How group advantages are estimated (:func:`trainers.optim.advantages.group_advantages`)."""
 
 
 def _help(text: str, default: Any) -> Any:
@@ -105,7 +40,6 @@ class ScheduleConfig:
             "stage-start rollouts reused for every update; teamtr/Joint-v0: all agents on one "
             "batch; plugins: `teamtr learners`) or a built-in's short name (teamtr, "
             "naive_sequential, joint)",
-            "check": lambda value: _unknown_learner(value),
         },
     )
     stages: int = _help("training stages (each updates every agent once)", 8)
@@ -307,28 +241,50 @@ class OptimConfig:
 
 @dataclass(frozen=True)
 class RunnerConfig:
-    """Where rollouts are played: this process, or Ray workers (``pip install -e ".[ray]"``)."""
+    """Where the run runs, the one placement section: the rollouts (this process, or Ray rollout
+    workers) and each trainable agent's model and updates (this process, or an agent actor per
+    trainable agent on Ray), on one Ray cluster (``pip install -e ".[ray]"``)."""
 
     backend: Literal["local", "ray"] = _help(
-        "local: in this process; ray: RayRunner workers (each a replica of every agent's policy, "
-        "weights synced after every update)",
+        "where rollouts are played. local: in this process; ray: RayRunner workers (each a "
+        "replica of every agent's policy, weights synced after every update)",
         "local",
     )
     workers: int = _help(
         "Ray rollout workers; each training batch is split into this many blocks", 2
     )
     address: str | None = _help(
-        "a Ray cluster to join (e.g. 'auto' or 'ray://head:10001'); null starts a local Ray", None
+        "the Ray cluster the rollout workers and agent actors join (e.g. 'auto' or "
+        "'ray://head:10001'); null starts a local Ray",
+        None,
     )
-    num_cpus: float = _help("CPUs each Ray worker asks for", 1.0)
-    num_gpus: float = _help("GPUs each Ray worker asks for (1 for HF-on-GPU or vLLM replicas)", 0.0)
+    num_cpus: float = _help("CPUs each Ray rollout worker asks for", 1.0)
+    num_gpus: float = _help(
+        "GPUs each Ray rollout worker asks for (1 for HF-on-GPU or vLLM replicas)", 0.0
+    )
+    agents: Literal["local", "ray"] = _help(
+        "where each trainable agent's model lives and is updated. local: in this process; ray: "
+        "one agent actor per trainable agent (its model, optimizer state and trust-region "
+        "backtracking live there; the driver orchestrates)",
+        "local",
+    )
+    agent_cpus: float = _help("CPUs each agent actor asks for", 1.0)
+    agent_gpus: float = _help("GPUs each agent actor asks for (1: its model trains on a GPU)", 0.0)
+    max_restarts: int = _help(
+        "how many times a stage is replayed from the last checkpoint after an agent actor died, "
+        "in the whole run, before the run stops",
+        3,
+    )
 
     def __post_init__(self) -> None:
         errors = choice_errors("backend", self.backend, Literal["local", "ray"])
+        errors += choice_errors("agents", self.agents, Literal["local", "ray"])
         if self.workers < 1:
             errors.append(f"workers must be >= 1, got {self.workers}")
-        if self.num_cpus < 0 or self.num_gpus < 0:
-            errors.append("num_cpus and num_gpus must be >= 0")
+        if min(self.num_cpus, self.num_gpus, self.agent_cpus, self.agent_gpus) < 0:
+            errors.append("num_cpus, num_gpus, agent_cpus and agent_gpus must be >= 0")
+        if self.max_restarts < 0:
+            errors.append(f"max_restarts must be >= 0, got {self.max_restarts}")
         if errors:
             raise ValueError("; ".join(errors))
 
@@ -338,7 +294,7 @@ class RolloutConfig:
     """What samples each trainable agent's rollouts (training, diagnostic and evaluation
     batches): its own transformers model, or a vLLM engine that gets the trainer's weights after
     every accepted update (docs/policies.md, "Training with vLLM rollouts"). The updates run in
-    transformers either way, in the driver or in the agent's learner actor."""
+    transformers either way, in the driver or in the agent's agent actor."""
 
     engine: Literal["hf", "vllm"] = _help(
         "hf: HFPolicy.generate; vllm: a vLLM engine per agent (one per base model for a "
@@ -385,36 +341,6 @@ class RolloutConfig:
             errors.append(
                 f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
             )
-        if errors:
-            raise ValueError("; ".join(errors))
-
-
-@dataclass(frozen=True)
-class TrainerPlacementConfig:
-    """Where each agent's updates run (trainers/updaters.py): this process, or a Ray actor per
-    trainable agent holding its trainable model, optimizer and reference."""
-
-    backend: Literal["local", "ray"] = _help(
-        "local: in this process; ray: one learner actor per trainable agent (its model, "
-        "optimizer state and trust-region backtracking live there; the driver orchestrates)",
-        "local",
-    )
-    address: str | None = _help(
-        "a Ray cluster to join (e.g. 'auto'); null starts a local Ray (or joins the runner's)",
-        None,
-    )
-    num_cpus: float = _help("CPUs each learner actor asks for", 1.0)
-    num_gpus: float = _help("GPUs each learner actor asks for (1: its model trains on a GPU)", 0.0)
-    max_restarts: int = _help(
-        "how many times a stage is replayed from the last checkpoint after a learner actor "
-        "died, in the whole run, before the run stops",
-        3,
-    )
-
-    def __post_init__(self) -> None:
-        errors = choice_errors("backend", self.backend, Literal["local", "ray"])
-        if self.num_cpus < 0 or self.num_gpus < 0 or self.max_restarts < 0:
-            errors.append("num_cpus, num_gpus and max_restarts must be >= 0")
         if errors:
             raise ValueError("; ".join(errors))
 
@@ -538,233 +464,3 @@ class DiagnosticsConfig:
     def full(self) -> bool:
         """The independent batches outside the budget are sampled."""
         return self.level == "full"
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """A whole training run. ``teamtr train`` with no config runs these defaults: a 3-agent team of
-    tiny local models on teamtr/Pipeline-v0 (each agent does one step of a chain and sees only the
-    previous message), behaviour-cloned to a weak start, then TeamTR."""
-
-    task: str = field(
-        default=DEMO_TASK, metadata={"help": "registered task id", "check": _task_errors}
-    )
-    task_options: dict[str, Any] = field(
-        default_factory=lambda: dict(DEMO_TASK_OPTIONS),
-        metadata={
-            "help": "options passed to teamtr_env.make (default: the demo's chains of three "
-            "+/-1..5 steps on values 0..9, no system prompts)"
-        },
-    )
-    task_schedule: list[TaskStage] = field(
-        default_factory=list,
-        metadata={
-            "help": "task options by stage, for the training problems only: each entry's options "
-            "are merged over task_options from its stage on, e.g. a curriculum [{from_stage: 1, "
-            "options: {curriculum_level: 0}}, {from_stage: 11, options: {curriculum_level: 1}}]; "
-            "evaluation and validation keep task_options",
-            "check": schedule_errors,
-        },
-    )
-    team: TeamConfig | None = _help(
-        "each agent's policy; null = every agent starts from the tiny model below", None
-    )
-    tiny_model: TinyModelSpec = field(
-        default_factory=TinyModelSpec,
-        metadata={"help": "the tiny model built in run_dir/models/tiny when team is null"},
-    )
-    sampling: SamplingParams = field(
-        default_factory=lambda: _RUN_SAMPLING,
-        metadata={
-            "help": "rollout sampling of every agent (the paper: temperature 0.8, top-p 1, no "
-            "top-k); a team config's sampling sections override it key by key",
-            "check": sampling_errors,
-        },
-    )
-    sft: SFTConfig | None = field(
-        default_factory=SFTConfig,
-        metadata={"help": "behaviour cloning from the task's scripted expert first (null = skip)"},
-    )
-    sft_shared: bool = _help(
-        "clone one model on every agent's expert messages and start each agent from a copy "
-        "(same architecture required; separate parameters afterwards)",
-        True,
-    )
-    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
-    runner: RunnerConfig = field(default_factory=RunnerConfig)
-    rollout: RolloutConfig = field(
-        default_factory=RolloutConfig,
-        metadata={"help": "what samples the trainable agents' rollouts (hf, or a vLLM engine)"},
-    )
-    trainer: TrainerPlacementConfig = field(
-        default_factory=TrainerPlacementConfig,
-        metadata={"help": "where each agent's updates run (local, or a Ray learner actor each)"},
-    )
-    trust_region: TrustRegionConfig = field(default_factory=TrustRegionConfig)
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    eval: EvalConfig = field(default_factory=EvalConfig)
-    diagnostics: DiagnosticsConfig = field(
-        default_factory=DiagnosticsConfig,
-        metadata={
-            "help": "the paper's diagnostics (off | cheap | full, or a section; "
-            "docs/diagnostics.md): cheap costs no rollouts; full samples independent batches "
-            "outside the training budget (turn it on in teamtr compare with --set diagnostics=full)"
-        },
-    )
-    callbacks: list[str] = field(
-        default_factory=list,
-        metadata={
-            "help": "callbacks by import path, 'module:attribute' (a trainers.callbacks.Callback "
-            "class or factory, called with no arguments)"
-        },
-    )
-    loggers: list[LoggerName] = field(
-        default_factory=lambda: ["tensorboard"],
-        metadata={
-            "help": "where metrics go besides metrics.jsonl: tensorboard, wandb, mlflow (the last "
-            "two need their packages installed)"
-        },
-    )
-    plot: bool = _help(
-        "draw the learning curves into run_dir/curves.png at the end of the run (about 1 s; "
-        "metrics.jsonl holds the same numbers)",
-        True,
-    )
-    logger_options: dict[str, dict[str, Any]] = field(
-        default_factory=dict,
-        metadata={
-            "help": "per logger, e.g. {wandb: {project: teamtr, mode: offline}, mlflow: "
-            "{experiment: x, tracking_uri: file:runs/mlruns}}"
-        },
-    )
-    seed: int = field(
-        default=0, metadata={"help": "everything random derives from it", "check": seed_errors}
-    )
-    torch_threads: int = _help(
-        "CPU threads for torch (0 = torch's default). Tiny models gain little from a second "
-        "thread and stall badly when another process holds a core, so the default is 1",
-        1,
-    )
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.diagnostics, DiagnosticsConfig):  # TrainConfig(diagnostics="full")
-            section = _diagnostics_section(self.diagnostics)
-            object.__setattr__(self, "diagnostics", DiagnosticsConfig(**section))
-        errors = []
-        if self.torch_threads < 0:
-            errors.append(
-                f"torch_threads must be >= 0 (0 = torch's default), got {self.torch_threads}"
-            )
-        errors += _learner_errors(self)
-        if errors:
-            raise ValueError("; ".join(errors))
-
-    _renamed_keys: ClassVar[dict[str, str]] = {
-        "temperature": "sampling.temperature",
-        "max_new_tokens": "sampling.max_new_tokens",
-    }
-
-    @staticmethod
-    def _prepare_config(data: dict[str, Any]) -> None:
-        """A partial ``sampling`` keeps the run's defaults (12 tokens, not the class's 64), and a
-        team config's ``sampling`` inherits the keys it leaves out from the run's."""
-        if "sampling" in data:
-            data["sampling"] = inherit(None, data["sampling"], _RUN_SAMPLING)
-        if "diagnostics" in data:
-            data["diagnostics"] = _diagnostics_section(data["diagnostics"])
-        team = data.get("team")
-        if isinstance(team, dict):
-            team["sampling"] = inherit(data.get("sampling"), team.get("sampling"), _RUN_SAMPLING)
-
-    run_dir: str = _help("logs, checkpoints, plot and summary go here", "runs/teamtr-demo")
-    progress: bool = _help("progress bars", True)
-
-
-def _diagnostics_section(value: Any) -> Any:
-    """``diagnostics: full`` is ``{level: full}``. YAML reads a bare ``off`` as ``false``, and
-    ``true``/``false`` were the option's old values (``full``/``off``), so booleans map to those,
-    at the top and as ``level``; ``null`` is ``off``."""
-
-    def level(v: Any) -> Any:
-        return ("full" if v else "off") if isinstance(v, bool) else (v or "off")
-
-    if isinstance(value, (bool, str)) or value is None:
-        return {"level": level(value)}
-    if isinstance(value, dict) and isinstance(value.get("level"), bool):
-        return {**value, "level": level(value["level"])}
-    return value
-
-
-def load_train_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> TrainConfig:
-    """The configuration of ``teamtr train [--config FILE] [--set KEY=VALUE ...]``.
-
-    One rule with or without a file (no file is an empty one): what the file leaves out keeps its
-    default, a partial section (``sft: {steps: 100}``) keeps the defaults of its other keys, and a
-    file that does not mention ``task_options`` gets the demo's (:data:`DEMO_TASK_OPTIONS`) while
-    the task is the demo's (:data:`DEMO_TASK`), none for another task. ``--set`` overrides are
-    merged into that: ``--set task_options.max_value=20`` changes one option and keeps the others
-    (the demo's ``system_prompts`` included); ``--set task_options={...}`` replaces them all.
-
-    Raises:
-        ConfigError: naming the file, listing every malformed override and every problem of the
-            configuration at once.
-    """
-    from teamtr_core.config import build_config, parse_override, read_config
-
-    what = "training config" if path is None else f"training config {str(path)!r}"
-    data = {} if path is None else read_config(path, what)
-    base = Path(".") if path is None else Path(path).resolve().parent
-    if isinstance(data.get("team"), str):
-        data["team"] = read_team_file(data["team"], base, what)
-    task = data.get("task", DEMO_TASK)
-    kept = []
-    for text in overrides:
-        try:
-            keys, value = parse_override(text)
-        except ValueError:  # a malformed override: build_config reports it
-            kept.append(text)
-            continue
-        if keys == ["task"]:
-            task = value
-        if keys == ["team"] and isinstance(value, str):  # --set team=FILE
-            data["team"] = read_team_file(value, Path("."), what)
-            continue
-        kept.append(text)
-    overrides = kept
-    if "task_options" not in data:
-        data["task_options"] = dict(DEMO_TASK_OPTIONS) if task == DEMO_TASK else {}
-    return build_config(TrainConfig, data, overrides, what=what)
-
-
-def read_team_file(path: str, base: Path, what: str) -> dict[str, Any]:
-    """The team config file ``path`` (relative to ``base``: the training config's folder) as a
-    ``team`` section: its model paths made relative to its own folder, as ``teamtr eval --team``
-    reads it.
-
-    Raises:
-        ConfigError: the file is missing or unreadable.
-    """
-    from teamtr_core.config import read_config
-
-    file = Path(path) if Path(path).is_absolute() else base / path
-    if not file.is_file():
-        raise ConfigError(
-            what, [f"team: no team config file {file} (a relative path is read from {base})"]
-        )
-    data = read_config(file, f"team config {str(file)!r}")
-    folder = file.resolve().parent
-    sections = [data.get("default"), *(data.get("agents") or {}).values()]
-    for agent in sections:
-        if not isinstance(agent, dict):
-            continue
-        for key in ("path", "adapter_path"):
-            value = agent.get(key)
-            if isinstance(value, str) and not Path(value).is_absolute():
-                agent[key] = str(folder / value)
-    return data
-
-
-def config_from_overrides(overrides: Sequence[str]) -> TrainConfig:
-    """The default configuration with ``--set KEY=VALUE`` overrides merged into it (see
-    :func:`load_train_config`, which this is without a file)."""
-    return load_train_config(None, overrides)

@@ -11,11 +11,13 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from teamtr_core.errors import ConfigError
 from trainers.config import TrainConfig
-from trainers.registry import learner_spec
-from trainers.run_state import RunState
-from trainers.team_eval import distinct_key
-from trainers.team_trainer import TeamTrainer
+from trainers.learners.registry import learner_spec
+from trainers.learners.team_trainer import TeamTrainer
+from trainers.run.logger import read_jsonl
+from trainers.run.state import RunState
+from trainers.run.team_eval import distinct_key
 
 
 def stage_line(config: TrainConfig, stage: int, metrics: dict[str, float], elapsed: float) -> str:
@@ -197,3 +199,27 @@ def json_finite(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [json_finite(v) for v in value]
     return value
+
+
+def run_diagnostics(run_dir: str | Path) -> list[dict[str, float]]:
+    """Each finished stage's diagnostics of a run directory, read from its ``metrics.jsonl``
+    (so a run in progress can be inspected): ``{"stage": s, "diag/...": value, ...}``.
+
+    Raises:
+        ConfigError: the directory has no ``metrics.jsonl``.
+    """
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        raise ConfigError(
+            "teamtr diagnostics", [f"{path} does not exist: is {run_dir} a training run?"]
+        )
+    out = []
+    for record in read_jsonl(path):
+        keys = {
+            k: v
+            for k, v in record.items()
+            if k.startswith("diag/") or k.startswith("stage/delta_stale")
+        }
+        if keys:
+            out.append({"stage": record["step"], **keys})
+    return out

@@ -17,9 +17,9 @@ distillation on the replaced agent's outputs, G.7).
 The stopping statistic (``kl``) is Eq. (18)'s token-sum monitor on messages sampled on the
 held-out probes with each position's sampled log-ratio ``log p(x_u|.) - log q(x_u|.)`` replaced by
 its expectation over the next token, ``KL(p(.|s, x_<u) || q(.|s, x_<u))``
-(:func:`trainers.kl.vocab_kl`): the same estimand, never negative, without the next-token noise
+(:func:`trainers.optim.kl.vocab_kl`): the same estimand, never negative, without the next-token noise
 that makes the purely sampled monitor (logged beside it as ``kl_tok``,
-:func:`trainers.kl.token_kl_monitor`) dip below zero on a few dozen short probe messages.
+:func:`trainers.optim.kl.token_kl_monitor`) dip below zero on a few dozen short probe messages.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from adapters.hf import pad_token_ids
 from teamtr_core.choices import choice_errors
 from teamtr_core.policy import SamplingParams
 from teamtr_core.seeds import ALIGN_BATCH_OFFSET, ALIGN_CHECK_OFFSET, SEED_STRIDE
-from trainers.kl import token_kl_monitor, vocab_kl
+from trainers.optim.kl import token_kl_monitor, vocab_kl
 
 Direction = Literal["new_old", "old_new"]
 
@@ -136,7 +136,7 @@ def align_policy(
     never changed.
 
     Both are :class:`adapters.hf.HFPolicy` objects with the same tokenizer (checked by
-    :func:`trainers.swap.check_swap`). Messages are sampled at temperature 1 with no top-p/top-k
+    :func:`trainers.tools.swap.check_swap`). Messages are sampled at temperature 1 with no top-p/top-k
     (the monitor then estimates the KL of the policies themselves) and ``sampling``'s
     ``max_new_tokens`` and ``stop``.
 

@@ -4,25 +4,25 @@ An agent's *updater* holds what training needs beyond the policy that plays: the
 copy of the policy, its optimizer and its frozen reference (``optim.ref_kl_coef > 0``). The stage
 hands it the agent's messages and advantages; the updater scores the reference, takes the policy
 step and enforces the trust region (backtracking included) where it lives, and returns the
-update's :class:`~trainers.update.UpdateResult`.
+update's :class:`~trainers.optim.update.UpdateResult`.
 
-* :class:`LocalUpdater` (``trainer.backend: local``, the default): in this process, on the
+* :class:`LocalUpdater` (``runner.agents: local``, the default): in this process, on the
   policy the team plays (nothing is copied).
-* :class:`RayUpdater` (``trainer.backend: ray``): a Ray actor per trainable agent that asks for
-  its own resources (``trainer.num_cpus``, ``trainer.num_gpus``) and holds the agent's model,
+* :class:`RayUpdater` (``runner.agents: ray``): a Ray actor per trainable agent that asks for
+  its own resources (``runner.agent_cpus``, ``runner.agent_gpus``) and holds the agent's model,
   optimizer and reference. The actor builds its model itself from a picklable builder (a
-  training run's :class:`~trainers.team_eval.TeamSource`), or starts from a copy of a policy
+  training run's :class:`~trainers.run.team_eval.TeamSource`), or starts from a copy of a policy
   object it is given. A Ray rollout runner receives the actor's weights through the object
-  store without the driver in between. A dead actor raises :class:`LearnerLost`; the recipe
+  store without the driver in between. A dead actor raises :class:`AgentActorLost`; the recipe
   restarts it (:meth:`RayUpdater.restart`), restores the last checkpoint and replays the stage.
 * :class:`ActorPolicy`: what the driver holds for an agent whose model lives in its learner
   actor: a :class:`~teamtr_core.policy.TrainablePolicy` with no parameters whose calls
   (``generate``, ``logprobs``, ``state_dict``, ``load_state_dict``) run in the actor. A training
-  run with learner actors holds only these in the driver: evaluation, diagnostics scoring and
+  run with agent actors holds only these in the driver: evaluation, diagnostics scoring and
   behaviour cloning run in the actors (or on the Ray rollout workers), so the driver process
   loads no model (tested).
 
-The update math is the same function in both places (:func:`trainers.update.update_agent`,
+The update math is the same function in both places (:func:`trainers.optim.update.update_agent`,
 which draws no global randomness), so a run's numbers do not depend on where its updates run
 (tested within tolerance on a local Ray).
 """
@@ -32,7 +32,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 
@@ -48,42 +48,11 @@ from teamtr_core.policy import (
 )
 from teamtr_env.rollout import MessageRecord
 from trainers.config import TrainConfig
-from trainers.update import UpdateResult, score, update_agent
+from trainers.optim.update import UpdateResult, score, update_agent
 
 
-class LearnerLost(TeamTRError):
-    """An agent's learner actor died (its process, node or GPU was lost) during a stage."""
-
-
-class Updater(Protocol):
-    """One trainable agent's training state and updates (see the module docstring)."""
-
-    def set_lr(self, lr: float) -> None: ...
-
-    def freeze_reference(self) -> None: ...
-
-    @property
-    def has_reference(self) -> bool: ...
-
-    def update(
-        self,
-        messages: Sequence[MessageRecord],
-        advantages: torch.Tensor,
-        *,
-        beta: float,
-        delta: float | None,
-        temperature: float,
-        flip_trials: int,
-        weights: torch.Tensor | None,
-    ) -> tuple[UpdateResult, float]: ...
-
-    def score(
-        self, messages: Sequence[MessageRecord], temperature: float
-    ) -> list[TokenLogprobs]: ...
-
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+class AgentActorLost(TeamTRError):
+    """An agent's agent actor died (its process, node or GPU was lost) during a stage."""
 
 
 class LocalUpdater:
@@ -200,8 +169,8 @@ class LocalUpdater:
 
     def clone_start(self, index: int, pairs: Sequence[tuple[str, str]], sft: Any) -> None:
         """Starts behaviour cloning of this agent (its ``index`` in the team seeds its
-        minibatches) on its expert ``pairs`` (:func:`trainers.sft.behaviour_clone`)."""
-        from trainers.sft import Clone
+        minibatches) on its expert ``pairs`` (:func:`trainers.optim.sft.behaviour_clone`)."""
+        from trainers.optim.sft import Clone
 
         self._clone = Clone.of(index, self.policy, pairs, sft)
 
@@ -236,9 +205,9 @@ class _Given:
         return self.policy
 
 
-class _LearnerActor:
-    """The Ray actor behind a :class:`RayUpdater`: a :class:`LocalUpdater` on the policy the
-    actor builds (or the copy it was sent)."""
+class _LearnerActor(LocalUpdater):
+    """The Ray actor behind a :class:`RayUpdater`: a :class:`LocalUpdater` (its methods are the
+    actor's) on the policy the actor builds (or the copy it was sent)."""
 
     def __init__(
         self, build: Callable[[], TrainablePolicy], config: TrainConfig, device: str | None
@@ -250,10 +219,7 @@ class _LearnerActor:
             policy.model.to(device)
         if config.optim.gradient_checkpointing and hasattr(policy, "enable_gradient_checkpointing"):
             policy.enable_gradient_checkpointing()
-        self.local = LocalUpdater(policy, config)
-
-    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        return getattr(self.local, method)(*args, **kwargs)
+        super().__init__(policy, config)
 
 
 class RayUpdater:
@@ -275,11 +241,11 @@ class RayUpdater:
     ) -> None:
         from teamtr_env.runners.ray import init_ray
 
-        placement = config.trainer
+        placement = config.runner
         self.agent, self.config = agent, config
         self.ray = init_ray(placement.address)
         self._class = self.ray.remote(
-            num_cpus=placement.num_cpus, num_gpus=placement.num_gpus, max_restarts=0
+            num_cpus=placement.agent_cpus, num_gpus=placement.agent_gpus, max_restarts=0
         )(_LearnerActor)
         build = _Given(source) if isinstance(source, TrainablePolicy) else source
         self._build = self.ray.put(build)  # a restart builds from the same object
@@ -288,7 +254,7 @@ class RayUpdater:
         self._weights: Any = None  # the object-store copy of the current weights, once asked for
 
     def _start(self) -> Any:
-        device = "cuda" if self.config.trainer.num_gpus > 0 else None
+        device = "cuda" if self.config.runner.agent_gpus > 0 else None
         return self._class.remote(self._build, self.config, device)
 
     def restart(self) -> None:
@@ -302,17 +268,13 @@ class RayUpdater:
         try:
             return self.ray.get(ref)
         except self.ray.exceptions.RayActorError as exc:
-            raise LearnerLost(f"the learner actor of agent {self.agent!r} died: {exc}") from exc
-
-    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """``method`` of the actor's :class:`LocalUpdater`, run there and waited for."""
-        return self._get(self.actor.call.remote(method, *args, **kwargs))
+            raise AgentActorLost(f"the agent actor of agent {self.agent!r} died: {exc}") from exc
 
     def set_lr(self, lr: float) -> None:
-        self.call("set_lr", lr)
+        self._get(self.actor.set_lr.remote(lr))
 
     def freeze_reference(self) -> None:
-        self.call("freeze_reference")
+        self._get(self.actor.freeze_reference.remote())
         self._reference = True
 
     @property
@@ -324,8 +286,8 @@ class RayUpdater:
     ) -> tuple[UpdateResult, float]:
         """:meth:`LocalUpdater.update` in the actor (one remote call with the messages)."""
         self._weights = None
-        result: tuple[UpdateResult, float] = self.call(
-            "update", list(messages), advantages, **settings
+        result: tuple[UpdateResult, float] = self._get(
+            self.actor.update.remote(list(messages), advantages, **settings)
         )
         return result
 
@@ -334,7 +296,7 @@ class RayUpdater:
         receive them unless it asks); put there once per version of the weights, however many
         readers (the driver's copy, the rollout workers) ask."""
         if self._weights is None:
-            self._weights = self.actor.call.remote("weights")
+            self._weights = self.actor.weights.remote()
         return self._weights
 
     def weights(self) -> Mapping[str, Any]:
@@ -345,63 +307,84 @@ class RayUpdater:
         """Loads policy weights into the actor (a state dict, or an object-store reference to
         one: another actor's :meth:`weights_ref`, which then never passes the driver)."""
         self._weights = None
-        self.call("load_weights", state)
+        self._get(self.actor.load_weights.remote(state))
 
     def score(self, messages: Sequence[MessageRecord], temperature: float) -> list[TokenLogprobs]:
         """:meth:`LocalUpdater.score` in the actor."""
-        result: list[TokenLogprobs] = self.call("score", list(messages), temperature)
+        result: list[TokenLogprobs] = self._get(
+            self.actor.score.remote(list(messages), temperature)
+        )
         return result
 
-    def submit(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """Starts ``method`` of the actor's :class:`LocalUpdater` and returns its reference
-        without waiting (several actors work at once; :meth:`result` waits)."""
-        self._weights = None  # the call may change the weights
-        return self.actor.call.remote(method, *args, **kwargs)
-
-    def result(self, ref: Any) -> Any:
-        """What :meth:`submit` started, once it is done (:class:`LearnerLost` if the actor
-        died)."""
-        return self._get(ref)
-
     def state_dict(self) -> dict[str, Any]:
-        state: dict[str, Any] = self.call("state_dict")
+        state: dict[str, Any] = self._get(self.actor.state_dict.remote())
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self._weights = None
-        self.call("load_state_dict", dict(state))
+        self._get(self.actor.load_state_dict.remote(dict(state)))
         self._reference = "reference" in state
+
+    def engine_syncs(self) -> dict[str, float] | None:
+        """:meth:`LocalUpdater.engine_syncs` of the actor's policy."""
+        result: dict[str, float] | None = self._get(self.actor.engine_syncs.remote())
+        return result
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        """:meth:`LocalUpdater.shapes` of the actor's policy (its weights stay there)."""
+        result: dict[str, tuple[int, ...]] = self._get(self.actor.shapes.remote())
+        return result
+
+    def generate(self, prompts: Sequence[str], sampling: SamplingParams) -> list[Generation]:
+        """The actor's policy writes the messages."""
+        result: list[Generation] = self._get(self.actor.generate.remote(list(prompts), sampling))
+        return result
+
+    def logprobs(
+        self, prompts: Sequence[str], completions: Sequence[Completion], **kwargs: Any
+    ) -> TokenLogprobs:
+        result: TokenLogprobs = self._get(
+            self.actor.logprobs.remote(list(prompts), list(completions), **kwargs)
+        )
+        return result
+
+    def clone_start(self, index: int, pairs: Sequence[tuple[str, str]], sft: Any) -> None:
+        """:meth:`LocalUpdater.clone_start` in the actor."""
+        self._weights = None
+        self._get(self.actor.clone_start.remote(index, list(pairs), sft))
+
+    def submit_clone_steps(self, agent: str, sft: Any, first: int, last: int, check: bool) -> Any:
+        """Starts :meth:`LocalUpdater.clone_steps` in the actor and returns its reference without
+        waiting (several actors clone at once; :meth:`result` waits)."""
+        self._weights = None
+        return self.actor.clone_steps.remote(agent, sft, first, last, check)
+
+    def result(self, ref: Any) -> Any:
+        """What :meth:`submit_clone_steps` started, once it is done (:class:`AgentActorLost` if the
+        actor died)."""
+        return self._get(ref)
 
     def shutdown(self) -> None:
         """Stops the actor."""
         self.ray.kill(self.actor, no_restart=True)
 
 
-def check_learner_resources(config: TrainConfig, count: int) -> None:
-    """Refuses ``count`` learner actors that the Ray cluster cannot place (they would wait for
+def check_actor_resources(config: TrainConfig, count: int) -> None:
+    """Refuses ``count`` agent actors that the Ray cluster cannot place (they would wait for
     resources forever): a ``ConfigError`` naming what is short."""
     from teamtr_env.runners.ray import init_ray, short_of_resources
 
-    placement = config.trainer
+    placement = config.runner
     ray = init_ray(placement.address)
-    short = short_of_resources(ray, count, placement.num_cpus, placement.num_gpus, "learner actors")
+    short = short_of_resources(
+        ray, count, placement.agent_cpus, placement.agent_gpus, "agent actors"
+    )
     if short:
-        raise ConfigError("trainer", short)
-
-
-def start_learner_actors(
-    config: TrainConfig,
-    sources: Mapping[str, TrainablePolicy | Callable[[], TrainablePolicy]],
-) -> dict[str, RayUpdater]:
-    """A learner actor per agent of ``sources`` (each a builder the actor calls, or a policy
-    it gets a copy of: see :class:`RayUpdater`), checked against the cluster's resources
-    first."""
-    check_learner_resources(config, len(sources))
-    return {agent: RayUpdater(agent, source, config) for agent, source in sources.items()}
+        raise ConfigError("runner", short)
 
 
 class ActorPolicy:
-    """The driver's handle on an agent whose model lives in its learner actor (see the module
+    """The driver's handle on an agent whose model lives in its agent actor (see the module
     docstring): a :class:`~teamtr_core.policy.TrainablePolicy` whose calls run in the actor and
     which holds no parameters itself.
 
@@ -414,16 +397,12 @@ class ActorPolicy:
 
     def generate(self, prompts: Sequence[str], sampling: SamplingParams) -> list[Generation]:
         """The actor's policy writes the messages (seeded by ``sampling.seed`` as anywhere)."""
-        result: list[Generation] = self.updater.call("generate", list(prompts), sampling)
-        return result
+        return self.updater.generate(prompts, sampling)
 
     def logprobs(
         self, prompts: Sequence[str], completions: Sequence[Completion], **kwargs: Any
     ) -> TokenLogprobs:
-        result: TokenLogprobs = self.updater.call(
-            "logprobs", list(prompts), list(completions), **kwargs
-        )
-        return result
+        return self.updater.logprobs(prompts, completions, **kwargs)
 
     def parameters(self) -> Iterator[torch.nn.Parameter]:
         """None here: the parameters are the actor's."""

@@ -15,7 +15,6 @@ A plugin's entry point names a function ``register(registry)`` that calls
 from __future__ import annotations
 
 import importlib
-import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
@@ -32,6 +31,8 @@ __all__ = [
     "LearnerSpec",
     "RegistryError",
     "UnknownLearnerError",
+    "learner_errors",
+    "learner_id_errors",
     "learner_ids",
     "learner_spec",
     "make_learner",
@@ -39,13 +40,12 @@ __all__ = [
     "registry",
 ]
 from teamtr_core.registry import PluginRegistry
+from trainers.learners.base import Learner
 
 if TYPE_CHECKING:
-    from trainers.learners.base import Learner
+    from trainers.config import TrainConfig
 
 ENTRY_POINT_GROUP = "teamtr.learners"
-LEGACY_GROUP = "teamtr.trainers"
-"""The group's old name: its plugins still load, with a FutureWarning naming them."""
 # Short names of the built-in learners (the values of ``schedule.learner`` before the registry).
 ALIASES = {
     "teamtr": "teamtr/TeamTR-v0",
@@ -56,19 +56,8 @@ ALIASES = {
 
 
 def installed_entry_points() -> list[metadata.EntryPoint]:
-    """The installed plugins of :data:`ENTRY_POINT_GROUP` and of its old name
-    :data:`LEGACY_GROUP` (with a FutureWarning naming them; a name in both counts once)."""
-    found = list(metadata.entry_points(group=ENTRY_POINT_GROUP))
-    names = {ep.name for ep in found}
-    legacy = [ep for ep in metadata.entry_points(group=LEGACY_GROUP) if ep.name not in names]
-    if legacy:
-        warnings.warn(
-            f"learner plugins {sorted(ep.name for ep in legacy)} use the entry-point group "
-            f"{LEGACY_GROUP!r}, now {ENTRY_POINT_GROUP!r}: rename it in their pyproject.toml",
-            FutureWarning,
-            stacklevel=2,
-        )
-    return found + legacy
+    """The installed plugins of :data:`ENTRY_POINT_GROUP`."""
+    return list(metadata.entry_points(group=ENTRY_POINT_GROUP))
 
 
 class InvalidLearnerIdError(RegistryError, ValueError):
@@ -101,8 +90,6 @@ class LearnerSpec:
 
     def load(self) -> type[Learner]:
         """The learner class (imported on first use for ``"module:Class"`` entry points)."""
-        from trainers.learners.base import Learner
-
         target: Any = self.entry_point
         if isinstance(target, str):
             module, _, attr = target.partition(":")
@@ -238,3 +225,29 @@ def learner_spec(id: str) -> LearnerSpec:
 def learner_ids() -> Mapping[str, LearnerSpec]:
     """Every registered learner, by id."""
     return {i: registry.spec(i) for i in registry}
+
+
+def learner_id_errors(data: Mapping[str, Any]) -> list[str]:
+    """``[problem]`` when a training config's data (a mapping, before it is built) names no
+    registered learner as ``schedule.learner`` (the registry's message, with its suggestions),
+    or a plugin that fails to load; ``[]`` otherwise (a missing or non-string id is the
+    schema's to report)."""
+    schedule = data.get("schedule")
+    value = schedule.get("learner") if isinstance(schedule, Mapping) else None
+    if not isinstance(value, str):
+        return []
+    try:
+        learner_spec(value).load()
+    except RegistryError as exc:
+        return [f"schedule.learner: {exc}"]
+    return []
+
+
+def learner_errors(config: TrainConfig) -> list[str]:
+    """Every problem of a built configuration's learner: an unregistered id, or the learner's own
+    :meth:`~trainers.learners.base.Learner.check` of the configuration (one line each)."""
+    try:
+        learner = make_learner(config.schedule.learner)
+    except RegistryError as exc:
+        return [f"schedule.learner: {exc}"]
+    return list(learner.check(config))

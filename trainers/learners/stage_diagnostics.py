@@ -3,8 +3,8 @@
 :class:`RunDiagnostics` holds what lasts a run (the state featurisation of the occupancy, the
 certificate's settings, the per-stage history of the certificate against the measured
 improvement); :class:`StageDiagnostics` gathers one stage's quantities while the learner runs
-and turns them into namespaced metrics. The math is in :mod:`trainers.diagnostics`,
-:mod:`trainers.certificate` and :mod:`trainers.kl`; this module decides what is measured on
+and turns them into namespaced metrics. The math is in :mod:`trainers.diagnostics.estimators`,
+:mod:`trainers.diagnostics.certificate` and :mod:`trainers.optim.kl`; this module decides what is measured on
 which batch, at which ``diagnostics.level``, and times each diagnostic:
 
 * ``cheap`` (no rollouts beyond training): per update the zeta proxies (App. G.3), the
@@ -25,7 +25,6 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Hashable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -35,10 +34,13 @@ from tasks.base import SupportsStateKey
 from teamtr_core.errors import ConfigError
 from teamtr_core.seeds import J_INDEX, STALE_INDEX
 from teamtr_env.rollout import MessageRecord, RolloutBatch
-from trainers.advantages import GroupAdvantages
-from trainers.certificate import certificate_lower_bound, rank_correlation, violation_rate
 from trainers.config import TrainConfig
-from trainers.diagnostics import (
+from trainers.diagnostics.certificate import (
+    certificate_lower_bound,
+    rank_correlation,
+    violation_rate,
+)
+from trainers.diagnostics.estimators import (
     drift_noise_floor,
     episode_log_weights,
     hashed_state,
@@ -46,36 +48,40 @@ from trainers.diagnostics import (
     total_variation,
     zeta_proxies,
 )
-from trainers.records import UpdateRecord
-from trainers.surrogate import surrogate_value
-from trainers.update import joined_logprobs
+from trainers.optim.advantages import GroupAdvantages
+from trainers.optim.records import UPDATE_KEYS, UpdateRecord
+from trainers.optim.surrogate import surrogate_value
+from trainers.optim.update import joined_logprobs
 
-#: Per-update record keys this module adds (NaN where a quantity was not measured).
-UPDATE_KEYS = (
-    "zeta_clip",
-    "zeta_ratio",
-    "zeta_norm",
-    "zeta_proxy",
-    "flip_rate_25",
-    "flip_rate_50",
-    "iw_ess_over_b",
-    "iw_p95",
-    "iw_p99",
-    "iw_max",
-    "iw_frac_gt_10",
-    "d_occ_term",
-)
 _IW_KEYS = ("ess_over_b", "p95", "p99", "max", "frac_gt_10")
 
 
 class ObservedStage(Protocol):
-    """What the diagnostics read of a stage (:class:`trainers.stage.Stage`)."""
+    """What the diagnostics read of a stage (:class:`trainers.learners.stage.Stage`)."""
 
     index: int
     n: int
     config: TrainConfig
-    trainer: Any  # the TeamTrainer: sample, score, message_advantages, versions, learner
+    stale_diagnostics: bool  # the learner has intermediate teams
     report: Any  # the StageReport: its updates
+
+    def sample_diagnostic(self, index: int, prompts: int) -> RolloutBatch:
+        """Rollouts under the team's current parameters, outside the training budget."""
+        ...
+
+    def score(self, agent: str, messages: list[MessageRecord]) -> list[Any]:
+        """``agent``'s current log-probs of ``messages``."""
+        ...
+
+    def message_advantages(
+        self, batch: RolloutBatch, agent: str
+    ) -> tuple[list[MessageRecord], torch.Tensor]:
+        """``agent``'s messages in ``batch`` and their advantages."""
+        ...
+
+    def versions(self) -> dict[str, int]:
+        """Each trainable agent's accepted updates so far."""
+        ...
 
 
 class RunDiagnostics:
@@ -215,7 +221,7 @@ class RunDiagnostics:
 
 
 class StageDiagnostics:
-    """One stage's diagnostics: an observer of the stage (:class:`trainers.stage.Stage` calls
+    """One stage's diagnostics: an observer of the stage (:class:`trainers.learners.stage.Stage` calls
     :meth:`stage_started`, :meth:`train_batch`, :meth:`before_update`, :meth:`after_update` and
     :meth:`stage_finished`) that samples its own batches outside the training budget at
     ``full`` and returns the update records' fields and the stage's metrics.
@@ -246,15 +252,15 @@ class StageDiagnostics:
         """At ``full``: two independent stage-start batches (the stale surrogate and its noise
         floor, D_occ and its floor; learners with ``stale_diagnostics`` and n > 1) and the
         batch that measures J before the stage."""
-        config, trainer = stage.config, stage.trainer
+        config = stage.config
         if not config.diagnostics.full:
             return
         b = config.schedule.problems_per_batch
-        if trainer.learner.stale_diagnostics and self.n > 1:
+        if stage.stale_diagnostics and self.n > 1:
             with self.timed("stale"):
                 self._stale = (
-                    trainer.sample(stage.index, STALE_INDEX, b, "diagnostic"),
-                    trainer.sample(stage.index, STALE_INDEX + 1, b, "diagnostic"),
+                    stage.sample_diagnostic(STALE_INDEX, b),
+                    stage.sample_diagnostic(STALE_INDEX + 1, b),
                 )
             self.stage_start_batches(*self._stale)
         with self.timed("improvement"):
@@ -262,25 +268,24 @@ class StageDiagnostics:
             if self._stale is not None and j_prompts == b:
                 before = self._stale[0]  # independent of the update data: J(before) too
             else:
-                before = trainer.sample(stage.index, J_INDEX, j_prompts, "diagnostic")
+                before = stage.sample_diagnostic(J_INDEX, j_prompts)
             self.j_before = float(before.rewards().mean())
 
     def before_update(self, stage: ObservedStage, agent: str, index: int) -> None:
         """Before update ``index`` of ``agent``: at ``full`` (``index >= 1``) a batch of the
         intermediate team and the agent's log-probs of the three diagnostic batches before its
         update; the update's D_occ term."""
-        trainer = stage.trainer
         self._inputs, inter = None, None
         if self._stale is not None and index > 0:
             with self.timed("stale"):
                 b = stage.config.schedule.problems_per_batch
-                inter = trainer.sample(stage.index, index, b, "diagnostic")
+                inter = stage.sample_diagnostic(index, b)
                 batches = {"stale": self._stale[0], "floor": self._stale[1], "inter": inter}
                 self._inputs = {}
                 for name, batch in batches.items():
-                    msgs, adv = trainer.message_advantages(batch, agent)
-                    self._inputs[name] = (msgs, adv, trainer.score(agent, msgs))
-        self._d_occ_term = self.drift_term(index, trainer.versions(), inter)
+                    msgs, adv = stage.message_advantages(batch, agent)
+                    self._inputs[name] = (msgs, adv, stage.score(agent, msgs))
+        self._d_occ_term = self.drift_term(index, stage.versions(), inter)
 
     def after_update(
         self,
@@ -305,7 +310,7 @@ class StageDiagnostics:
                     if not msgs:
                         values[name] = math.nan
                         continue
-                    new_lp, old_lp, mask = joined_logprobs(stage.trainer.score(agent, msgs), old)
+                    new_lp, old_lp, mask = joined_logprobs(stage.score(agent, msgs), old)
                     values[name] = surrogate_value(new_lp, old_lp, mask, adv)
             out.update(
                 {
@@ -328,7 +333,7 @@ class StageDiagnostics:
         if stage.config.diagnostics.full:
             with self.timed("improvement"):
                 prompts = self._j_prompts(stage.config)
-                after = stage.trainer.sample(stage.index, J_INDEX + 1, prompts, "diagnostic")
+                after = stage.sample_diagnostic(J_INDEX + 1, prompts)
                 self.j_after = float(after.rewards().mean())
         return self.metrics(stage.report.updates)
 
@@ -479,29 +484,3 @@ class StageDiagnostics:
         for name, seconds in self.timing.items():
             out[f"stage/diag_{name}_s"] = seconds
         return out
-
-
-def run_diagnostics(run_dir: str | Path) -> list[dict[str, float]]:
-    """Each finished stage's diagnostics of a run directory, read from its ``metrics.jsonl``
-    (so a run in progress can be inspected): ``{"stage": s, "diag/...": value, ...}``.
-
-    Raises:
-        ConfigError: the directory has no ``metrics.jsonl``.
-    """
-    from trainers.logger import read_jsonl
-
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.is_file():
-        raise ConfigError(
-            "teamtr diagnostics", [f"{path} does not exist: is {run_dir} a training run?"]
-        )
-    out = []
-    for record in read_jsonl(path):
-        keys = {
-            k: v
-            for k, v in record.items()
-            if k.startswith("diag/") or k.startswith("stage/delta_stale")
-        }
-        if keys:
-            out.append({"stage": record["step"], **keys})
-    return out

@@ -27,7 +27,7 @@ def build_policies(
     """Every agent's policy (``only``: these agents'): the team config's, or a separate copy of
     the tiny model each. A team config's fresh weights (new LoRA adapters) are drawn from the
     run's seed, each agent's from its own stream, so a run and its rerun, a separate and a
-    shared-base team, and an agent built alone in its learner actor all start alike."""
+    shared-base team, and an agent built alone in its agent actor all start alike."""
     agents = list(env.possible_agents)
     if config.team is not None:
         from adapters.team import build_team
@@ -173,12 +173,12 @@ TRAINABLE_BACKENDS = ("hf", "tabular")
 
 @dataclass(frozen=True)
 class TeamSource:
-    """How a training run builds its team, as a picklable object: with learner actors
-    (``trainer.backend: ray``) each actor builds its own agent's model from it and each Ray
+    """How a training run builds its team, as a picklable object: with agent actors
+    (``runner.agents: ray``) each actor builds its own agent's model from it and each Ray
     rollout worker the whole team, so the driver loads no model. Model paths (a team config's,
     the run directory's tiny model) must be readable where the actors run. Building model
     agents alone makes no environment (a task registered only in the driver's session is
-    still fine for the learner actors; Ray rollout workers make environments and need it
+    still fine for the agent actors; Ray rollout workers make environments and need it
     registered where they run).
 
     Args:
@@ -220,7 +220,7 @@ class TeamSource:
         return self.build()
 
     def agent(self, name: str) -> Callable[[], Any]:
-        """A picklable builder of agent ``name``'s policy alone (a learner actor's)."""
+        """A picklable builder of agent ``name``'s policy alone (an agent actor's)."""
         return functools.partial(_build_agent, self, name)
 
 

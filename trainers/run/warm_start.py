@@ -15,9 +15,9 @@ from typing import Any
 from rich.console import Console
 
 from teamtr_core.policy import TrainablePolicy
-from trainers import rundir
 from trainers.config import TrainConfig
-from trainers.updaters import ActorPolicy, RayUpdater
+from trainers.placement.updaters import ActorPolicy, RayUpdater
+from trainers.run import rundir
 
 
 def warm_start(
@@ -30,9 +30,9 @@ def warm_start(
     """Behaviour cloning from the task's scripted expert. With ``sft_shared`` one model learns
     every agent's expert messages (in their own contexts) and each agent starts from a copy of it
     (separate parameters from then on): a third of the cost for a three-agent team. Agents
-    trained in learner actors (:class:`~trainers.updaters.ActorPolicy`) are cloned there, all
+    trained in agent actors (:class:`~trainers.placement.updaters.ActorPolicy`) are cloned there, all
     at once, with the same numbers."""
-    from trainers.sft import collect_expert_data
+    from trainers.optim.sft import collect_expert_data
 
     sft = config.sft
     assert sft is not None
@@ -109,8 +109,8 @@ def behaviour_clone_cache(config: TrainConfig) -> Path | None:
 def _clone(
     policies: dict[str, Any], data: dict[str, list[tuple[str, str]]], config: TrainConfig
 ) -> dict[str, list[float]]:
-    """:func:`trainers.sft.behaviour_clone`, in the learner actors for agents trained there."""
-    from trainers.sft import behaviour_clone, run_clones
+    """:func:`trainers.optim.sft.behaviour_clone`, in the agent actors for agents trained there."""
+    from trainers.optim.sft import behaviour_clone, run_clones
 
     sft = config.sft
     assert sft is not None
@@ -119,20 +119,20 @@ def _clone(
     clones = {}
     for index, (agent, policy) in enumerate(policies.items()):
         if not isinstance(policy, ActorPolicy):
-            raise TypeError(f"{agent}: a team clones in learner actors or here, not both")
-        policy.updater.call("clone_start", index, data[agent], sft)
+            raise TypeError(f"{agent}: a team clones in agent actors or here, not both")
+        policy.updater.clone_start(index, data[agent], sft)
         clones[agent] = _ActorClone(policy.updater)
     return run_clones(clones, sft, progress=config.progress)
 
 
 class _ActorClone:
-    """One agent's behaviour cloning in its learner actor (a ``trainers.sft.CloneRunner``)."""
+    """One agent's behaviour cloning in its agent actor (a ``trainers.optim.sft.CloneRunner``)."""
 
     def __init__(self, updater: RayUpdater) -> None:
         self.updater = updater
 
     def submit(self, agent: str, sft: Any, first: int, last: int, check: bool) -> Any:
-        return self.updater.submit("clone_steps", agent, sft, first, last, check)
+        return self.updater.submit_clone_steps(agent, sft, first, last, check)
 
     def wait(self, handle: Any) -> tuple[list[float], float | None]:
         result: tuple[list[float], float | None] = self.updater.result(handle)
@@ -140,7 +140,7 @@ class _ActorClone:
 
 
 def _copy_weights(source: Any, target: Any) -> None:
-    """``target`` starts from ``source``'s weights (between learner actors through the object
+    """``target`` starts from ``source``'s weights (between agent actors through the object
     store, never the driver)."""
     if isinstance(source, ActorPolicy) and isinstance(target, ActorPolicy):
         target.updater.load_weights(source.updater.weights_ref())
@@ -155,6 +155,5 @@ def _same_shapes(policies: list[Any]) -> bool:
 
 def _shapes(policy: Any) -> dict[str, tuple[int, ...]]:
     if isinstance(policy, ActorPolicy):  # asked of the actor: its weights stay there
-        shapes: dict[str, tuple[int, ...]] = policy.updater.call("shapes")
-        return shapes
+        return policy.updater.shapes()
     return {k: tuple(v.shape) for k, v in policy.state_dict().items()}

@@ -29,9 +29,10 @@ from adapters.team import AgentPolicyConfig, TeamConfig, check_team
 from teamtr_core.config import dump_config
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import SamplingParams
-from trainers import rundir
-from trainers.config import TrainConfig, load_train_config
-from trainers.team_eval import agent_sampling, build_policies, tiny_model_dir
+from trainers.config import TrainConfig
+from trainers.run import rundir
+from trainers.run.config_file import load_train_config
+from trainers.run.team_eval import agent_sampling, build_policies, tiny_model_dir
 
 CHECKPOINTS = ("latest", "best", "stage_N")
 """What ``--checkpoint`` names: the newest intact stage, the best validation stage's team, or
@@ -139,8 +140,8 @@ def load_run_team(run_dir: str | Path, checkpoint: str = "latest") -> RunTeam:
     """``run_dir``'s team as it trained (its ``config.yaml``) with ``checkpoint``'s weights.
 
     The team is built as the run built it (the tiny model of ``models/tiny``, or the team
-    config's models and adapters), on this process: a run trained with learner actors
-    (``trainer.backend: ray``) loads without Ray. Rollouts use the run's ``rollout.engine``.
+    config's models and adapters), on this process: a run trained with agent actors
+    (``runner.agents: ray``) loads without Ray. Rollouts use the run's ``rollout.engine``.
 
     Raises:
         ConfigError: no ``config.yaml``, a bad checkpoint (:func:`checkpoint_weights`), or

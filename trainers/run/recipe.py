@@ -5,7 +5,7 @@ one-call form); its steps are public for swap, the benchmarks and your own drive
 
 ==================  =========================================================================
 ``setup()``         every check that can reject the run (before anything is written), the run
-                    directory's rules (:mod:`trainers.rundir`), the team, the trainer, loggers
+                    directory's rules (:mod:`trainers.run.rundir`), the team, the trainer, loggers
 ``resume()``        the newest intact checkpoint's trainer and :class:`RunState`, if any
 ``warm_start()``    behaviour cloning from the task's scripted expert (``sft``; cached)
 ``evaluate()``      held-out (and training-split) avg@K / pass@K with bootstrap CIs
@@ -35,7 +35,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,28 +50,46 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-import teamtr_env
 from adapters.rollout_engine import close_engines
-from tasks.base import SupportsExpert
-from teamtr_core.config import dump_config, from_dict, to_dict
+from teamtr_core.config import dump_config, to_dict
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import TrainablePolicy
-from trainers import rundir
-from trainers.callbacks import Callback, CallbackList, EarlyStopping, OnUpdate, load_callbacks
 from trainers.config import TrainConfig
-from trainers.logger import (
+from trainers.config.task_schedule import scheduled_options
+from trainers.learners.callbacks import (
+    Callback,
+    CallbackList,
+    EarlyStopping,
+    OnUpdate,
+    load_callbacks,
+)
+from trainers.learners.registry import learner_spec
+from trainers.learners.team_trainer import TeamTrainer
+from trainers.placement.updaters import (
+    ActorPolicy,
+    AgentActorLost,
+    RayUpdater,
+    check_actor_resources,
+)
+from trainers.run import rundir
+from trainers.run.checks import (
+    check_before_writing,
+    check_drawable,
+    check_task_schedule,
+    check_training_split,
+    env_factory,
+    normalised_config,
+)
+from trainers.run.logger import (
     JsonlLogger,
     MetricsLogger,
     MultiLogger,
     make_loggers,
-    missing_loggers,
     plot_learning_curves,
 )
-from trainers.registry import learner_spec
-from trainers.run_report import build_summary, json_finite, metrics_line, print_summary, stage_line
-from trainers.run_state import BestStage, RunState
-from trainers.task_schedule import scheduled_options
-from trainers.team_eval import (
+from trainers.run.report import build_summary, json_finite, metrics_line, print_summary, stage_line
+from trainers.run.state import BestStage, RunState
+from trainers.run.team_eval import (
     TeamSource,
     agent_sampling,
     build_policies,
@@ -80,20 +98,9 @@ from trainers.team_eval import (
     evaluate_team,
     tiny_model_dir,
 )
-from trainers.team_trainer import TeamTrainer
-from trainers.updaters import (
-    ActorPolicy,
-    LearnerLost,
-    check_learner_resources,
-    start_learner_actors,
-)
-from trainers.warm_start import warm_start
+from trainers.run.warm_start import warm_start
 
 log = logging.getLogger(__name__)
-
-
-class StopTraining(Exception):
-    """Raised by a ``stop_after`` hook (tests simulate a crash with it)."""
 
 
 class TrainingRecipe:
@@ -102,7 +109,7 @@ class TrainingRecipe:
     Args:
         config: the run configuration.
         console: where to print; a default console when ``None``.
-        callbacks: :class:`trainers.callbacks.Callback` objects, called before the config's
+        callbacks: :class:`trainers.learners.callbacks.Callback` objects, called before the config's
             ``callbacks`` and ``eval.early_stop_patience``'s early stopping.
         loggers: extra metric loggers (anything with ``log(metrics, step)`` and ``close()``),
             beside ``metrics.jsonl`` and the config's ``loggers``.
@@ -133,7 +140,7 @@ class TrainingRecipe:
             )
         self.extra_loggers = list(loggers)
         self.state = RunState()
-        self.restarts = 0  # stages replayed after a Ray learner actor died
+        self.restarts = 0  # stages replayed after a Ray agent actor died
         self.policies: dict[str, Any] = {}
         self.trainer: TeamTrainer | None = None
         self.logger: MultiLogger | None = None
@@ -151,20 +158,20 @@ class TrainingRecipe:
             ConfigError: naming the errors.
         """
         config, env = self.config, self.env
-        _check_before_writing(config, env)
-        if config.trainer.backend == "ray":  # learner actors the cluster cannot place
+        check_before_writing(config, env)
+        if config.runner.agents == "ray":  # agent actors the cluster cannot place
             agents = tuple(env.possible_agents)
             trainable = TeamSource(config, str(self.run_dir), self.train_env, agents).trainable()
             if trainable:
-                check_learner_resources(config, len(trainable))
+                check_actor_resources(config, len(trainable))
         self._found = rundir.load(self.run_dir / "checkpoints") if resume else None
         if resume:
             rundir.check_resume(
-                self.run_dir, _normalised(to_dict(config)), self._found, _normalised
+                self.run_dir, normalised_config(to_dict(config)), self._found, normalised_config
             )
-        _check_training_split(config, env, self.eval_env(), self.console)
-        _check_drawable(config, self.train_env, self.eval_env, self.val_env)
-        _check_task_schedule(config)
+        check_training_split(config, env, self.eval_env(), self.console)
+        check_drawable(config, self.train_env, self.eval_env, self.val_env)
+        check_task_schedule(config)
 
     def setup(self, *, resume: bool = False, overwrite: bool = False) -> None:
         """Checks the run (:meth:`check`), prepares its directory (a new run needs an empty one
@@ -209,7 +216,7 @@ class TrainingRecipe:
             self.policies,
             sampling=sampling,
             callbacks=self.hooks,
-            team=source if config.trainer.backend == "ray" else None,
+            team=source if config.runner.agents == "ray" else None,
         )
         start_step = self._found.state["trainer"]["stage"] if self._found else None
         self.logger = MultiLogger(
@@ -220,11 +227,11 @@ class TrainingRecipe:
         self.resume()
 
     def _build_team(self, source: TeamSource) -> dict[str, Any]:
-        """Every agent's policy. With learner actors (``trainer.backend: ray``) each trainable
+        """Every agent's policy. With agent actors (``runner.agents: ray``) each trainable
         agent's model is built in its own actor and the driver holds an
-        :class:`~trainers.updaters.ActorPolicy` for it (fixed teammates are built here)."""
+        :class:`~trainers.placement.updaters.ActorPolicy` for it (fixed teammates are built here)."""
         config = self.config
-        if config.trainer.backend != "ray":
+        if config.runner.agents != "ray":
             return build_policies(config, self.env, self.run_dir)
         trainable = source.trainable()
         if not trainable:
@@ -233,7 +240,8 @@ class TrainingRecipe:
             tiny_model_dir(config, self.run_dir)  # the files the actors load
         fixed = [a for a in source.agents if a not in trainable]
         built = source.build(fixed) if fixed else {}
-        actors = start_learner_actors(config, {a: source.agent(a) for a in trainable})
+        check_actor_resources(config, len(trainable))
+        actors = {a: RayUpdater(a, source.agent(a), config) for a in trainable}
         return {a: ActorPolicy(actors[a]) if a in actors else built[a] for a in source.agents}
 
     def resume(self) -> bool:
@@ -291,10 +299,10 @@ class TrainingRecipe:
             self.console.print(f"[yellow]warning:[/] {line}", highlight=False)
         return self.state.before
 
-    def train(self, stop_after: int | None = None) -> None:
+    def train(self) -> None:
         """The remaining stages: after each, validation (``eval.every``) and model selection,
         the logs, a checkpoint (:meth:`save`), the progress line, the callbacks (which may stop
-        the run). ``stop_after``: raise :class:`StopTraining` after that many stages."""
+        the run: :meth:`Callback.on_stage_end`)."""
         config, trainer, console = self.config, self._trainer(), self.console
         total = config.schedule.stages
         # Rich bars on a terminal; otherwise (piped, e.g. `make demo | tee log`, or bars off) one
@@ -315,8 +323,9 @@ class TrainingRecipe:
                 total=total,
                 completed=trainer.stage,
             )
-            if config.trainer.backend == "ray" and self._found is None:
-                self.save()  # a learner actor lost in the first stage restarts from here
+            if config.runner.agents == "ray" and self._found is None:
+                trainer.start_agents()
+                self.save()  # an agent actor lost in the first stage restarts from here
             while trainer.stage < total:
                 update_bar = progress.add_task(
                     f"stage {trainer.stage + 1} updates", total=len(trainer.slots)
@@ -347,8 +356,6 @@ class TrainingRecipe:
                     self.state.stopped_early = {"stage": trainer.stage, "by": stop}
                     console.print(f"{stop} stopped the run after stage {trainer.stage} of {total}")
                     break
-                if stop_after is not None and trainer.stage >= stop_after:
-                    raise StopTraining(f"stopped after stage {trainer.stage}")
 
     def _schedule_task(self, stage: int) -> None:
         """Draws the training problems of ``stage`` (1-based) with the ``task_schedule``'s
@@ -365,25 +372,25 @@ class TrainingRecipe:
         self.console.print(f"stage {stage}: training problems with {changed} (task_schedule)")
 
     def _run_stage(self) -> Any:
-        """One stage. When a Ray learner actor dies in it, the last checkpoint (the end of the
+        """One stage. When a Ray agent actor dies in it, the last checkpoint (the end of the
         previous stage) is loaded into new actors and the stage is played again, so nothing of
         the lost attempt is kept or counted (its updates reached ``on_update`` callbacks only);
-        ``trainer.max_restarts`` such replays in the whole run, then the error stands."""
+        ``runner.max_restarts`` such replays in the whole run, then the error stands."""
         trainer = self._trainer()
         while True:
             try:
                 return trainer.run_stage()
-            except LearnerLost as exc:
+            except AgentActorLost as exc:
                 found = rundir.load(self.run_dir / "checkpoints")
-                if found is None or self.restarts >= self.config.trainer.max_restarts:
+                if found is None or self.restarts >= self.config.runner.max_restarts:
                     raise
                 self.restarts += 1
                 self.console.print(
-                    f"{exc}. Restoring {found.path.name} into new learner actors and replaying "
+                    f"{exc}. Restoring {found.path.name} into new agent actors and replaying "
                     f"stage {found.state['trainer']['stage'] + 1} "
-                    f"(restart {self.restarts} of at most {self.config.trainer.max_restarts})"
+                    f"(restart {self.restarts} of at most {self.config.runner.max_restarts})"
                 )
-                trainer.restart_updaters()
+                trainer.restart_agents()
                 trainer.load_state_dict(found.state["trainer"])
 
     def _validate(self, metrics: dict[str, float]) -> str | None:
@@ -442,9 +449,7 @@ class TrainingRecipe:
         print_summary(console, config, summary, self.run_dir)
         return summary
 
-    def run(
-        self, *, resume: bool = False, overwrite: bool = False, stop_after: int | None = None
-    ) -> dict[str, Any]:
+    def run(self, *, resume: bool = False, overwrite: bool = False) -> dict[str, Any]:
         """The whole run (see the module docstring) and its summary (also ``summary.json``)."""
         self.setup(resume=resume, overwrite=overwrite)
         t0 = time.perf_counter()
@@ -452,7 +457,7 @@ class TrainingRecipe:
             if self._found is None:
                 self.warm_start()
                 self.evaluate_before()
-            self.train(stop_after=stop_after)
+            self.train()
         except BaseException:
             self._logger().close()
             raise
@@ -490,7 +495,6 @@ def run_training(
     *,
     resume: bool = False,
     console: Console | None = None,
-    stop_after: int | None = None,
     overwrite: bool = False,
     callbacks: Sequence[Callback] = (),
     loggers: Sequence[MetricsLogger] = (),
@@ -502,9 +506,8 @@ def run_training(
         config: the run configuration.
         resume: continue after the last intact checkpoint in ``config.run_dir``.
         console: where to print; a default console when ``None``.
-        stop_after: raise ``StopTraining`` after this many completed stages (crash simulation).
         overwrite: replace a run already in ``config.run_dir`` (its files are deleted first).
-        callbacks: :class:`trainers.callbacks.Callback` objects (see :class:`TrainingRecipe`).
+        callbacks: :class:`trainers.learners.callbacks.Callback` objects (see :class:`TrainingRecipe`).
         loggers: extra metric loggers (see :class:`TrainingRecipe`).
 
     Raises:
@@ -513,7 +516,7 @@ def run_training(
     """
     recipe = TrainingRecipe(config, console=console, callbacks=callbacks, loggers=loggers)
     try:
-        return recipe.run(resume=resume, overwrite=overwrite, stop_after=stop_after)
+        return recipe.run(resume=resume, overwrite=overwrite)
     finally:  # the next run in this process (teamtr compare) gets their memory
         recipe.close()
 
@@ -521,7 +524,7 @@ def run_training(
 def save_checkpoint(run_dir: Path, trainer: TeamTrainer, state: RunState, keep: int = 2) -> Path:
     """Atomically writes ``checkpoints/stage_XXXX.pt`` with the trainer, the run state and the
     configuration that determines the results, points ``latest`` at it and keeps the last
-    ``keep`` stages (``trainers.rundir``)."""
+    ``keep`` stages (``trainers.run.rundir``)."""
     data = {
         "trainer": trainer.state_dict(),
         "extra": state.to_checkpoint(),
@@ -532,136 +535,9 @@ def save_checkpoint(run_dir: Path, trainer: TeamTrainer, state: RunState, keep: 
 
 def load_checkpoint(run_dir: Path) -> dict[str, Any] | None:
     """The newest intact checkpoint's contents (``None``: there is none); see
-    :func:`trainers.rundir.load` (weights-only; an unreadable latest falls back)."""
+    :func:`trainers.run.rundir.load` (weights-only; an unreadable latest falls back)."""
     found = rundir.load(run_dir / "checkpoints")
     return found.state if found else None
-
-
-def env_factory(
-    config: TrainConfig, split: str, task_options: dict[str, Any] | None = None
-) -> Callable[[], Any]:
-    """Environments of ``split``: tasks with a ``split`` option generate that split's partition;
-    a problem file (``data_path``) or an explicit ``split`` option is used as given.
-    ``task_options``: other options than the config's (a ``task_schedule`` stage's)."""
-    options = dict(config.task_options if task_options is None else task_options)
-    if (
-        "split" not in options
-        and "data_path" not in options
-        and teamtr_env.spec(config.task).accepts("split")
-    ):
-        options["split"] = split
-    teamtr_env.make(config.task, **options)  # fail fast with every problem of the options
-    return lambda: teamtr_env.make(config.task, **options)
-
-
-def _check_before_writing(config: TrainConfig, env: Any) -> None:
-    """The checks of the loggers, the team config and behaviour cloning (the task needs a
-    scripted expert), done before the run directory is touched (every problem at once); the
-    learner checked the configuration when it was built."""
-    from adapters.availability import VLLM_INSTALL, missing_package
-
-    errors = [f"loggers: {p}" for p in missing_loggers(config.loggers)]
-    if config.rollout.engine == "vllm" and missing_package("vllm"):
-        errors.append(f"rollout.engine: vllm needs vLLM, not installed here: {VLLM_INSTALL}")
-    for section in ("runner", "trainer"):
-        if getattr(config, section).backend == "ray" and missing_package("ray"):
-            errors.append(
-                f"{section}.backend: ray needs Ray, not installed here: pip install -e '.[ray]'"
-            )
-    if config.sft is not None and not isinstance(env.task, SupportsExpert):
-        errors.append(
-            f"sft: {config.task} has no scripted expert to behaviour-clone (its task does not "
-            "implement expert_reply); set sft: null (--set sft=null)"
-        )
-    if config.team is not None:
-        from adapters.team import check_team
-
-        try:
-            chosen = check_team(config.team, env.possible_agents)
-        except ConfigError as exc:
-            errors += [f"team: {e}" for e in exc.errors]
-        else:
-            errors += _gpu_placement_errors(config, chosen)
-    if errors:
-        raise ConfigError("training config", errors)
-
-
-def _gpu_placement_errors(config: TrainConfig, chosen: dict[str, Any]) -> list[str]:
-    """Learner actors see only the GPUs Ray gives them: a trainable agent on ``cuda`` needs
-    ``trainer.num_gpus`` (Ray hides every GPU from an actor that asks for none)."""
-    if config.trainer.backend != "ray" or config.trainer.num_gpus > 0:
-        return []
-    return [
-        f"team: agents.{name}.device is {agent.device!r}, but its learner actor asks Ray for no "
-        "GPU and would see none: set trainer.num_gpus (e.g. --set trainer.num_gpus=1), or "
-        "device: cpu"
-        for name, agent in chosen.items()
-        if agent.backend == "hf" and str(agent.device).startswith("cuda")
-    ]
-
-
-def _normalised(data: Any) -> dict[str, Any]:
-    """Config data as this version writes it (old key names renamed), for comparisons."""
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        try:
-            return to_dict(from_dict(TrainConfig, data, what="the run's config"))
-        except ConfigError:
-            return dict(data) if isinstance(data, dict) else {}
-
-
-def _check_training_split(
-    config: TrainConfig, train_env: Any, eval_env: Any, console: Console
-) -> None:
-    """Refuses to train on held-out problems; warns when evaluation cannot be held out."""
-    if train_env.problems is not None:
-        held = [p.id for p in train_env.problems if p.split != "train"]
-        if held:
-            raise ConfigError(
-                "train",
-                [
-                    f"{len(held)} of the {len(train_env.problems)} training problems are labelled "
-                    f"validation/test (e.g. {held[0]!r}); training on held-out data is refused. "
-                    "Give a file of 'train' problems (tasks.save_problems with split='train')."
-                ],
-            )
-    same = (
-        eval_env.problems is None and getattr(eval_env.task, "split", None) != config.eval.split
-    ) or (eval_env.problems is not None and eval_env.problems is train_env.problems)
-    if same:
-        console.print(
-            f"[yellow]warning:[/] {config.task} has no '{config.eval.split}' split: the "
-            "evaluation draws from the training distribution"
-        )
-
-
-def _check_drawable(
-    config: TrainConfig,
-    env_fn: Callable[[], Any],
-    eval_fn: Callable[[], Any],
-    val_fn: Callable[[], Any],
-) -> None:
-    """Draws one problem of every split the run will use, so that a split a task cannot draw
-    from (e.g. a dataset without test rows) is refused before anything is written."""
-    factories = [env_fn, eval_fn] + ([val_fn] if config.eval.every > 0 else [])
-    for make in factories:
-        make().reset(seed=config.seed)
-
-
-def _check_task_schedule(config: TrainConfig) -> None:
-    """Makes the training environment of every ``task_schedule`` entry, so that a bad option in
-    a later stage is refused before anything is written (every entry's problems at once)."""
-    errors = []
-    for entry in sorted(config.task_schedule, key=lambda e: e.from_stage):
-        options = scheduled_options(config.task_options, config.task_schedule, entry.from_stage)
-        try:
-            env_factory(config, "train", options)().reset(seed=config.seed)
-        except ConfigError as exc:
-            errors += [f"task_schedule from_stage {entry.from_stage}: {e}" for e in exc.errors]
-    if errors:
-        raise ConfigError("training config", errors)
 
 
 def _save_best(run_dir: Path, policies: dict[str, Any]) -> None:

@@ -17,7 +17,6 @@ import dataclasses
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -26,148 +25,16 @@ from teamtr_core.policy import TokenLogprobs, TrainablePolicy
 from teamtr_core.seeds import MONITOR_SEED
 from teamtr_env.rollout import MessageRecord
 from trainers.config import OptimConfig, TrustRegionConfig
-from trainers.diagnostics import zeta_proxies
-from trainers.kl import (
+from trainers.diagnostics.estimators import zeta_proxies
+from trainers.optim.kl import (
     kl_penalty,
     message_subset,
     monitor_flip_rate,
     reference_kl,
     token_kl_monitor,
 )
-from trainers.surrogate import clipped_surrogate, message_log_ratio, surrogate_value
-
-
-@dataclass(frozen=True)
-class UpdateResult:
-    """What happened in one agent update (all floats are plain Python numbers for logging).
-
-    Attributes:
-        accepted: the new parameters were kept (possibly after backtracking).
-        reason: ``"ok"``, ``"backtracked"``, ``"out_of_region"`` (reverted), ``"nonfinite_loss"``,
-            ``"nonfinite_kl"`` or ``"no_messages"``.
-        kl_raw: monitored KL of the full step (before backtracking).
-        kl: monitored KL of the kept parameters (0 when reverted).
-        in_region: ``kl <= delta`` for the kept parameters.
-        backtracks: how many times the step was halved.
-        step_scale: the kept fraction of the step (0 when reverted).
-        l_seq: the surrogate estimate mean(w A) of the kept parameters on this batch.
-        ratio_clip_frac: fraction of messages whose ratio was clipped (last epoch).
-        n_messages, n_tokens: the agent's messages and their tokens in the batch.
-        update_s, monitor_s: wall time of the gradient steps and of KL monitoring/backtracking.
-        ref_kl: the k3 estimate of KL(pi_new || pi_ref) on the batch in the last epoch (NaN
-            without a reference policy).
-        diagnostics: with ``settings.flip_trials > 0``, what the kept parameters' monitoring pass
-            gives for free: ``zeta_ratio`` (App. G.3), ``flip_rate_25`` and ``flip_rate_50``
-            (App. G.4; with a trust region), and the seconds they took (``zeta_s``, ``flip_s``).
-    """
-
-    accepted: bool
-    reason: str
-    kl_raw: float
-    kl: float
-    in_region: bool
-    backtracks: int
-    step_scale: float
-    l_seq: float
-    ratio_clip_frac: float
-    n_messages: int
-    n_tokens: int
-    update_s: float
-    monitor_s: float
-    ref_kl: float = math.nan
-    diagnostics: dict[str, float] = dataclasses.field(default_factory=dict)
-    logprob_gap: float = math.nan
-    engine_kl: float = math.nan
-    tis_mean: float = math.nan
-
-    @classmethod
-    def kept(
-        cls,
-        step: PolicyStep,
-        n_messages: int,
-        *,
-        kl_raw: float = math.nan,
-        kl: float = math.nan,
-        delta: float | None = None,
-        backtracks: int = 0,
-        scale: float = 1.0,
-        l_seq: float = math.nan,
-        monitor_s: float = 0.0,
-        diagnostics: dict[str, float] | None = None,
-    ) -> UpdateResult:
-        """An accepted update of ``step`` (monitored: ``kl``/``l_seq``; NaN when unmonitored)."""
-        return cls(
-            accepted=True,
-            reason="backtracked" if backtracks else "ok",
-            kl_raw=kl_raw,
-            kl=kl,
-            in_region=delta is None or kl <= delta,
-            backtracks=backtracks,
-            step_scale=scale,
-            l_seq=l_seq,
-            ratio_clip_frac=step.clip_frac,
-            n_messages=n_messages,
-            n_tokens=step.n_tokens,
-            update_s=step.seconds,
-            monitor_s=monitor_s,
-            ref_kl=step.ref_kl,
-            diagnostics=diagnostics or {},
-        )
-
-    @classmethod
-    def no_messages(cls) -> UpdateResult:
-        """The update of an agent with no messages in its batch: nothing changed."""
-        return dataclasses.replace(
-            cls.kept(PolicyStep([], 0), 0, kl_raw=0.0, kl=0.0),
-            reason="no_messages",
-            step_scale=0.0,
-            l_seq=0.0,
-        )
-
-    @classmethod
-    def rejected(
-        cls,
-        reason: str,
-        step: PolicyStep,
-        n_messages: int,
-        *,
-        kl_raw: float = math.nan,
-        monitor_s: float = 0.0,
-    ) -> UpdateResult:
-        """An update of ``step`` whose parameters and optimizer state were restored
-        (``reason``)."""
-        return cls(
-            accepted=False,
-            reason=reason,
-            kl_raw=kl_raw,
-            kl=0.0,
-            in_region=True,
-            backtracks=0,
-            step_scale=0.0,
-            l_seq=0.0,
-            ratio_clip_frac=0.0,
-            n_messages=n_messages,
-            n_tokens=step.n_tokens,
-            update_s=step.seconds,
-            monitor_s=monitor_s,
-        )
-
-
-@dataclass
-class PolicyStep:
-    """What :func:`policy_step` did: the behaviour log-probs of the messages (from the first
-    epoch's forward pass unless given), their token count, the last epoch's clipped fraction and
-    reference KL, the seconds it took, and ``failed`` (``"nonfinite_loss"``) when it stopped."""
-
-    behaviour: list[TokenLogprobs]
-    n_tokens: int
-    clip_frac: float = 0.0
-    ref_kl: float = math.nan
-    seconds: float = 0.0
-    failed: str | None = None
-    # the truncated importance weights of the engine-trainer correction, per message ([N]); None
-    # without it
-    tis: torch.Tensor | None = None
+from trainers.optim.result import PolicyStep, UpdateResult
+from trainers.optim.surrogate import clipped_surrogate, message_log_ratio, surrogate_value
 
 
 def score(
@@ -634,9 +501,9 @@ def adapt_beta(
     backtracked into it does not raise ``beta``: backtracking already fixed the step, and raising
     the penalty as well would throttle the agent twice.
     """
-    if not result.accepted or not math.isfinite(result.kl):
+    if not result.accepted or not math.isfinite(result.kl_tok):
         return min(beta * 2.0, high)
-    if result.kl < delta / 2:
+    if result.kl_tok < delta / 2:
         return max(beta / 2.0, low)
     return beta
 
@@ -646,6 +513,6 @@ def adapt_delta(delta: float, result: UpdateResult, *, low: float, high: float) 
     shrink /1.5 after backtracking or reverting."""
     if result.backtracks or not result.accepted:
         return max(delta / 1.5, low)
-    if result.kl < delta / 2:
+    if result.kl_tok < delta / 2:
         return min(delta * 1.5, high)
     return delta

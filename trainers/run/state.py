@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainers.records import UpdateRecord
+from trainers.optim.records import UpdateRecord
 
 
 @dataclass
@@ -38,8 +38,9 @@ class RunState:
     diagnostics: list[dict[str, Any]] = field(default_factory=list)
 
     def to_checkpoint(self) -> dict[str, Any]:
-        """Plain data for a checkpoint (weights-only loading takes it)."""
-        return dataclasses.asdict(self)
+        """Plain data for a checkpoint (weights-only loading takes it; each update record as
+        :meth:`UpdateRecord.to_dict` writes it)."""
+        return {**dataclasses.asdict(self), "updates": [u.to_dict() for u in self.updates]}
 
     @classmethod
     def from_checkpoint(cls, data: dict[str, Any]) -> RunState:

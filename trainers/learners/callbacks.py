@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 
 from teamtr_core.errors import ConfigError
-from trainers.records import UpdateRecord
+from trainers.optim.records import UpdateRecord
 
 
 class Callback:
@@ -31,7 +31,7 @@ class Callback:
         return type(self).__name__
 
     def on_update(self, record: UpdateRecord) -> None:
-        """After each agent update, with its :class:`trainers.records.UpdateRecord`
+        """After each agent update, with its :class:`trainers.optim.records.UpdateRecord`
         (``record.agent``, ``record.accepted``, ``record.kl_tok``, ``record.beta``, ...)."""
 
     def on_stage_end(self, stage: int, metrics: Mapping[str, float]) -> bool | None:

@@ -4,15 +4,15 @@ A stage updates every trainable agent once, in the stage's update order. The lea
 what is sampled and which agent is updated on what (``trainers/learners/``); :class:`Stage` owns
 the stage's state (its index, order, rewards, timing, the clipped-message counts, the report) and
 does the rest of each update: group advantages of the team reward, the policy step and the
-trust region (:func:`trainers.update.update_agent`, run by the agent's updater: here or in a Ray
-learner actor, :mod:`trainers.updaters`), the beta and delta adaptation, the update's
-record. Diagnostics observe the stage (:class:`trainers.stage_diagnostics.StageDiagnostics`:
+trust region (:func:`trainers.optim.update.update_agent`, run by the agent's updater: here or in a Ray
+agent actor, :mod:`trainers.placement.updaters`), the beta and delta adaptation, the update's
+record. Diagnostics observe the stage (:class:`trainers.learners.stage_diagnostics.StageDiagnostics`:
 its start, every training batch, each update before and after, its end) and add their fields
 and metrics; the stage does not compute them.
 
 Reading one TeamTR stage: ``trainers/learners/teamtr.py`` (what is sampled when), this file
-(:meth:`Stage.sample` and :meth:`Stage.update`), ``trainers/update.py`` (policy step and trust
-region) and ``trainers/advantages.py`` (group advantages).
+(:meth:`Stage.sample` and :meth:`Stage.update`), ``trainers/optim/update.py`` (policy step and trust
+region) and ``trainers/optim/advantages.py`` (group advantages).
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -29,75 +30,105 @@ import torch
 from teamtr_core.policy import syncs_since
 from teamtr_env.rollout import MessageRecord, RolloutBatch
 from trainers.config import ScheduleConfig, TrainConfig
-from trainers.records import UpdateRecord
-from trainers.stage_diagnostics import StageDiagnostics
-from trainers.update import (
+from trainers.learners.callbacks import CallbackList
+from trainers.learners.stage_diagnostics import RunDiagnostics, StageDiagnostics
+from trainers.optim.advantages import GroupAdvantages, group_advantages
+from trainers.optim.records import AGENT_METRIC_KEYS, UpdateRecord
+from trainers.optim.update import (
     UpdateResult,
     adapt_beta,
     adapt_delta,
     joined_logprobs,
 )
+from trainers.placement.agents import TrainedAgent
 
-if TYPE_CHECKING:
-    from trainers.team_trainer import TeamTrainer
 
-#: Per-agent update record keys copied into the stage's metrics (``agent/<name>/<key>``).
-AGENT_METRIC_KEYS = (
-    "kl_tok",
-    "kl_raw",
-    "beta",
-    "delta",
-    "backtracks",
-    "l_seq",
-    "stale_gap",
-    "noise_floor",
-    "ratio_clip_frac",
-    "adv_clip_frac",
-    "accepted",
-    "in_region",
-    "zeta_proxy",
-    "flip_rate_25",
-    "flip_rate_50",
-    "iw_ess_over_b",
-    "d_occ_term",
-    "logprob_gap",
-    "engine_kl",
-    "tis_mean",
-)
+@dataclass(frozen=True)
+class SampleEvent:
+    """One sampling of a stage: its purpose (``"train"`` or ``"diagnostic"``), the versions of
+    the agents that played, and its size (tests check who produced which rollouts)."""
+
+    stage: int
+    index: int
+    purpose: str
+    versions: Mapping[str, int]
+    episodes: int
+    tokens: int
+    # What a distributed runner's workers report they played (None on the local runner).
+    worker_versions: Mapping[str, int] | None = None
+
+
+class Sampler(Protocol):
+    """Draws ``prompts`` prompts x G rollouts under the team's current parameters, seeded by the
+    stage and ``index`` (:meth:`trainers.learners.team_trainer.TeamTrainer.sample`)."""
+
+    def __call__(
+        self, stage: int, index: int, prompts: int, purpose: str
+    ) -> tuple[RolloutBatch, SampleEvent]: ...
 
 
 @dataclass
 class StageReport:
-    """Metrics of one stage (namespaced keys, ready for the logger) and per-update records."""
+    """Metrics of one stage (namespaced keys, ready for the logger), its update records and its
+    samplings."""
 
     metrics: dict[str, float] = field(default_factory=dict)
     updates: list[UpdateRecord] = field(default_factory=list)
+    samples: list[SampleEvent] = field(default_factory=list)
 
 
 class Stage:
     """One stage in progress: the shared machinery a :class:`Learner` calls to sample and update.
 
-    Built by :meth:`TeamTrainer.run_stage`; a learner reads ``order`` (the stage's update order),
-    ``n`` and ``schedule``, and calls :meth:`sample`, :meth:`part`, :meth:`update` and
-    :meth:`log`. :meth:`finish` returns the stage's report and costs; the trainer then advances.
+    Built by :meth:`TeamTrainer.run_stage` with what a stage needs and nothing more; a learner
+    reads ``order`` (the stage's update order), ``n`` and ``schedule``, and calls
+    :meth:`sample`, :meth:`part`, :meth:`update` and :meth:`log`. :meth:`finish` returns the
+    stage's report and costs; the trainer then advances.
+
+    Args:
+        config: the run's configuration.
+        index: the stage (0-based).
+        order: the stage's update order (trainable agents).
+        agents: every trainable agent's owner (:mod:`trainers.placement.agents`).
+        sampler: draws rollouts under the team's current parameters.
+        diagnostics: the run's diagnostics (``None``: off).
+        callbacks: told of every update.
+        engine_syncs: the run's weight syncs into rollout engines so far.
+        stale_diagnostics: the learner has intermediate teams (the stale gap is measured).
     """
 
-    def __init__(self, trainer: TeamTrainer) -> None:
-        self.trainer = trainer
-        self.config: TrainConfig = trainer.config
-        self.schedule: ScheduleConfig = trainer.config.schedule
-        self.index = trainer.stage
-        self.order = trainer.update_order(self.index)
-        self.n = len(self.order)
+    def __init__(
+        self,
+        config: TrainConfig,
+        index: int,
+        order: list[str],
+        agents: Mapping[str, TrainedAgent],
+        sampler: Sampler,
+        *,
+        diagnostics: RunDiagnostics | None = None,
+        callbacks: CallbackList | None = None,
+        engine_syncs: Callable[[], dict[str, float] | None] = lambda: None,
+        stale_diagnostics: bool = True,
+    ) -> None:
+        self.config = config
+        self.schedule: ScheduleConfig = config.schedule
+        self.index = index
+        self.order = order
+        self.n = len(order)
+        self.agents = agents
+        self.stale_diagnostics = stale_diagnostics
+        self._sampler = sampler
+        self._callbacks = callbacks if callbacks is not None else CallbackList([])
+        self._engine_syncs = engine_syncs
+        self.flip_trials = config.diagnostics.flip_trials if config.diagnostics.cheap else 0
         self.report = StageReport()
         self.rewards: list[float] = []
         self.timing: dict[str, float] = defaultdict(float)
         # per agent: [messages that hit the token limit, messages] of the training rollouts
         self.messages: dict[str, list[int]] = {}
         self._t0 = time.perf_counter()
-        self._syncs = trainer.sync_totals()
-        run_diag = trainer.diagnostics
-        self.diag = StageDiagnostics(run_diag, self.n) if run_diag is not None else None
+        self._syncs = engine_syncs()
+        self.diag = StageDiagnostics(diagnostics, self.n) if diagnostics is not None else None
         if self.diag is not None:
             self.diag.stage_started(self)
 
@@ -105,14 +136,15 @@ class Stage:
         """``prompts`` prompts x G rollouts under the team's current parameters (seeded by the
         stage and ``index``; counted in the training budget and the stage's mean reward)."""
         t0 = time.perf_counter()
-        batch = self.trainer.sample(self.index, index, prompts, "train")
+        batch, event = self._sampler(self.index, index, prompts, "train")
+        self.report.samples.append(event)
         self.timing["rollout_s"] += time.perf_counter() - t0
         for m in batch.messages:
             counts = self.messages.setdefault(m.agent, [0, 0])
             counts[0] += m.clipped
             counts[1] += 1
         if self.diag is not None:
-            self.diag.train_batch(batch, self.trainer.samples[-1].versions)
+            self.diag.train_batch(batch, event.versions)
         self.rewards.append(float(batch.rewards().mean()))
         return batch
 
@@ -124,9 +156,39 @@ class Stage:
         size = batch.num_groups // covered
         return batch.groups(j * size, (j + 1) * size), j * size * batch.group_size
 
+    def sample_diagnostic(self, index: int, prompts: int) -> RolloutBatch:
+        """Rollouts for the diagnostics (outside the training budget; seeded by their own
+        stream)."""
+        batch, event = self._sampler(self.index, index, prompts, "diagnostic")
+        self.report.samples.append(event)
+        return batch
+
+    def versions(self) -> dict[str, int]:
+        """Each trainable agent's accepted updates so far: which parameters play now."""
+        return {a: s.version for a, s in self.agents.items()}
+
     def score(self, agent: str, messages: list[MessageRecord]) -> list[Any]:
-        """``agent``'s current log-probs of ``messages`` (no gradient)."""
-        return self.trainer.score(agent, messages)
+        """``agent``'s current log-probs of ``messages`` (no gradient), computed where its
+        model lives."""
+        return self.agents[agent].score(messages)
+
+    def advantages(self, batch: RolloutBatch) -> GroupAdvantages:
+        """Group advantages of ``batch``'s team rewards (the config's ``optim`` baseline,
+        normalisation and clipping)."""
+        return batch_advantages(batch, self.config)
+
+    def message_advantages(
+        self, batch: RolloutBatch, agent: str, groups: GroupAdvantages | None = None
+    ) -> tuple[list[MessageRecord], torch.Tensor]:
+        """``agent``'s messages in ``batch`` and ``[N]`` advantages: each message gets its
+        episode's group advantage (``groups``: :meth:`advantages` of ``batch``, computed when
+        not given)."""
+        messages = batch.messages_of(agent)
+        groups = self.advantages(batch) if groups is None else groups
+        adv = groups.advantages.flatten()
+        return messages, torch.tensor(
+            [float(adv[m.episode]) for m in messages], dtype=torch.float32
+        )
 
     def trajectory_weights(
         self, messages: list[MessageRecord], log_ratio: torch.Tensor, offset: int
@@ -176,43 +238,35 @@ class Stage:
             weights: per-message importance weights (``[N]``), if any.
             trust_region: enforce the trust region for this update.
         """
-        trainer, cfg = self.trainer, self.config
-        slot = trainer.slots[agent]
-        groups = trainer.advantages(batch)
-        messages, msg_adv = trainer.message_advantages(batch, agent, groups)
+        cfg = self.config
+        owner = self.agents[agent]
+        groups = self.advantages(batch)
+        messages, msg_adv = self.message_advantages(batch, agent, groups)
         if self.diag is not None:
             self.diag.before_update(self, agent, index)
         off = not trust_region or cfg.trust_region.delta_mode == "none"
-        delta = None if off else slot.delta
-        updater = slot.updater
-        assert updater is not None, "TeamTrainer.run_stage starts every updater"
-        result, reference_s = updater.update(
-            messages,
-            msg_adv,
-            beta=slot.beta,
-            delta=delta,
-            temperature=trainer.temperatures[agent],
-            flip_trials=trainer.flip_trials,
-            weights=weights,
+        delta = None if off else owner.delta
+        result, reference_s = owner.update(
+            messages, msg_adv, delta=delta, flip_trials=self.flip_trials, weights=weights
         )
-        if updater.has_reference:
+        if owner.has_reference:
             self.timing["reference_s"] += reference_s
         self.timing["update_s"] += result.update_s
         self.timing["monitor_s"] += result.monitor_s
         if result.accepted and result.step_scale > 0:
-            trainer.apply_update(agent)
+            owner.accept()
         if cfg.trust_region.adapt_beta and delta is not None:
-            slot.beta = adapt_beta(slot.beta, result, delta, low=cfg.trust_region.beta_floor)
+            owner.beta = adapt_beta(owner.beta, result, delta, low=cfg.trust_region.beta_floor)
         if cfg.trust_region.delta_mode == "adaptive":
             tr = cfg.trust_region
-            slot.delta = adapt_delta(slot.delta, result, low=tr.delta_min, high=tr.delta_max)
+            owner.delta = adapt_delta(owner.delta, result, low=tr.delta_min, high=tr.delta_max)
         record = self._record(agent, index, batch, groups.clip_frac, result, delta)
         if self.diag is not None:
             record = record.with_fields(
                 self.diag.after_update(self, agent, groups, batch, messages, weights, result)
             )
         self.report.updates.append(record)
-        trainer.callbacks.on_update(record)
+        self._callbacks.on_update(record)
         return record
 
     def _record(
@@ -229,27 +283,13 @@ class Stage:
             stage=self.index,
             index=index,
             agent=agent,
-            accepted=result.accepted,
-            reason=result.reason,
-            kl_tok=result.kl,
-            kl_raw=result.kl_raw,
-            in_region=result.in_region,
+            result=result,
             out_of_region_raw=delta is not None and result.kl_raw > delta,
-            backtracks=result.backtracks,
-            step_scale=result.step_scale,
-            beta=self.trainer.slots[agent].beta,
+            beta=self.agents[agent].beta,
             delta=math.inf if delta is None else delta,
-            l_seq=result.l_seq,
-            ratio_clip_frac=result.ratio_clip_frac,
             adv_clip_frac=adv_clip_frac,
-            messages=result.n_messages,
-            tokens=result.n_tokens,
-            ref_kl=result.ref_kl,
             groups=batch.num_groups,
             episodes=len(batch.episodes),
-            logprob_gap=result.logprob_gap,
-            engine_kl=result.engine_kl,
-            tis_mean=result.tis_mean,
         )
 
     def finish(self) -> tuple[StageReport, dict[str, float]]:
@@ -266,7 +306,7 @@ class Stage:
         a sampling) and the engine-trainer mismatch of its updates (``rollout/logprob_gap``,
         ``rollout/engine_kl``, and ``rollout/tis_mean`` with the importance correction: means
         over the updates)."""
-        made = syncs_since(self._syncs, self.trainer.sync_totals())
+        made = syncs_since(self._syncs, self._engine_syncs())
         if made is None:
             return
         metrics = self.report.metrics
@@ -285,7 +325,7 @@ class Stage:
         gaps = [u.stale_gap for u in updates if not math.isnan(u.stale_gap)]
         floors = [u.noise_floor for u in updates if not math.isnan(u.noise_floor)]
         kls = [u.kl_raw for u in updates if math.isfinite(u.kl_raw)]
-        train = [e for e in self.trainer.samples if e.stage == self.index and e.purpose == "train"]
+        train = [e for e in report.samples if e.purpose == "train"]
         report.metrics.update(
             {
                 "stage/reward_mean": float(np.mean(self.rewards)),
@@ -319,3 +359,17 @@ class Stage:
                 if isinstance(value, float) and not math.isfinite(value):
                     continue  # e.g. no stale gap for a stage's first update, no radius without TR
                 report.metrics[prefix + key] = float(value)
+
+
+def batch_advantages(batch: RolloutBatch, config: TrainConfig) -> GroupAdvantages:
+    """Group advantages of ``batch``'s team rewards (``config.optim``'s baseline, normalisation
+    and clipping)."""
+    o = config.optim
+    rewards = torch.tensor(batch.group_rewards(), dtype=torch.float32)
+    return group_advantages(
+        rewards,
+        eps_std=o.eps_std,
+        a_clip=o.a_clip,
+        normalize=o.normalize_advantages,
+        estimator=o.advantage,
+    )

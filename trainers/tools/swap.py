@@ -8,7 +8,7 @@
    and special tokens) and the same protocol (system prompt, reasoning tags, tool-call format,
    chat template: App. G.7); every problem at once, as a ``ConfigError``;
 3. evaluates the team right before the swap (held-out ``eval/`` and, per stage, ``val/``);
-4. with ``align``: Stage-0 alignment (:mod:`trainers.align`) on probe contexts from the current
+4. with ``align``: Stage-0 alignment (:mod:`trainers.tools.align`) on probe contexts from the current
    team's occupancy at ``agent``'s turns, until the held-out monitored KL is at most
    ``delta_align``;
 5. evaluates right after the swap, then writes a NEW run directory: ``config.yaml`` (the run's
@@ -44,14 +44,15 @@ from teamtr_core.config import dump_config, to_dict
 from teamtr_core.errors import ConfigError
 from teamtr_core.seeds import PROBE_STREAM, derive_seed
 from teamtr_env.runners import Runner
-from trainers import rundir
-from trainers.align import AlignConfig, AlignResult, align_policy, split_probes
-from trainers.config import TrainConfig, load_train_config
-from trainers.logger import JsonlLogger, read_jsonl
-from trainers.recipe import env_factory, run_training
-from trainers.run_report import json_finite
-from trainers.run_state import RunState
-from trainers.team_eval import agent_sampling, build_policies, evaluate_team
+from trainers.config import TrainConfig
+from trainers.run import rundir
+from trainers.run.config_file import load_train_config
+from trainers.run.logger import JsonlLogger, read_jsonl
+from trainers.run.recipe import env_factory, run_training
+from trainers.run.report import json_finite
+from trainers.run.state import RunState
+from trainers.run.team_eval import agent_sampling, build_policies, evaluate_team
+from trainers.tools.align import AlignConfig, AlignResult, align_policy, split_probes
 
 PROTOCOL_FILE = "teamtr_protocol.json"
 """A file beside a model naming the protocol it was trained for (keys of :data:`PROTOCOL_KEYS`);
@@ -436,7 +437,7 @@ def _align(
     console: Console,
 ) -> AlignResult:
     """Stage-0 alignment: probe contexts at ``agent``'s turns under the current team (training
-    split), split into train/held-out, then :func:`trainers.align.align_policy`."""
+    split), split into train/held-out, then :func:`trainers.tools.align.align_policy`."""
     sampling = agent_sampling(train, list(policies))
     runner = Runner(env_factory(train, "train"), policies, sampling, progress=False)
     seed = derive_seed(train.seed, PROBE_STREAM, settings.seed)

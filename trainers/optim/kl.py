@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import torch
 
-from trainers.surrogate import check_token_batch
+from trainers.optim.surrogate import check_token_batch
 
 
 class KLEstimate(NamedTuple):

@@ -21,12 +21,11 @@ The baseline is an option every learner shares (``optim.advantage``):
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 import torch
 
-#: The advantage baselines (``optim.advantage``).
-AdvantageEstimator = Literal["group", "leave_one_out", "none"]
+from trainers.config.sections import AdvantageEstimator
 
 
 class GroupAdvantages(NamedTuple):

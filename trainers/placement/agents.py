@@ -1,0 +1,357 @@
+"""One owner per trainable agent: its trust-region state (``beta``, ``delta``), the version of its
+weights, and where its model lives and is updated.
+
+:class:`TrainedAgent` is every method the team trainer and the stage use; the trainer never asks
+where an agent lives. :func:`trained_agent` picks the owner once, from what it is given:
+
+* :class:`LocalAgent` (``runner.agents: local``): updated in this process, on the policy the team
+  plays (a :class:`~trainers.placement.updaters.LocalUpdater`).
+* :class:`ActorAgent` (``runner.agents: ray``, given an
+  :class:`~trainers.placement.updaters.ActorPolicy`): the model lives in its agent actor only;
+  the driver holds the stand-in (what ``teamtr train`` does).
+* :class:`MirroredAgent` (``runner.agents: ray``, given a policy object): an agent actor
+  started from a copy of the policy at the first stage (or before a checkpoint is loaded); the
+  driver's object is reloaded after every accepted update, so the caller's policy stays current.
+
+A rollout engine (``rollout.engine: vllm``) is part of the policy wherever it lives: an accepted
+update marks it stale, and it takes the new weights before its next sampling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import torch
+
+from teamtr_core.errors import ConfigError
+from teamtr_core.policy import SamplingParams, TokenLogprobs, TrainablePolicy
+from teamtr_env.rollout import MessageRecord
+from trainers.config import TrainConfig
+from trainers.optim.update import UpdateResult
+from trainers.placement.updaters import ActorPolicy, LocalUpdater, RayUpdater
+
+__all__ = [
+    "ActorAgent",
+    "LocalAgent",
+    "MirroredAgent",
+    "TrainedAgent",
+    "score_temperature",
+    "trained_agent",
+]
+
+
+class TrainedAgent(Protocol):
+    """A trainable agent's owner: what the trainer and the stage ask of it.
+
+    Attributes:
+        name: the agent.
+        policy: what the team plays (an :class:`~trainers.placement.updaters.ActorPolicy` for an
+            agent whose model lives only in its agent actor).
+        beta, delta: the KL-penalty coefficient and the trust-region radius (adapted by the
+            stage).
+        version: accepted updates so far (which parameters produced a rollout).
+        temperature: the temperature its messages are scored at (their sampling temperature).
+    """
+
+    name: str
+    policy: Any
+    beta: float
+    delta: float
+    version: int
+    temperature: float
+
+    @property
+    def started(self) -> bool:
+        """Whether its updates can run (an agent actor is started on first use)."""
+        ...
+
+    def start(self) -> None:
+        """Starts where its updates run (an agent actor; nothing for a local agent)."""
+        ...
+
+    def begin_stage(self, lr: float, *, freeze_reference: bool) -> None:
+        """Sets the stage's learning rate; with ``freeze_reference``, freezes the reference
+        policy (once: the team as training starts)."""
+        ...
+
+    @property
+    def has_reference(self) -> bool:
+        """Whether a frozen reference policy is scored in its updates."""
+        ...
+
+    def update(
+        self,
+        messages: Sequence[MessageRecord],
+        advantages: torch.Tensor,
+        *,
+        delta: float | None,
+        flip_trials: int,
+        weights: torch.Tensor | None,
+    ) -> tuple[UpdateResult, float]:
+        """The policy step and trust region at its ``beta`` and temperature; the result and the
+        seconds spent scoring the reference."""
+        ...
+
+    def accept(self) -> None:
+        """After an accepted update: the next version plays (the driver's copy is reloaded)."""
+        ...
+
+    def score(self, messages: Sequence[MessageRecord]) -> list[TokenLogprobs]:
+        """Its current log-probs of ``messages`` (no gradient), where its model lives."""
+        ...
+
+    def sync(self, runner: Any) -> None:
+        """Sends its weights to a distributed runner's workers if they changed since the last
+        sync (nothing to send to a local runner, whose policies are these)."""
+        ...
+
+    def unsync(self) -> None:
+        """Its workers' weights are unknown now: the next :meth:`sync` sends them."""
+        ...
+
+    def load_weights(self, state: Mapping[str, Any]) -> None:
+        """Loads policy weights wherever the model lives (a best-validation team)."""
+        ...
+
+    def actor_engine_syncs(self) -> dict[str, float] | None:
+        """The weight syncs into a rollout engine in its agent actor (``None`` without one;
+        an engine in this process is counted with the team's policies)."""
+        ...
+
+    def shutdown(self) -> None:
+        """Stops its agent actor (nothing for a local agent)."""
+        ...
+
+    def restart(self) -> None:
+        """Starts a new agent actor built as the first was (after one died): the caller loads
+        a checkpoint (nothing for a local agent)."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """The checkpoint's entry: ``policy``, ``optimizer``, ``reference`` (if frozen),
+        ``beta``, ``delta`` and ``version``."""
+        ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restores :meth:`state_dict`."""
+        ...
+
+
+class _Owner:
+    """What every owner shares: the trust-region state, the version, the sync bookkeeping, and
+    the calls that go to the agent's updater wherever it lives."""
+
+    def __init__(self, name: str, policy: Any, config: TrainConfig, temperature: float) -> None:
+        self.name, self.policy, self.config = name, policy, config
+        self.beta, self.delta = config.trust_region.beta, config.trust_region.delta
+        self.version = 0
+        self.temperature = temperature
+        self._synced: int | None = None  # the version last sent to a distributed runner's workers
+
+    @property
+    def updater(self) -> LocalUpdater | RayUpdater:
+        raise NotImplementedError
+
+    def begin_stage(self, lr: float, *, freeze_reference: bool) -> None:
+        self.updater.set_lr(lr)
+        if freeze_reference and not self.updater.has_reference:
+            self.updater.freeze_reference()
+
+    @property
+    def has_reference(self) -> bool:
+        return self.updater.has_reference
+
+    def update(
+        self,
+        messages: Sequence[MessageRecord],
+        advantages: torch.Tensor,
+        *,
+        delta: float | None,
+        flip_trials: int,
+        weights: torch.Tensor | None,
+    ) -> tuple[UpdateResult, float]:
+        return self.updater.update(
+            messages,
+            advantages,
+            beta=self.beta,
+            delta=delta,
+            temperature=self.temperature,
+            flip_trials=flip_trials,
+            weights=weights,
+        )
+
+    def score(self, messages: Sequence[MessageRecord]) -> list[TokenLogprobs]:
+        return self.updater.score(messages, self.temperature)
+
+    def unsync(self) -> None:
+        self._synced = None
+
+    def load_weights(self, state: Mapping[str, Any]) -> None:
+        self.updater.load_weights(state)
+        self._synced = None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            **self.updater.state_dict(),
+            "beta": self.beta,
+            "delta": self.delta,
+            "version": self.version,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.updater.load_state_dict(state)
+        self.beta, self.delta, self.version = state["beta"], state["delta"], state["version"]
+        self._synced = None
+
+
+class LocalAgent(_Owner):
+    """An agent updated in this process, on the policy the team plays."""
+
+    def __init__(
+        self, name: str, policy: TrainablePolicy, config: TrainConfig, temperature: float
+    ) -> None:
+        super().__init__(name, policy, config, temperature)
+        self._local = LocalUpdater(policy, config)
+
+    @property
+    def updater(self) -> LocalUpdater:
+        """The agent's optimizer and reference, in this process."""
+        return self._local
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        """The agent's optimizer."""
+        return self._local.optimizer
+
+    @property
+    def reference(self) -> TrainablePolicy | None:
+        """The agent's frozen reference (``optim.ref_kl_coef > 0``), once frozen."""
+        return self._local.reference
+
+    @property
+    def started(self) -> bool:
+        return True
+
+    def start(self) -> None:
+        pass
+
+    def accept(self) -> None:
+        self.version += 1  # the policy was updated in place
+
+    def sync(self, runner: Any) -> None:
+        if self._synced != self.version:
+            runner.sync(self.name, self.policy, self.version)
+            self._synced = self.version
+
+    def actor_engine_syncs(self) -> dict[str, float] | None:
+        return None
+
+    def shutdown(self) -> None:
+        pass
+
+    def restart(self) -> None:
+        pass
+
+
+class ActorAgent(_Owner):
+    """An agent whose model lives only in its agent actor; the driver plays the
+    :class:`~trainers.placement.updaters.ActorPolicy` stand-in."""
+
+    def __init__(
+        self, name: str, policy: ActorPolicy, config: TrainConfig, temperature: float
+    ) -> None:
+        super().__init__(name, policy, config, temperature)
+        self._actor: RayUpdater | None = policy.updater
+
+    @property
+    def updater(self) -> RayUpdater:
+        """The agent's actor (started by :meth:`start`)."""
+        if self._actor is None:
+            raise RuntimeError(f"agent {self.name!r}: its agent actor has not started")
+        return self._actor
+
+    @property
+    def started(self) -> bool:
+        return self._actor is not None
+
+    def start(self) -> None:
+        pass  # an ActorPolicy's actor is running
+
+    def accept(self) -> None:
+        self.version += 1
+
+    def sync(self, runner: Any) -> None:
+        if self._synced == self.version:
+            return
+        sync_ref = getattr(runner, "sync_ref", None)
+        if sync_ref is not None:  # from the actor straight to the workers (object store)
+            sync_ref(self.name, self.updater.weights_ref(), self.version)
+        else:
+            runner.sync(self.name, self.policy, self.version)
+        self._synced = self.version
+
+    def actor_engine_syncs(self) -> dict[str, float] | None:
+        return self.updater.engine_syncs()
+
+    def shutdown(self) -> None:
+        self.updater.shutdown()
+
+    def restart(self) -> None:
+        self.updater.restart()
+        self._synced = None
+
+
+class MirroredAgent(ActorAgent):
+    """An agent trained in an agent actor started from a copy of the driver's policy object,
+    which is reloaded after every accepted update (and with every loaded state)."""
+
+    def __init__(
+        self, name: str, policy: TrainablePolicy, config: TrainConfig, temperature: float
+    ) -> None:
+        _Owner.__init__(self, name, policy, config, temperature)
+        self._actor = None  # started at the first stage, or before a checkpoint is loaded
+
+    def start(self) -> None:
+        if self._actor is None:
+            self._actor = RayUpdater(self.name, self.policy, self.config)
+
+    def accept(self) -> None:
+        self.version += 1
+        self.policy.load_state_dict(self.updater.weights())
+
+    def load_weights(self, state: Mapping[str, Any]) -> None:
+        self.policy.load_state_dict(state)
+        super().load_weights(state)
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.policy.load_state_dict(state["policy"])
+
+
+def score_temperature(sampling: SamplingParams) -> float:
+    """The temperature an agent's messages are scored at: its sampling temperature (1 for
+    greedy decoding, whose messages have no sampling distribution to match)."""
+    return sampling.temperature if sampling.temperature > 0 else 1.0
+
+
+def trained_agent(
+    name: str, policy: TrainablePolicy, config: TrainConfig, sampling: SamplingParams
+) -> TrainedAgent:
+    """The owner of a trainable agent, by what it is given and ``runner.agents``.
+
+    Raises:
+        ConfigError: an :class:`~trainers.placement.updaters.ActorPolicy` without
+            ``runner.agents: ray``.
+    """
+    temperature = score_temperature(sampling)
+    remote = config.runner.agents == "ray"
+    if isinstance(policy, ActorPolicy):
+        if not remote:
+            raise ConfigError(
+                "runner", ["an ActorPolicy's agent is trained in its actor: runner.agents: ray"]
+            )
+        return ActorAgent(name, policy, config, temperature)
+    if remote:
+        return MirroredAgent(name, policy, config, temperature)
+    return LocalAgent(name, policy, config, temperature)

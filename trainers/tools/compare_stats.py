@@ -1,0 +1,207 @@
+"""The statistics and reports of ``teamtr compare``: the measured budget, paired differences of
+held-out avg@K with bootstrap CIs (seeds, and problems within a seed), the Markdown table and the
+learning-curve plot (:mod:`trainers.tools.compare` runs the comparison)."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trainers.run.recipe import PER_PROBLEM_FILE
+
+#: The settings that fix one update's data and gradient work: equal for every learner.
+BUDGET_KEYS = (
+    "schedule.budget",
+    "schedule.problems_per_batch",
+    "schedule.group_size",
+    "schedule.stages",
+    "optim.epochs",
+    "optim.micro_batch_size",
+    "optim.lr",
+    "trust_region.delta",
+    "trust_region.delta_mode",
+)
+_BOOTSTRAP = 2000
+
+
+def measured_budget(
+    results: Mapping[str, Mapping[int, Mapping[str, Any]]],
+) -> dict[str, Any]:
+    """Messages per update of every run, and whether every learner of a seed saw the same
+    (``equal``): the check of the declared budget."""
+    messages = {
+        learner: {seed: [u["messages"] for u in s["updates"]] for seed, s in runs.items()}
+        for learner, runs in results.items()
+    }
+    first = next(iter(messages.values()))
+    equal = all(
+        sorted(per_seed.get(seed, [])) == sorted(counts)
+        for per_seed in messages.values()
+        for seed, counts in first.items()
+    )
+    return {"equal": equal, "messages_per_update": messages}
+
+
+def per_problem_avg(summary: Mapping[str, Any]) -> dict[str, float]:
+    """A finished run's held-out avg@K per problem id (its ``eval_per_problem.json``)."""
+    path = Path(summary["paths"]["run_dir"]) / PER_PROBLEM_FILE
+    return dict(json.loads(path.read_text())["avg"])
+
+
+def paired_difference(
+    first: Mapping[int, Mapping[str, float]],
+    other: Mapping[int, Mapping[str, float]],
+    *,
+    samples: int = _BOOTSTRAP,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """``other - first`` in held-out avg@K, paired by seed and problem: the mean over seeds of
+    each seed's mean per-problem difference, and a 95% bootstrap CI that resamples seeds and,
+    within each resampled seed, problems.
+
+    Args:
+        first, other: ``seed -> problem id -> avg@K`` (the same problems per seed).
+        samples: bootstrap resamples.
+        seed: the bootstrap's seed.
+    """
+    seeds = sorted(set(first) & set(other))
+    diffs = []
+    for s in seeds:
+        ids = sorted(set(first[s]) & set(other[s]))
+        diffs.append(np.array([other[s][i] - first[s][i] for i in ids], dtype=float))
+    per_seed = [float(d.mean()) if d.size else math.nan for d in diffs]
+    if not seeds or any(d.size == 0 for d in diffs):
+        return {"mean": math.nan, "ci": [math.nan, math.nan], "per_seed": per_seed}
+    rng = np.random.default_rng(seed)
+    means = np.empty(samples)
+    for b in range(samples):
+        picked = [diffs[j] for j in rng.integers(len(diffs), size=len(diffs))]
+        means[b] = np.mean([d[rng.integers(d.size, size=d.size)].mean() for d in picked])
+    low, high = np.quantile(means, [0.025, 0.975])
+    return {
+        "mean": float(np.mean(per_seed)),
+        "ci": [float(low), float(high)],
+        "per_seed": per_seed,
+        "seeds": seeds,
+    }
+
+
+#: A tabular team's exact expected reward after training (``trainers.run.team_eval.exact_key``).
+EXACT_KEY = "eval/exact_J"
+
+
+def paired_exact(first: Mapping[int, float], other: Mapping[int, float]) -> dict[str, Any]:
+    """``other - first`` in exact J, paired by seed: :func:`paired_difference` with one value
+    per seed (J is exact, so the bootstrap resamples seeds alone: the initial tables and the
+    sampled batches are the only noise)."""
+    return paired_difference(
+        {s: {EXACT_KEY: v} for s, v in first.items()},
+        {s: {EXACT_KEY: v} for s, v in other.items()},
+    )
+
+
+def reward_curve(summary: Mapping[str, Any]) -> list[float]:
+    """The run's training reward per stage under the stage-start team (``stage/reward_start``)."""
+    path = Path(summary["paths"]["metrics"])
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    by_step = {r["step"]: r["stage/reward_start"] for r in rows if "stage/reward_start" in r}
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def sum_finite(values: Any) -> float | None:
+    """The sum of the finite numbers in ``values`` (``None`` when there are none)."""
+    kept = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    return float(sum(kept)) if kept else None
+
+
+def markdown(data: Mapping[str, Any]) -> str:
+    """The comparison as a markdown table (mean ± std over seeds; paired CIs)."""
+    metric, ref = data["metric"], data["reference"]
+    lines = [
+        f"# {data['task']}: {', '.join(data['learners'])} on seeds {data['seeds']}",
+        "",
+        f"Held-out {metric} ({data['eval_split']} split), mean ± std over seeds; paired "
+        f"difference against {ref} (learner - {ref}) with a 95% bootstrap CI over seeds and "
+        "problems.",
+        "",
+        "| learner | before | after | paired diff | 95% CI | Δ_stale / run | floor / run |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    paired = {p["learner"]: p for p in data["paired"]}
+    for learner, row in data["results"].items():
+        p = paired.get(learner)
+        diff = "-" if p is None else f"{p['mean']:+.3f}"
+        ci = "-" if p is None else f"[{p['ci'][0]:+.3f}, {p['ci'][1]:+.3f}]"
+        gaps = [g for g in row["delta_stale"] if g is not None]
+        floors = [g for g in row["noise_floor"] if g is not None]
+        lines.append(
+            f"| {learner} | {_mean_std(row['before'])} | {_mean_std(row['after'])} | {diff} | "
+            f"{ci} | {_mean_std(gaps) if gaps else '-'} | {_mean_std(floors) if floors else '-'} |"
+        )
+    if any("exact" in p for p in data["paired"]):
+        lines += [
+            "",
+            f"Exact J of the trained tabular team (mean ± std over seeds); paired difference "
+            f"against {ref} with a 95% bootstrap CI over seeds.",
+            "",
+            "| learner | before | after | paired diff | 95% CI |",
+            "|---|---|---|---|---|",
+        ]
+        for learner, row in data["results"].items():
+            if "exact_after" not in row:
+                continue
+            p = paired.get(learner)
+            exact = None if p is None else p.get("exact")
+            diff = "-" if exact is None else f"{exact['mean']:+.3f}"
+            ci = "-" if exact is None else f"[{exact['ci'][0]:+.3f}, {exact['ci'][1]:+.3f}]"
+            lines.append(
+                f"| {learner} | {_mean_std(row['exact_before'])} | "
+                f"{_mean_std(row['exact_after'])} | {diff} | {ci} |"
+            )
+    budget = data["budget"]
+    declared = ", ".join(f"{k}={budget[k]}" for k in BUDGET_KEYS)
+    check = "equal" if budget["equal"] else "NOT EQUAL (see compare.json: budget)"
+    lines += ["", f"Budget per update: {declared}; messages per update: {check}.", ""]
+    return "\n".join(lines)
+
+
+def _mean_std(values: Sequence[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.3f}"
+    return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
+
+
+def plot(data: Mapping[str, Any], path: Path) -> None:
+    """Learning curves (training reward of the stage-start team, mean over seeds) and the
+    held-out result of each learner."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 4))
+    ax1, ax2 = fig.subplots(1, 2)
+    for learner, row in data["results"].items():
+        curves = [c for c in row["curves"] if c]
+        if curves:
+            width = min(len(c) for c in curves)
+            mean = np.mean([c[:width] for c in curves], axis=0)
+            ax1.plot(range(1, width + 1), mean, marker="o", label=learner)
+    ax1.set_xlabel("stage")
+    ax1.set_title("training reward, stage-start team (mean over seeds)")
+    ax1.legend()
+    names = list(data["results"])
+    ax2.bar(
+        range(len(names)),
+        [data["results"][n]["after_mean"] for n in names],
+        yerr=[data["results"][n]["after_std"] for n in names],
+    )
+    # "teamtr/NaiveSequential-v0" -> "NaiveSequential": the bars' labels stay apart
+    ax2.set_xticks(range(len(names)), [n.split("/")[-1].rsplit("-v", 1)[0] for n in names])
+    ax2.tick_params(axis="x", labelrotation=20)
+    ax2.set_title(f"held-out {data['metric']} after training (± std over seeds)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
