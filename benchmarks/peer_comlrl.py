@@ -69,6 +69,7 @@ from adapters.tiny import build_tiny_model
 from teamtr_core.config import from_dict
 from trainers.config import TrainConfig
 from trainers.learners.team_trainer import TeamTrainer
+from trainers.placement.agents import LocalAgent
 
 AGENTS = ("solver", "aggregator")
 
@@ -155,6 +156,7 @@ def teamtr_two_agent_stages(model_dir: Path, steps: int, digits: int) -> dict:
     out: dict[str, Any] = {key: statistics.median(r[key] for r in rows) for key in rows[0]}
     out["gen_tokens_per_s"] = sum(r["gen_tokens"] for r in rows) / sum(r["gen_s"] for r in rows)
     slot = trainer.slots[AGENTS[0]]
+    assert isinstance(slot, LocalAgent)  # trained in this process: its optimizer is here
     model = slot.policy.model
     optimizer = slot.optimizer
     out["settings"] = {

@@ -53,10 +53,10 @@ import teamtr_env
 from adapters.hf import HFPolicy
 from adapters.tiny import build_tiny_model
 from teamtr_core.config import from_dict
-from teamtr_env.rollout import MessageRecord, RolloutBatch
 from trainers.config import TrainConfig
-from trainers.learners.stage import batch_advantages
+from trainers.learners.stage import batch_advantages, message_advantages
 from trainers.learners.team_trainer import TeamTrainer
+from trainers.placement.agents import LocalAgent
 
 TASK = "teamtr/Arith-v0"
 OPTIONS: dict[str, Any] = {
@@ -119,16 +119,6 @@ def teamtr_steps(model_dir: Path, steps: int, *, epochs: int, trust_region: bool
     return {key: statistics.median(r[key] for r in rows) for key in rows[0]}
 
 
-def message_advantages(
-    batch: RolloutBatch, agent: str, config: TrainConfig
-) -> tuple[list[MessageRecord], torch.Tensor]:
-    """``agent``'s messages in ``batch`` and ``[N]`` advantages, each message its episode's group
-    advantage (what :meth:`trainers.learners.stage.Stage.message_advantages` gives an update)."""
-    messages = batch.messages_of(agent)
-    adv = batch_advantages(batch, config).advantages.flatten()
-    return messages, torch.tensor([float(adv[m.episode]) for m in messages], dtype=torch.float32)
-
-
 def flip_rates(model_dir: Path, updates: int, fractions: tuple[float, ...] = (0.25, 0.5)) -> dict:
     """How often a subsampled KL check would decide differently from the full one (App. G.4).
 
@@ -143,6 +133,7 @@ def flip_rates(model_dir: Path, updates: int, fractions: tuple[float, ...] = (0.
     config = teamtr_config(epochs=4, trust_region=True, steps=updates)
     trainer = TeamTrainer(config, make_env, {"solver": HFPolicy.from_pretrained(model_dir)})
     slot, temperature = trainer.slots["solver"], trainer.temperatures["solver"]
+    assert isinstance(slot, LocalAgent)  # trained in this process: its optimizer is here
     # The KL after every update is measured, with or without a region.
     region = dataclasses.replace(config.trust_region, monitor_without_region=True)
     mb = config.optim.micro_batch_size
@@ -153,7 +144,7 @@ def flip_rates(model_dir: Path, updates: int, fractions: tuple[float, ...] = (0.
     kls = []
     for i in range(updates):
         batch, _ = trainer.sample(i, 0, PROMPTS)
-        msgs, adv = message_advantages(batch, "solver", config)
+        msgs, adv = message_advantages(batch, "solver", batch_advantages(batch, config))
         old = score(slot.policy, msgs, mb, temperature)
         update_agent(
             slot.policy,

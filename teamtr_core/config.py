@@ -441,15 +441,23 @@ def read_config(path: str | Path, what: str | None = None) -> dict[str, Any]:
 
 
 def build_config(
-    cls: type[_T], data: Mapping[str, Any], overrides: Sequence[str] = (), *, what: str
+    cls: type[_T],
+    data: Mapping[str, Any],
+    overrides: Sequence[str] = (),
+    *,
+    what: str,
+    check: typing.Callable[[Mapping[str, Any]], list[str]] | None = None,
 ) -> _T:
     """``data`` with ``"a.b.c=value"`` overrides applied (see :func:`parse_override`), validated
-    and built as ``cls``.
+    and built as ``cls``. ``check``: more problems of the merged data that the class cannot see
+    itself (e.g. an id checked against a registry above this layer), one line each.
 
     Raises:
         ConfigError: listing every malformed override and every problem of the result at once.
     """
     merged, errors = _apply(data, overrides)
+    if check is not None:
+        errors += check(merged)
     return _checked_build(cls, merged, what, errors)
 
 

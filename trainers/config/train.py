@@ -245,7 +245,7 @@ def read_train_config(
         ConfigError: naming the file, listing every malformed override and every problem of the
             configuration at once.
     """
-    from teamtr_core.config import apply_overrides, build_config, parse_override, read_config
+    from teamtr_core.config import build_config, parse_override, read_config
 
     what = "training config" if path is None else f"training config {str(path)!r}"
     data = {} if path is None else read_config(path, what)
@@ -269,21 +269,7 @@ def read_train_config(
     overrides = kept
     if "task_options" not in data:
         data["task_options"] = dict(DEMO_TASK_OPTIONS) if task == DEMO_TASK else {}
-    extra: list[str] = []
-    if check is not None:
-        try:
-            extra = check(apply_overrides(data, overrides))
-        except (ConfigError, ValueError):  # a malformed override: build_config reports it
-            extra = check(data)
-    try:
-        config = build_config(TrainConfig, data, overrides, what=what)
-    except ConfigError as err:
-        if extra:
-            raise ConfigError(what, [*err.errors, *extra]) from None
-        raise
-    if extra:
-        raise ConfigError(what, extra)
-    return config
+    return build_config(TrainConfig, data, overrides, what=what, check=check)
 
 
 def read_team_file(path: str, base: Path, what: str) -> dict[str, Any]:

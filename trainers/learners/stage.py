@@ -183,11 +183,8 @@ class Stage:
         """``agent``'s messages in ``batch`` and ``[N]`` advantages: each message gets its
         episode's group advantage (``groups``: :meth:`advantages` of ``batch``, computed when
         not given)."""
-        messages = batch.messages_of(agent)
-        groups = self.advantages(batch) if groups is None else groups
-        adv = groups.advantages.flatten()
-        return messages, torch.tensor(
-            [float(adv[m.episode]) for m in messages], dtype=torch.float32
+        return message_advantages(
+            batch, agent, self.advantages(batch) if groups is None else groups
         )
 
     def trajectory_weights(
@@ -373,3 +370,13 @@ def batch_advantages(batch: RolloutBatch, config: TrainConfig) -> GroupAdvantage
         normalize=o.normalize_advantages,
         estimator=o.advantage,
     )
+
+
+def message_advantages(
+    batch: RolloutBatch, agent: str, groups: GroupAdvantages
+) -> tuple[list[MessageRecord], torch.Tensor]:
+    """``agent``'s messages in ``batch`` and ``[N]`` advantages: each message gets its episode's
+    group advantage (``groups``: :func:`batch_advantages` of ``batch``)."""
+    messages = batch.messages_of(agent)
+    adv = groups.advantages.flatten()
+    return messages, torch.tensor([float(adv[m.episode]) for m in messages], dtype=torch.float32)

@@ -11,7 +11,7 @@ from teamtr_core.errors import ConfigError
 from trainers.config import TrainConfig, read_train_config
 from trainers.learners.registry import learner_errors, learner_id_errors
 
-__all__ = ["check_learner", "config_from_overrides", "load_train_config"]
+__all__ = ["config_from_overrides", "load_train_config"]
 
 
 def load_train_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> TrainConfig:
@@ -24,7 +24,10 @@ def load_train_config(path: str | Path | None = None, overrides: Sequence[str] =
             learner's own check of a configuration that builds.
     """
     config = read_train_config(path, overrides, check=learner_id_errors)
-    check_learner(config, "training config" if path is None else f"training config {str(path)!r}")
+    errors = learner_errors(config)  # the learner's own check of a configuration that builds
+    if errors:
+        what = "training config" if path is None else f"training config {str(path)!r}"
+        raise ConfigError(what, errors)
     return config
 
 
@@ -32,14 +35,3 @@ def config_from_overrides(overrides: Sequence[str]) -> TrainConfig:
     """The default configuration with ``--set KEY=VALUE`` overrides merged into it (see
     :func:`load_train_config`, which this is without a file)."""
     return load_train_config(None, overrides)
-
-
-def check_learner(config: TrainConfig, what: str = "training config") -> None:
-    """Checks a configuration built in Python (not from a file) against its learner.
-
-    Raises:
-        ConfigError: the learner is not registered, or rejects the configuration.
-    """
-    errors = learner_errors(config)
-    if errors:
-        raise ConfigError(what, errors)
