@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, cast
 
 from adapters.availability import VLLM_INSTALL, missing_package
+from tasks.base import no_expert_reason
 from teamtr_core.config import from_dict, inherit, load_config
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import LoraSettings, Policy, SamplingParams
@@ -223,8 +224,8 @@ def check_team(
             errors.append(f"agents.{name}.error_rate: must be in [0, 1], got {agent.error_rate}")
         if agent.backend == "scripted" and task is not None and not _has_expert(task):
             errors.append(
-                f"agents.{name}: backend 'scripted' needs a task with a scripted expert "
-                f"(expert_reply); {getattr(task, 'name', task)!r} has none"
+                f"agents.{name}: backend 'scripted' needs a task with a scripted expert: "
+                f"{no_expert_reason(task)}"
             )
     if errors:
         raise ConfigError("team config", errors)

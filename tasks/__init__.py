@@ -1,7 +1,9 @@
 """Task plugins: problems, rules and exact verifiers. Imports no torch and knows no agents."""
 
 from tasks.base import (
+    GRADER_FAILED,
     BaseTask,
+    DrawError,
     Episode,
     InteractiveTask,
     Message,
@@ -12,6 +14,8 @@ from tasks.base import (
     SupportsStateKey,
     Task,
     TaskConfigError,
+    UnknownOptionsError,
+    grader_failure,
     load_problems,
     save_problems,
     split_of,
@@ -19,7 +23,9 @@ from tasks.base import (
 from tasks.data_files import JsonRow, JsonRows, read_json_rows
 
 __all__ = [
+    "GRADER_FAILED",
     "BaseTask",
+    "DrawError",
     "Episode",
     "InteractiveTask",
     "JsonRow",
@@ -32,6 +38,8 @@ __all__ = [
     "SupportsStateKey",
     "Task",
     "TaskConfigError",
+    "UnknownOptionsError",
+    "grader_failure",
     "load_problems",
     "read_json_rows",
     "save_problems",

@@ -44,6 +44,20 @@ SPLIT_FRACTIONS: tuple[tuple[Split, float], ...] = (
 """How generated problems are partitioned into splits by a hash of their id (see :func:`split_of`)."""
 
 
+GRADER_FAILED = "grader_failed"
+"""The ``Score.details`` key a grader sets to ``True`` when it could not grade an answer for a
+reason of its own, not the team's: its deadline passed, its code raised, it could not rebuild the
+problem, or the gold answer is unusable. Such an answer scores 0 like a wrong one, but it says
+nothing about the team, so evaluations count these apart and say so loudly
+(``EvalReport.grader_failures``). ``details["reason"]`` names the failure."""
+
+
+def grader_failure(reason: str, **details: Any) -> dict[str, Any]:
+    """``Score.details`` for an answer the grader failed on: ``reason`` plus
+    :data:`GRADER_FAILED` and ``details``."""
+    return {**details, "reason": reason, GRADER_FAILED: True}
+
+
 def is_int(value: object) -> bool:
     """An ``int`` that is not a ``bool`` (task arguments and gold answers are checked with it)."""
     return isinstance(value, int) and not isinstance(value, bool)
@@ -69,6 +83,43 @@ class TaskConfigError(ConfigError):
 
     def __init__(self, task: str, errors: Sequence[str]) -> None:
         super().__init__(f"{task} arguments", errors)
+
+
+class UnknownOptionsError(TaskConfigError):
+    """Options a task factory that takes ``**options`` does not know (its names depend on its
+    arguments, as a reasoning-gym dataset's config fields do). The registry turns ``unknown``
+    into its own "did you mean" lines over ``accepted`` *and* the environment's options
+    (``max_turns``, ``agents``, ...), which a task cannot know; ``others`` are the rest of the
+    problems, reported with them.
+
+    Args:
+        task: the task's name, for the message.
+        unknown: the option names it does not know.
+        accepted: every option name it does know.
+        others: its other problems, one line each.
+    """
+
+    def __init__(
+        self,
+        task: str,
+        unknown: Sequence[str],
+        accepted: Sequence[str],
+        others: Sequence[str] = (),
+    ) -> None:
+        self.unknown = list(unknown)
+        self.accepted = sorted(set(accepted))
+        self.others = list(others)
+        lines = [
+            f"{key!r} is not an option of {task}; its options: {', '.join(self.accepted)}"
+            for key in self.unknown
+        ]
+        super().__init__(task, [*lines, *self.others])
+
+
+class DrawError(TaskConfigError, RuntimeError):
+    """A generator that cannot make the problems its options ask for (no problem of a split in
+    many draws: the problem space is too small). A :class:`TaskConfigError`, so the CLI reports
+    it as the options' problem (exit 2), and a ``RuntimeError`` as before."""
 
 
 def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -153,7 +204,9 @@ class Score:
         correct: whether the episode counts as solved (used by pass@k / avg@k).
         answer: the normalised extracted answer, used for majority voting; ``None`` if nothing
             could be extracted.
-        details: JSON-serialisable diagnostics; ``details["reason"]`` says why an episode failed.
+        details: JSON-serialisable diagnostics; ``details["reason"]`` says why an episode failed,
+            and ``details["grader_failed"]`` (:data:`GRADER_FAILED`) marks a failure of the
+            grader's own (:func:`grader_failure`).
     """
 
     reward: float
@@ -163,6 +216,12 @@ class Score:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "details", _frozen(self.details))
+
+    @property
+    def grader_failed(self) -> bool:
+        """Whether the grader failed on this answer for a reason of its own (see
+        :data:`GRADER_FAILED`)."""
+        return bool(self.details.get(GRADER_FAILED))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -252,6 +311,19 @@ class SupportsExpert(Protocol):
         a privileged expert answers as best it can); a plausible wrong reply when
         ``make_error`` is true."""
         ...
+
+
+def no_expert_reason(task: Any) -> str | None:
+    """Why ``task`` has no scripted expert, said for a user (``None``: it has one). A task may say
+    it in its own words with a ``no_expert_reason`` attribute (a reasoning-gym dataset: no
+    reference answer to play)."""
+    if isinstance(task, SupportsExpert):
+        return None
+    own = getattr(task, "no_expert_reason", None)
+    if isinstance(own, str) and own:
+        return own
+    name = getattr(task, "name", type(task).__name__)
+    return f"{name} has no scripted expert (its task does not implement expert_reply)"
 
 
 @runtime_checkable
@@ -353,7 +425,7 @@ class BaseTask(abc.ABC):
         and returns it labelled with that split. Generators call this from ``sample``.
 
         Raises:
-            RuntimeError: if ``max_tries`` draws found none (the problem space is too small).
+            DrawError: if ``max_tries`` draws found none (the problem space is too small).
         """
         for _ in range(max_tries):
             problem = draw(rng)
@@ -361,9 +433,13 @@ class BaseTask(abc.ABC):
                 if problem.split == split:
                     return problem
                 return Problem(problem.id, problem.data, problem.answer, split, problem.meta)
-        raise RuntimeError(
-            f"{self.name}: no problem of split {split!r} in {max_tries} draws; the generator's "
-            "problem space is too small for a held-out split (use a larger configuration)."
+        raise DrawError(
+            self.name,
+            [
+                f"no problem of split {split!r} in {max_tries} draws: the generator's problem "
+                "space is too small for a held-out split; use larger problems (check the splits' "
+                f"sizes with teamtr tasks {self.name} --splits -o KEY=VALUE)"
+            ],
         )
 
     def start(self, problem: Problem, rng: np.random.Generator) -> Any:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import math
 import os
 import queue
 import subprocess
@@ -30,6 +31,26 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 STARTUP_TIMEOUT_S = 120.0  # importing sympy on a loaded machine can take a while
+
+MAX_DEADLINE_S = 3600.0
+"""The longest per-answer deadline a task option may set (an hour): far beyond any grader's
+need, and well within what the platform's clock and ``queue.get`` can wait for (``1e308``,
+``inf`` and ``NaN`` are refused, not turned into an error on every answer)."""
+
+
+def deadline_errors(name: str, value: object, high: float = MAX_DEADLINE_S) -> list[str]:
+    """The problem with a per-answer deadline option ``name`` (a task's ``timeout_s``), one
+    line, or none: it must be a finite number of seconds in ``(0, high]``."""
+    ok = (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and 0 < value <= high
+    )
+    if ok:
+        return []
+    return [f"{name} must be a number of seconds in (0, {high:g}], got {value!r:.80}"]
+
 
 CallStatus = Literal["ok", "timeout", "error"]
 
@@ -185,7 +206,10 @@ class WorkerPool:
 
     def call(self, payload: Mapping[str, Any], timeout_s: float) -> Call:
         """Sends ``payload`` to a ready worker and waits at most ``timeout_s`` for its reply.
-        Never raises on the worker's account (only on the caller's, e.g. KeyboardInterrupt)."""
+        Never raises on the worker's account (only on the caller's: a deadline that is not a
+        finite positive number, KeyboardInterrupt)."""
+        if deadline_errors("timeout_s", timeout_s, threading.TIMEOUT_MAX):
+            raise ValueError(deadline_errors("timeout_s", timeout_s, threading.TIMEOUT_MAX)[0])
         with self._slots:
             worker = self._checkout()
             if worker is None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import re
 import warnings
 from collections.abc import Sequence
+from typing import NoReturn
 
 from rich.console import Console
 
@@ -14,12 +16,24 @@ from teamtr_cli import compare, diagnostics, export, listing, models, play, swap
 from teamtr_cli import eval as evaluation
 from teamtr_core.errors import TeamTRError
 
+RENAMED = {"--trainer": "--learner", "--trainers": "--learners", "trainers": "learners"}
+"""Flags and commands renamed since 0.1.0 (CHANGELOG.md): argparse refuses the old names, and the
+error says the new one."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, whose usage errors name the new spelling of a renamed flag or command."""
+
+    def error(self, message: str) -> NoReturn:
+        for old, new in RENAMED.items():
+            if re.search(rf"(?<![\w-]){re.escape(old)}(?![\w-])", message):
+                message += f" ({old} was renamed {new}, see CHANGELOG.md: use {new})"
+        super().error(message)
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``teamtr`` parser: each subcommand's module adds its own."""
-    parser = argparse.ArgumentParser(
-        prog="teamtr", description="Trainable, measurable multi-agent LLM teams."
-    )
+    parser = Parser(prog="teamtr", description="Trainable, measurable multi-agent LLM teams.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     listing.add_parsers(sub)
     for command in (play, evaluation, train, compare, swap, export, diagnostics, models):

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from adapters.scripted import HumanPolicy, RandomPolicy, ScriptedExpert
+from tasks.base import no_expert_reason
+from teamtr_core.config import unreadable_value
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import Policy, SamplingParams
 from teamtr_env.baselines import InferenceProtocol
@@ -29,6 +31,8 @@ def parse_option(text: str) -> tuple[str, Any]:
         value = json.loads(raw)
     except json.JSONDecodeError:
         value = raw
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise argparse.ArgumentTypeError(f"{key.strip()}: {unreadable_value(exc, raw)}") from None
     return key.strip(), value
 
 
@@ -48,6 +52,19 @@ def int_at_least(low: int, what: str) -> Callable[[str], int]:
     return parse
 
 
+def int_in(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type for integers in ``low..high``."""
+    check = int_at_least(low, f"an integer in {low}..{high}")
+
+    def parse(text: str) -> int:
+        value = check(text)
+        if value > high:
+            raise argparse.ArgumentTypeError(f"expected an integer in {low}..{high}, got {text!r}")
+        return value
+
+    return parse
+
+
 non_negative_int = int_at_least(0, "a non-negative integer")
 positive_int = int_at_least(1, "a positive integer")
 
@@ -55,8 +72,15 @@ positive_int = int_at_least(1, "a positive integer")
 def add_env_args(p: argparse.ArgumentParser) -> None:
     """The task, policy and team arguments of ``play`` and ``eval``."""
     p.add_argument("task_id", metavar="ID", help="a registered id, e.g. teamtr/Arith-v0")
-    p.add_argument("--policy", choices=POLICIES, default="scripted", help="every agent's policy")
-    p.add_argument("--error-rate", type=float, default=0.0, help="scripted expert error rate")
+    p.add_argument(
+        "--policy", choices=POLICIES, default=None, help="every agent's policy (default scripted)"
+    )
+    p.add_argument(
+        "--error-rate",
+        type=float,
+        default=None,
+        help="the scripted expert's error rate, in [0, 1] (default 0; with --policy scripted)",
+    )
     p.add_argument(
         "--seed", type=non_negative_int, default=0, help="seeds problems, episodes, policies"
     )
@@ -112,13 +136,62 @@ def make_env(args: argparse.Namespace, protocol: InferenceProtocol | None = None
     return registry.make(args.task_id, **options)
 
 
+def policy_name(args: argparse.Namespace) -> str:
+    """``--policy``, or its default ``scripted`` when not given."""
+    return str(args.policy or "scripted")
+
+
+def error_rate(args: argparse.Namespace) -> float:
+    """``--error-rate``, or its default 0 when not given."""
+    return 0.0 if args.error_rate is None else float(args.error_rate)
+
+
+def team_flag_errors(args: argparse.Namespace) -> list[str]:
+    """The team flags that would be ignored, refused instead: ``--policy`` / ``--error-rate``
+    beside ``--run-dir`` or ``--team`` (which bring their own team), ``--error-rate`` with a
+    policy other than the scripted expert, and ``--set`` without ``--team``."""
+    errors = []
+    given = [
+        flag
+        for flag, value in (("--policy", args.policy), ("--error-rate", args.error_rate))
+        if value is not None
+    ]
+    run_dir = getattr(args, "run_dir", None)
+    team = [flag for flag, value in (("--team", args.team), ("--set", args.team_set)) if value]
+    if run_dir is not None and (given or team):
+        errors.append(
+            "--run-dir evaluates the run's team: give no --team, --policy, --error-rate or --set "
+            f"(given: {', '.join(given + team)})"
+        )
+    elif args.team is not None and given:
+        errors.append(
+            f"--team brings its own team: give no {' or '.join(given)} (a scripted agent's "
+            "error rate is its error_rate in the team config)"
+        )
+    elif args.error_rate is not None and policy_name(args) != "scripted":
+        errors.append(
+            f"--error-rate is the scripted expert's: it does nothing with --policy {args.policy}"
+        )
+    if run_dir is None and args.team is None and args.team_set:
+        errors.append("--set overrides a team config: pass --team CONFIG too")
+    return errors
+
+
 def make_policy(name: str, env: TeamEnv, args: argparse.Namespace) -> Policy:
     """Every agent's policy for ``--policy NAME`` (one of :data:`POLICIES`)."""
     if name == "scripted":
+        missing = no_expert_reason(env.task)
+        if missing:
+            raise ConfigError(
+                "--policy",
+                [
+                    f"--policy scripted (the default): {missing}. Evaluate a model team instead "
+                    "(--team CONFIG, see docs/policies.md; or --run-dir RUN_DIR, a trained "
+                    "run), or --policy random for a floor"
+                ],
+            )
         try:
-            return ScriptedExpert(env.task, error_rate=args.error_rate, seed=args.seed)
-        except TypeError as exc:  # the task has no scripted expert
-            raise ConfigError("--policy", [str(exc)]) from exc
+            return ScriptedExpert(env.task, error_rate=error_rate(args), seed=args.seed)
         except ValueError as exc:  # e.g. --error-rate outside [0, 1]
             raise ConfigError("--error-rate", [str(exc)]) from exc
     if name == "random":
@@ -131,6 +204,9 @@ def team_runner(
 ) -> Runner:
     """The runner of ``play`` and ``eval``: the task's environment (with ``protocol``'s settings)
     and the team of ``--team`` or ``--policy``, on the backend of ``--ray``."""
+    flags = team_flag_errors(args)
+    if flags:
+        raise ConfigError("team flags", flags)
     env = make_env(args, protocol)
     max_new = args.max_new_tokens
     if protocol is not None and protocol.max_new_tokens is not None:
@@ -151,9 +227,7 @@ def team_runner(
         config = load_team_config(args.team, args.team_set)
         policies, sampling = build_team(config, env.possible_agents, env.task, **overrides)
         return _backend(args, env_fn, policies, sampling, progress)
-    if args.team_set:
-        raise ConfigError("--set", ["--set overrides a team config: pass --team CONFIG too"])
-    policy = make_policy(args.policy, env, args)
+    policy = make_policy(policy_name(args), env, args)
     shared = SamplingParams().updated(**overrides)
     return _backend(args, env_fn, policy, shared, progress)
 
@@ -163,13 +237,11 @@ def _run_team(
 ) -> tuple[dict[str, Policy], dict[str, SamplingParams]]:
     """``--run-dir``'s team with ``--checkpoint``'s weights (``trainers.tools.export``), its sampling
     settings with ``--temperature`` / ``--max-new-tokens`` applied."""
-    if args.team is not None or args.policy != "scripted" or args.team_set:
-        raise ConfigError(
-            "--run-dir", ["--run-dir evaluates the run's team: give no --team, --policy or --set"]
-        )
     from trainers.tools.export import load_run_team
 
     team = load_run_team(args.run_dir, args.checkpoint)
+    args.run_notes = list(team.notes)  # said by the command, and kept in eval's report
+    args.run_config_changes = list(team.config_changes)
     if set(team.policies) != set(env.possible_agents):
         raise ConfigError(
             "--run-dir",

@@ -54,7 +54,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="ADDRESS",
         help="run the seeds in parallel on Ray (a local Ray, or the cluster at ADDRESS)",
     )
-    compare.add_argument("--out", type=Path, required=True, help="the output directory")
+    compare.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="the output directory: new or empty, or holding this comparison (then it continues)",
+    )
+    compare.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the comparison already in --out (any other non-empty folder is refused)",
+    )
 
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
@@ -70,6 +80,7 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
         quick=args.quick,
         ray=args.ray is not None,
         ray_address=args.ray or None,
+        overwrite=args.overwrite,
     )
     compare(spec, console=console)
     return 0

@@ -7,17 +7,27 @@ import argparse
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tasks.base import Problem
-from teamtr_cli.common import add_env_args, make_env, parse_option, positive_int, team_runner
+from teamtr_cli.common import (
+    add_env_args,
+    error_rate,
+    make_env,
+    parse_option,
+    policy_name,
+    positive_int,
+    team_flag_errors,
+    team_runner,
+)
 from teamtr_core.errors import ConfigError
+from teamtr_core.paths import unwritable_file
 from teamtr_env.baselines import PROTOCOL_PARAMS, PROTOCOLS, InferenceProtocol, build_protocol
 from teamtr_env.evaluation import (
     CLIPPED_WARN_RATIO,
@@ -200,6 +210,7 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     if args.k < 1 or (args.problems is not None and args.problems < 1):
         errors.append(f"--k and --problems must be >= 1, got {args.k} and {args.problems}")
     errors += _split_errors(args)
+    errors += team_flag_errors(args)
     errors += _output_errors(args)
     if args.checkpoint != "latest" and args.run_dir is None:
         errors.append("--checkpoint needs --run-dir")
@@ -307,47 +318,12 @@ def _output_errors(args: argparse.Namespace) -> list[str]:
         if path
     ]
     for flag, path in outputs:
-        error = _unwritable(path)
+        error = unwritable_file(path)
         if error:
             errors.append(f"{flag} {path}: {error}")
     if len(outputs) == 2 and outputs[0][1].resolve() == outputs[1][1].resolve():
         errors.append("--out and --transcripts name the same file: give two")
     return errors
-
-
-def _unwritable(path: Path) -> str | None:
-    """Why a file could not be written at ``path`` (``None``: it can), found by creating a
-    temporary file where it would go; missing folders are made for the probe and removed."""
-    if path.is_dir():
-        return "is a directory"
-    if path.exists():
-        return None if os.access(path, os.W_OK) else "is not writable"
-    folder = path.parent
-    while not folder.exists():
-        if folder.parent == folder:
-            break
-        folder = folder.parent
-    if not folder.is_dir():
-        return f"{folder} is not a directory"
-    created: list[Path] = []  # a real probe: the missing folders are made, then removed
-    try:
-        for part in _missing_folders(folder, path.parent):
-            part.mkdir()
-            created.append(part)
-        with tempfile.TemporaryFile(dir=path.parent):
-            pass
-    except OSError as exc:
-        return f"cannot create a file in {path.parent} ({exc.strerror or exc})"
-    finally:
-        for part in reversed(created):
-            part.rmdir()
-    return None
-
-
-def _missing_folders(existing: Path, target: Path) -> list[Path]:
-    """The folders from ``existing`` (which exists) down to ``target``, outermost first."""
-    parts = target.relative_to(existing).parts
-    return [existing.joinpath(*parts[: i + 1]) for i in range(len(parts))]
 
 
 def _write_atomically(path: Path, write: Callable[[TextIO], Any]) -> None:
@@ -408,6 +384,8 @@ def _eval_one(
     budget: dict | None,
 ) -> tuple[dict[str, Any], EvalReport]:
     runner = team_runner(args, progress=not args.no_progress, protocol=protocol)
+    for note in getattr(args, "run_notes", []):
+        console.print(f"[yellow]warning:[/] {escape(note)}", highlight=False)
     problems, draw, held_out = _eval_problems(args, console, runner)
     report = evaluate(
         runner,
@@ -420,19 +398,20 @@ def _eval_one(
     if args.run_dir is not None:
         team = f"run={args.run_dir} ({args.checkpoint})"
     else:
-        team = f"team={args.team}" if args.team else f"policy={args.policy}"
+        team = f"team={args.team}" if args.team else f"policy={policy_name(args)}"
     how = f", protocol={protocol.name}" if protocol is not None else ""
     asked = f" (asked for {draw.requested})" if draw.shortfall else ""
     title = f"{args.task_id}: {team}{how}, K={args.k}, {len(problems)} distinct problems{asked}"
     _print_report(console, report, title, runner)
     payload = {
         "task": args.task_id,
-        "policy": None if args.team or args.run_dir else args.policy,
+        "policy": None if args.team or args.run_dir else policy_name(args),
         "run_dir": str(args.run_dir) if args.run_dir else None,
         "checkpoint": args.checkpoint if args.run_dir else None,
+        "run_config_changes": getattr(args, "run_config_changes", None),
         "team": str(args.team) if args.team else None,
         "team_overrides": list(args.team_set),
-        "error_rate": args.error_rate,
+        "error_rate": error_rate(args),
         "seed": args.seed,
         "options": dict(args.option),
         "protocol": protocol.to_dict() if protocol is not None else None,
@@ -520,6 +499,11 @@ def _print_report(console: Console, report: EvalReport, title: str, runner: Runn
     clipped_line = _clipped_line(report.clipped_ratio, runner)
     if clipped_line:
         console.print(clipped_line, highlight=False)
+    failures = report.grader_failures
+    failed_line = failures.message()
+    if failed_line:
+        loud = "[bold red]WARNING:[/]" if failures.alarming else "[yellow]warning:[/]"
+        console.print(f"{loud} {escape(failed_line)}", highlight=False)
 
 
 def _clipped_line(ratios: dict[str, float], runner: Runner) -> str | None:

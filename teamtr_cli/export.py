@@ -43,6 +43,8 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
     manifest = export_run(
         args.run_dir, args.out, args.checkpoint, merge=args.merge, overwrite=args.overwrite
     )
+    for note in manifest.get("notes", []):
+        console.print(f"warning: {note}", highlight=False, markup=False, style="yellow")
     stage = manifest["stage"]
     where = f"after stage {stage}" if stage is not None else "the best validation stage"
     table = Table(title=f"{args.run_dir} ({manifest['checkpoint_file']}, {where}) -> {args.out}")
@@ -57,5 +59,10 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
             f"{agent['parameters']:,}",
         )
     console.print(table)
-    console.print(f"evaluate it with: {manifest['eval_command']}", highlight=False, soft_wrap=True)
+    console.print(
+        f"evaluate it with: {manifest['eval_command']}",
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+    )
     return 0

@@ -8,9 +8,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from teamtr_cli.common import parse_option, positive_int
+from teamtr_cli.common import int_in, parse_option
 from teamtr_core.errors import ConfigError
 from teamtr_env.registration import registry
+from teamtr_env.splits import MAX_DRAWS
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -29,9 +30,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     tasks.add_argument(
         "--draws",
-        type=positive_int,
+        type=int_in(1, MAX_DRAWS),
         default=1000,
-        help="problems drawn from each split by --splits (default 1000)",
+        help=f"problems drawn from each split by --splits (default 1000, at most {MAX_DRAWS})",
     )
     tasks.add_argument(
         "-o",
@@ -54,11 +55,17 @@ def cmd_tasks(console: Console, args: argparse.Namespace) -> int:
 
 def cmd_splits(console: Console, task_id: str, draws: int, options: dict[str, Any]) -> int:
     """The distinct problems each split of ``task_id`` generates in ``draws`` draws."""
+    from rich.progress import Progress
+
     from teamtr_env.splits import count_split_problems
 
     if not task_id:
         raise ConfigError("teamtr tasks --splits", ["name the task: teamtr tasks ID --splits"])
-    counts = count_split_problems(task_id, draws, **options)
+    with Progress(console=console, transient=True, disable=draws < 10_000) as bar:
+        job = bar.add_task("drawing problems", total=3 * draws)
+        counts = count_split_problems(
+            task_id, draws, progress=lambda done: bar.update(job, completed=done), **options
+        )
     table = Table(title=f"{registry.spec(task_id).id}: distinct problems per split")
     for column in ("split", "draws", "distinct", "shared with another split", "holds"):
         table.add_column(column)

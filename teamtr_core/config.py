@@ -346,13 +346,30 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         )
     if not raw.strip():
         return keys, ""
+    name = ".".join(keys)
     try:
         return keys, yaml.load(raw, Loader=_Loader)
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or exc
         raise ValueError(
-            f"override {text!r}: the value is not valid YAML ({problem}); quote it, e.g. key='a: b'"
+            f"override {name}={show_value(raw)}: the value is not valid YAML ({problem}); quote "
+            "it, e.g. key='a: b'"
         ) from exc
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise ValueError(f"override {name}: {unreadable_value(exc, raw)}") from exc
+
+
+def unreadable_value(exc: ValueError, raw: str) -> str:
+    """Why a value given as text could not be read, said plainly: an integer longer than
+    Python's conversion limit (4300 digits) is named as such, not with the interpreter's
+    advice to raise the limit."""
+    if "integer string conversion" in str(exc):
+        digits = sum(ch.isdigit() for ch in raw)
+        return (
+            f"the value is a number of {digits:,} digits, far beyond any setting (Python reads "
+            "at most 4300)"
+        )
+    return f"the value {show_value(raw)} cannot be read ({str(exc)[:200]})"
 
 
 def _apply(data: Mapping[str, Any], overrides: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
@@ -416,6 +433,10 @@ def _read(path: Path) -> tuple[Any, list[str]]:
         mark = getattr(exc, "problem_mark", None)
         at = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         return None, [f"{path}{at}: invalid YAML: {getattr(exc, 'problem', None) or exc}"]
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        huge = re.search(r"\d{4300,}", text)
+        at = f", line {text[: huge.start()].count(chr(10)) + 1}" if huge else ""
+        return None, [f"{path}{at}: {unreadable_value(exc, huge.group(0) if huge else '')}"]
 
 
 def read_config(path: str | Path, what: str | None = None) -> dict[str, Any]:

@@ -21,18 +21,31 @@ def more_line(hidden: int, shown: int) -> str:
     return f"... and {hidden} more (the first {shown} shown)"
 
 
+MAX_PROBLEM_CHARS = 2000
+"""A problem line longer than this is cut in the message (a 10 MB value echoed by a check is not
+printed whole); ``ConfigError.errors`` keeps the lines as they were."""
+
+
+def shown_line(line: str, limit: int = MAX_PROBLEM_CHARS) -> str:
+    """``line`` cut to ``limit`` characters, saying how much was left out."""
+    if len(line) <= limit:
+        return line
+    return f"{line[:limit]}... ({len(line) - limit:,} more characters not shown)"
+
+
 class ConfigError(TeamTRError, ValueError):
     """A configuration with one or more errors; all of them are reported at once.
 
     Attributes:
-        errors: one human-readable line per error.
+        errors: one human-readable line per error (each shown cut to
+            :data:`MAX_PROBLEM_CHARS` in the message).
     """
 
     def __init__(self, what: str, errors: Sequence[str]) -> None:
         self.errors = list(errors)
-        lines = "\n".join(f"  - {e}" for e in self.errors)
+        lines = "\n".join(f"  - {shown_line(e)}" for e in self.errors)
         count = sum(int(m.group(1)) if (m := _MORE.match(e)) else 1 for e in self.errors)
-        super().__init__(f"Invalid {what} ({count} problem(s)):\n{lines}")
+        super().__init__(f"Invalid {shown_line(what, 500)} ({count} problem(s)):\n{lines}")
 
 
 class RegistryError(TeamTRError):

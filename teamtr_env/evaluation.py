@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from tasks.base import Problem
+from tasks.base import GRADER_FAILED, Problem
 from teamtr_env.coordination import coordination_metrics
 from teamtr_env.metrics import MetricEstimate, ProblemSamples, majority_answer, summarize
 from teamtr_env.rollout import RolloutBatch
@@ -39,6 +39,90 @@ CLIPPED_WARN_RATIO = 0.2
 """``teamtr eval`` and ``teamtr train`` warn when more than this share of an agent's messages hit
 the token limit (``MessageRecord.clipped``): its answers are being cut off, so raise
 ``max_new_tokens``."""
+
+
+GRADER_FAILURE_ALARM_RATIO = 0.1
+"""``teamtr eval`` and ``teamtr train`` print any answer the grader failed on (a timeout, a crash
+of its code, a problem it could not rebuild: :data:`tasks.base.GRADER_FAILED`); above this share
+of the episodes the warning says the metrics measure the grader, not the team."""
+
+MAX_FAILURE_EXAMPLES = 3
+"""Grader failures quoted in the report (problem id, reason and error), to start the diagnosis."""
+
+
+@dataclass(frozen=True)
+class GraderFailures:
+    """The episodes whose final answer the grader failed on, for a reason of its own.
+
+    Attributes:
+        episodes: how many episodes.
+        total: the episodes evaluated.
+        reasons: ``details["reason"] -> count`` (``scorer_timeout``, ``verifier_error``, ...).
+        examples: up to :data:`MAX_FAILURE_EXAMPLES` of them: problem id, reason and error.
+    """
+
+    episodes: int
+    total: int
+    reasons: dict[str, int] = field(default_factory=dict)
+    examples: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def share(self) -> float:
+        """The failed episodes' share of all (0 when none were evaluated)."""
+        return self.episodes / self.total if self.total else 0.0
+
+    @property
+    def alarming(self) -> bool:
+        """More than :data:`GRADER_FAILURE_ALARM_RATIO` of the episodes failed in the grader: the
+        metrics say more about the grader than about the team."""
+        return self.share > GRADER_FAILURE_ALARM_RATIO
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "episodes": self.episodes,
+            "total": self.total,
+            "share": self.share,
+            "reasons": dict(self.reasons),
+            "examples": list(self.examples),
+        }
+
+    def message(self) -> str | None:
+        """One console line: what failed and how often, and what the metrics then mean (``None``
+        when nothing failed)."""
+        if not self.episodes:
+            return None
+        reasons = ", ".join(f"{r} {n}" for r, n in sorted(self.reasons.items()))
+        head = (
+            f"the grader failed on {self.episodes} of {self.total} answers ({self.share:.0%}: "
+            f"{reasons}); they score 0 as if wrong"
+        )
+        errors = sorted({str(e["error"]) for e in self.examples if e.get("error")})
+        seen = f"; its error: {errors[0]}" if errors else ""
+        if not self.alarming:
+            return f"{head}{seen}"
+        return (
+            f"{head}, so these metrics measure the grader, not the team{seen}. Check the task's "
+            "grader options (a timeout_s too small for the grader: raise it) and the transcripts' "
+            "details.reason"
+        )
+
+
+def grader_failures(episodes: Sequence[Any]) -> GraderFailures:
+    """The :class:`GraderFailures` of ``episodes`` (records with ``details`` and ``problem_id``)."""
+    failed = [e for e in episodes if e.details.get(GRADER_FAILED)]
+    reasons: dict[str, int] = {}
+    for e in failed:
+        reason = str(e.details.get("reason", "grader_failed"))
+        reasons[reason] = reasons.get(reason, 0) + 1
+    examples = [
+        {
+            "problem_id": e.problem_id,
+            "reason": e.details.get("reason"),
+            "error": str(e.details.get("error", ""))[:200] or None,
+        }
+        for e in failed[:MAX_FAILURE_EXAMPLES]
+    ]
+    return GraderFailures(len(failed), len(episodes), reasons, examples)
 
 
 def report_schema() -> dict[str, Any]:
@@ -94,6 +178,12 @@ class EvalReport:
         return self.batch.clipped_ratios()
 
     @property
+    def grader_failures(self) -> GraderFailures:
+        """The episodes whose answer the grader failed on (a timeout, an error of its code):
+        scored 0, but not the team's failure (:data:`tasks.base.GRADER_FAILED`)."""
+        return grader_failures(self.batch.episodes)
+
+    @property
     def n_problems_distinct(self) -> int:
         """The distinct problems evaluated: the units of every metric and interval."""
         return len(self.per_problem)
@@ -128,6 +218,7 @@ class EvalReport:
             "wall_s": stats.wall_s,
             "context_truncated": self.context_truncated,
             "clipped_ratio": self.clipped_ratio,
+            "grader_failures": self.grader_failures.to_dict(),
             "per_problem": self.per_problem,
             "stats": {
                 **dataclasses.asdict(stats),

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from tasks.base import Task
+from tasks.base import Task, UnknownOptionsError
 from tasks.data_files import listed
 from teamtr_core.errors import (
     ConfigError,
@@ -136,6 +136,9 @@ class TaskSpec:
         task = None
         try:
             task = factory(**{**self.kwargs, **known})
+        except UnknownOptionsError as exc:  # a **options factory's names, with the environment's
+            errors += _unknown_kwargs(dict.fromkeys(exc.unknown), set(exc.accepted), self.id)
+            errors += [f"task: {e}" for e in exc.others]
         except (TypeError, ValueError) as exc:
             nested = exc.errors if isinstance(exc, ConfigError) else None
             errors += [f"task: {e}" for e in nested] if nested else [f"task: {exc}"]

@@ -8,7 +8,7 @@ checks that no problem is in two splits.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,20 +42,28 @@ class SplitCount:
         return self.distinct < 0.9 * self.draws
 
 
+MAX_DRAWS = 100_000
+"""The most problems :func:`count_split_problems` draws from one split: enough to tell a split of
+tens of thousands of problems from a larger one; a generator in worker processes (reasoning-gym)
+draws a few thousand a second, so this takes minutes."""
+
+
 def count_split_problems(
     task_id: str,
     draws: int = 1000,
     seed: int = 0,
     splits: Sequence[str] = SPLITS,
     registry: Any = None,
+    progress: Callable[[int], None] | None = None,
     **options: Any,
 ) -> list[SplitCount]:
     """Draws ``draws`` problems from each split of ``task_id`` (made with ``options`` and
-    ``split=S``) and counts the distinct ones and those two splits share.
+    ``split=S``) and counts the distinct ones and those two splits share. ``progress`` is
+    called with the number of problems drawn so far (all splits), every 100 draws.
 
     Raises:
-        ConfigError: the task takes no ``split`` option (it has no generated splits), or bad
-            options (every problem listed).
+        ConfigError: the task takes no ``split`` option (it has no generated splits), ``draws``
+            outside 1..:data:`MAX_DRAWS`, or bad options (every problem listed).
     """
     registry = registry or default_registry
     spec = registry.spec(task_id)
@@ -63,13 +71,19 @@ def count_split_problems(
         raise ConfigError(
             f"splits of {task_id}", ["the task takes no 'split' option: it has no generated splits"]
         )
-    if draws < 1:
-        raise ConfigError(f"splits of {task_id}", [f"draws must be >= 1, got {draws}"])
+    if not 1 <= draws <= MAX_DRAWS:
+        raise ConfigError(f"splits of {task_id}", [f"draws must be in 1..{MAX_DRAWS}, got {draws}"])
     found: dict[str, set[str]] = {}
+    done = 0
     for split in splits:
         task = registry.make(task_id, **{**options, "split": split}).task
         rng = np.random.default_rng(seed)
-        found[split] = {task.sample(rng).id for _ in range(draws)}
+        ids = found[split] = set()
+        for _ in range(draws):
+            ids.add(task.sample(rng).id)
+            done += 1
+            if progress is not None and done % 100 == 0:
+                progress(done)
     counts = []
     for split in splits:
         others = set().union(*(ids for s, ids in found.items() if s != split))

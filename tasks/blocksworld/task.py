@@ -11,6 +11,7 @@ import numpy as np
 
 from tasks.base import (
     SPLITS,
+    DrawError,
     Problem,
     Score,
     SingleAnswerTask,
@@ -108,7 +109,10 @@ class BlocksworldTask(SingleAnswerTask):
             if split_of(problem_id) == self.split:
                 instance = Instance(names, init_facts, goal)
                 return make_problem(instance, problem_id, self.split)
-        raise RuntimeError(f"no non-trivial {self.split} instance in {MAX_DRAWS} draws")
+        raise DrawError(
+            self.name,
+            [f"no non-trivial {self.split} instance in {MAX_DRAWS} draws: use more blocks"],
+        )
 
     def generate(self, n: int, rng: np.random.Generator) -> list[Problem]:
         """``n`` distinct problems (PlanBench drops duplicate instances the same way).

@@ -26,6 +26,7 @@ from tasks.base import (
     SingleAnswerTask,
     Split,
     TaskConfigError,
+    grader_failure,
     split_of,
 )
 from tasks.data_files import listed
@@ -78,7 +79,8 @@ class DatasetTask(SingleAnswerTask):
 
     Errors: a reward function that raises, or returns anything but one finite number (or
     ``None``), never crashes a rollout: the episode scores 0, not correct, with reason
-    ``"reward_error"`` and the error in ``details``, and the error is logged.
+    ``"reward_error"`` and the error in ``details``, marked as a grader failure
+    (``details["grader_failed"]``: evaluations count these apart), and the error is logged.
 
     Args:
         path: a ``.jsonl`` file (standard library only), a ``.parquet`` file, or a directory
@@ -303,8 +305,10 @@ class DatasetTask(SingleAnswerTask):
             except Exception as exc:  # the user's code: any failure is a scored outcome
                 error = f"{type(exc).__name__}: {exc}"[:500]
                 _log_error(name, exc, problem.id)
-                details = {"reason": "reward_error", "reward_func": name, "error": error}
-                return Score(0.0, False, answer, {**details, "rewards": values})
+                details = grader_failure(
+                    "reward_error", reward_func=name, error=error, rewards=values
+                )
+                return Score(0.0, False, answer, details)
             values[name] = value
             if value is not None:
                 total += weight * value

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tasks.base import Score
+from tasks.base import Score, grader_failure
 from tasks.math.extract import extract_answer
 from tasks.math.verifier import VerifierPool, default_pool
 
@@ -47,6 +47,8 @@ def grade_answer(
         ``"correct"``, ``"wrong_answer"``, ``"unparseable_answer"``, ``"timeout"``,
         ``"verifier_error"``, ``"answer_too_long"``, ``"invalid_gold"``, or an extraction reason
         (``"no_answer"``, ``"unbalanced_box"``, ``"empty_box"``, ``"missing_think_close"``).
+        ``timeout``, ``verifier_error`` and ``invalid_gold`` are the grader's own failures
+        (``details["grader_failed"]``, :func:`tasks.base.grader_failure`).
     """
     found = extract_answer(text, require_think_format=require_think_format)
     if found.answer is None:
@@ -60,19 +62,19 @@ def grade_answer(
         details.update(reason="answer_too_long", chars=len(answer))
         return Score(0.0, False, None, details)
     if not isinstance(gold, str) or not gold.strip():
-        details.update(reason="invalid_gold", gold=repr(gold)[:_SNIPPET])
-        return Score(0.0, False, _squash(answer), details)
+        failed = grader_failure("invalid_gold", **details, gold=repr(gold)[:_SNIPPET])
+        return Score(0.0, False, _squash(answer), failed)
     verdict = (pool or default_pool()).verify(gold, answer, timeout_s)
     details["seconds"] = round(verdict.seconds, 4)
     if verdict.status == "timeout":
-        details.update(reason="timeout", timeout_s=timeout_s)
-        return Score(0.0, False, _squash(answer), details)
+        failed = grader_failure("timeout", **details, timeout_s=timeout_s)
+        return Score(0.0, False, _squash(answer), failed)
     if verdict.status == "error":
-        details.update(reason="verifier_error", error=verdict.error)
-        return Score(0.0, False, _squash(answer), details)
+        failed = grader_failure("verifier_error", **details, error=verdict.error)
+        return Score(0.0, False, _squash(answer), failed)
     if verdict.gold is None:
-        details.update(reason="invalid_gold", gold=gold[:_SNIPPET])
-        return Score(0.0, False, _squash(answer), details)
+        failed = grader_failure("invalid_gold", **details, gold=gold[:_SNIPPET])
+        return Score(0.0, False, _squash(answer), failed)
     if verdict.pred is None:
         details["reason"] = "unparseable_answer"
         return Score(0.0, False, _squash(answer), details)

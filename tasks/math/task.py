@@ -20,6 +20,7 @@ from tasks.math.grading import (
     grade_answer,
 )
 from tasks.math.loader import load_math_file
+from tasks.workers import deadline_errors
 
 ALL_KINDS = ",".join(GENERATORS)
 MAX_TIMEOUT_S = 600.0
@@ -69,14 +70,7 @@ class MathTask(SingleAnswerTask):
             errors.append(
                 f"require_think_format must be true or false, got {require_think_format!r}"
             )
-        if (
-            isinstance(timeout_s, bool)
-            or not isinstance(timeout_s, (int, float))
-            or not 0 < timeout_s <= MAX_TIMEOUT_S
-        ):
-            errors.append(
-                f"timeout_s must be a number in (0, {MAX_TIMEOUT_S:g}], got {timeout_s!r}"
-            )
+        errors += deadline_errors("timeout_s", timeout_s, MAX_TIMEOUT_S)
         if not is_int(max_answer_chars) or not 1 <= max_answer_chars <= 100_000:
             errors.append(
                 f"max_answer_chars must be an integer in 1..100000, got {max_answer_chars!r}"

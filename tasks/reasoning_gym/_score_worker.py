@@ -67,7 +67,12 @@ def serve(request: dict[str, Any], cache: OrderedDict[str, Any]) -> dict[str, An
         try:
             return {"status": "ok", "config": _config(_dataset(request))}
         except build.BuildError as exc:
-            return {"status": "invalid", "errors": exc.errors}
+            return {
+                "status": "invalid",
+                "errors": exc.errors,
+                "unknown": exc.unknown,
+                "fields": exc.fields,
+            }
     if op == "item":
         _, entry = _entry(cache, request)
         answer = entry.get("answer")

@@ -29,11 +29,20 @@ _LOCK = threading.Lock()
 
 
 class BuildError(ValueError):
-    """The options do not build a dataset; ``errors`` lists every problem."""
+    """The options do not build a dataset; ``errors`` lists every problem. ``unknown`` holds the
+    option names the dataset's config does not have, and ``fields`` the names it has (for the
+    registry's suggestions, which also cover the task's and the environment's options)."""
 
-    def __init__(self, errors: list[str]) -> None:
+    def __init__(
+        self,
+        errors: list[str],
+        unknown: list[str] | None = None,
+        fields: list[str] | None = None,
+    ) -> None:
         super().__init__("; ".join(errors))
         self.errors = errors
+        self.unknown = list(unknown or [])
+        self.fields = list(fields or [])
 
 
 def _factory() -> Any:
@@ -128,7 +137,8 @@ def make_config(name: str, options: Mapping[str, Any], level: int | None, size: 
                     "level or these options"
                 )
     if errors:
-        raise BuildError(errors)
+        unknown = [key for key in options if key not in defaults and key not in RESERVED]
+        raise BuildError(errors, unknown, sorted(defaults))
     try:
         if level is not None:
             curriculum.set_global_level(level)

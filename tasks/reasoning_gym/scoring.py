@@ -97,7 +97,11 @@ class GymPool:
         """
         reply = self._call({**spec, "op": "build"}, "build")
         if reply.get("status") == "invalid":
-            raise BuildError([str(e) for e in reply.get("errors", [])])
+            raise BuildError(
+                [str(e) for e in reply.get("errors", [])],
+                [str(k) for k in reply.get("unknown", [])],
+                [str(f) for f in reply.get("fields", [])],
+            )
         return dict(reply.get("config", {}))
 
     def item(self, spec: Mapping[str, Any], index: int) -> tuple[str, str | None]:

@@ -17,10 +17,21 @@ from typing import Any
 
 import numpy as np
 
-from tasks.base import Problem, Score, SingleAnswerTask, Split, TaskConfigError, is_int
+from tasks.base import (
+    DrawError,
+    Problem,
+    Score,
+    SingleAnswerTask,
+    Split,
+    TaskConfigError,
+    UnknownOptionsError,
+    grader_failure,
+    is_int,
+)
 from tasks.reasoning_gym import build
 from tasks.reasoning_gym.catalogue import CATALOGUE, DEFAULT_SIZE, INSTALL, SIZES
 from tasks.reasoning_gym.scoring import GymPool, ItemError, default_pool
+from tasks.workers import deadline_errors
 from teamtr_core.choices import choice_errors
 
 SPLIT_RANGES: dict[str, tuple[float, float]] = {
@@ -32,6 +43,11 @@ SPLIT_RANGES: dict[str, tuple[float, float]] = {
 is reasoning-gym's ``Random(seed + i)`` draw). On top, a problem belongs to a split only if the
 hash of its question text says so (:func:`tasks.base.split_of`), so a generator that repeats a
 question under two seeds still never puts it in two splits."""
+
+MIN_SIZE = 1000
+"""The smallest ``size``: validation and test each draw from a tenth of the indices, and keep the
+items whose question hashes into their split (a tenth again), about ``size / 100`` items each; at
+1000 that is about 10, and a split found empty is then a chance of about 3e-5 (0.9**100)."""
 
 MAX_FAILED_ITEMS = 100
 """Indices in a row a generator may fail on before sampling gives up (see :class:`ItemError`)."""
@@ -59,6 +75,11 @@ def extract_answer(text: str) -> tuple[str | None, str]:
         answer = text[lines[-1].end() :].strip()
         return (answer or None), "answer_line"
     return None, "none"
+
+
+def _named(keys: list[str]) -> tuple[str, ...]:
+    """How the builder's line about each unknown option starts (``'max_turn' is not ...``)."""
+    return tuple(f"{key!r} is not an option of" for key in keys)
 
 
 def _question_id(dataset: str, question: str) -> str:
@@ -104,13 +125,16 @@ class ReasoningGymTask(SingleAnswerTask):
             errors.append(f"threshold must be a number in (0, 1], got {threshold!r}")
         elif not 0 < threshold <= 1:
             errors.append(f"threshold must be in (0, 1], got {threshold!r}")
-        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or timeout_s <= 0:
-            errors.append(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
+        errors += deadline_errors("timeout_s", timeout_s)
         if curriculum_level is not None and (not is_int(curriculum_level) or curriculum_level < 0):
             errors.append(f"curriculum_level must be an integer >= 0, got {curriculum_level!r}")
         size = SIZES.get(dataset, DEFAULT_SIZE) if size is None else size
-        if not is_int(size) or size < 10:
-            errors.append(f"size must be an integer >= 10, got {size!r}")
+        if not is_int(size) or size < MIN_SIZE:
+            errors.append(
+                f"size must be an integer >= {MIN_SIZE}, got {size!r:.40}: a held-out split "
+                f"draws from a tenth of the indices, and keeps about a tenth of those (the "
+                f"question-hash partition), so a smaller size leaves it empty"
+            )
         self.dataset = dataset
         self.curriculum_level = curriculum_level
         self.size = size
@@ -119,13 +143,23 @@ class ReasoningGymTask(SingleAnswerTask):
         self.dataset_config: dict[str, Any] = {}
         if importlib.util.find_spec("reasoning_gym") is None:
             errors.append(f"reasoning-gym is not installed: {INSTALL}")
-        elif is_int(size) and size >= 10 and (curriculum_level is None or is_int(curriculum_level)):
+        elif (
+            is_int(size)
+            and size >= MIN_SIZE
+            and (curriculum_level is None or is_int(curriculum_level))
+        ):
             try:
                 self.dataset_config = self._pool().build(self.spec())
             except build.BuildError as exc:
+                if exc.unknown:  # the registry suggests over these and the environment's
+                    others = [e for e in exc.errors if not e.startswith(_named(exc.unknown))]
+                    raise UnknownOptionsError(
+                        f"reasoning_gym/{dataset}",
+                        exc.unknown,
+                        [*exc.fields, *TASK_OPTIONS],
+                        [*errors, *others],
+                    ) from None
                 errors += exc.errors
-                if any("is not an option of" in e for e in exc.errors):
-                    errors.append(f"the task's options: {', '.join(sorted(TASK_OPTIONS))}")
         if errors:
             raise TaskConfigError(f"reasoning_gym/{dataset}", errors)
         self.name = f"reasoning_gym/{dataset}"
@@ -133,6 +167,15 @@ class ReasoningGymTask(SingleAnswerTask):
         self.split = split
         self.threshold = float(threshold)
         self.timeout_s = float(timeout_s)
+
+    @property
+    def no_expert_reason(self) -> str:
+        """Why this dataset has no scripted expert (only datasets without a reference answer
+        lack one: :class:`ReasoningGymExpertTask` has it)."""
+        return (
+            f"reasoning-gym's {self.dataset} has no reference answer (many answers are right, and "
+            "its score_answer checks each one), so there is no scripted expert to play it"
+        )
 
     def _pool(self) -> GymPool:
         return self.pool or default_pool()
@@ -163,9 +206,12 @@ class ReasoningGymTask(SingleAnswerTask):
             except ItemError as exc:  # the generator gave up on this index: draw another
                 failed.append(str(exc))
                 log.debug("%s: %s", self.name, exc)
-        raise RuntimeError(
-            f"{self.name}: the generator failed on {len(failed)} indices in a row (last: "
-            f"{failed[-1]}); its options may ask for problems it cannot make"
+        raise DrawError(
+            self.name,
+            [
+                f"the generator failed on {len(failed)} indices in a row (last: {failed[-1]}); "
+                "its options may ask for problems it cannot make"
+            ],
         )
 
     def item(self, index: int) -> Problem:
@@ -216,7 +262,7 @@ class ReasoningGymTask(SingleAnswerTask):
             reason = {"timeout": "scorer_timeout", "mismatch": "problem_mismatch"}.get(
                 scored.status, "scorer_error"
             )
-            return Score(0.0, False, answer, {**details, "reason": reason, "error": scored.error})
+            return Score(0.0, False, answer, grader_failure(reason, **details, error=scored.error))
         score = min(max(scored.score, 0.0), 1.0)
         correct = score >= self.threshold
         reason = "correct" if correct else ("partial_credit" if score > 0 else "wrong_answer")

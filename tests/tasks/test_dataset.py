@@ -264,7 +264,7 @@ def test_a_broken_reward_function_is_a_scored_reward_error(
     with caplog.at_level(logging.WARNING, logger="tasks.dataset.task"):
         score = task.grade(problem, problem.data["answer"])
     assert (score.reward, score.correct) == (0.0, False)
-    assert score.details["reason"] == "reward_error"
+    assert score.details["reason"] == "reward_error" and score.grader_failed  # not the team's
     assert score.details["reward_func"] == f"broken_{kind}" and score.details["error"]
     assert score.details["rewards"] == {"exact": 1.0}
     assert f"broken_{kind}" in caplog.text

@@ -97,7 +97,8 @@ def test_behaviour_cloning_needs_an_expert_and_says_so_before_writing(
     argv = ["train", "--set", f"task={registered}", "--run-dir", str(run_dir)]
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert "has no scripted expert to behaviour-clone" in err and "--set sft=null" in err
+    assert "sft: nothing to behaviour-clone" in err and "has no scripted expert" in err
+    assert "--set sft=null" in err
     assert not run_dir.exists()
 
 

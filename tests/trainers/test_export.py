@@ -92,7 +92,9 @@ def test_bad_checkpoints_get_clear_errors(trained: TrainedRun, tmp_path: Path) -
 def test_eval_run_dir_refuses_a_second_team(trained: TrainedRun, capsys) -> None:
     argv = ["eval", trained.config.task, "--run-dir", str(trained.run_dir), "--policy", "random"]
     assert main(argv) != 0
-    assert "give no --team, --policy or --set" in capsys.readouterr().err
+    assert "give no --team, --policy, --error-rate or --set (given: --policy)" in (
+        capsys.readouterr().err
+    )
     assert main(["eval", trained.config.task, "--checkpoint", "best"]) != 0
     assert "--checkpoint needs --run-dir" in capsys.readouterr().err
 

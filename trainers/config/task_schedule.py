@@ -6,14 +6,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["TaskStage", "schedule_errors", "scheduled_options"]
+__all__ = ["TaskStage", "schedule_errors", "schedule_stage_errors", "scheduled_options"]
 
 
 def schedule_errors(value: Any) -> list[str]:
-    """The field check of ``task_schedule``: stages from 1, each named once."""
+    """The field check of ``task_schedule``: stages from 1, each named once (an entry without
+    ``from_stage`` is reported by the config's own check, as a missing key)."""
     if not isinstance(value, list):
         return []
-    starts = [entry.get("from_stage", 1) for entry in value if isinstance(entry, Mapping)]
+    starts = [
+        entry["from_stage"]
+        for entry in value
+        if isinstance(entry, Mapping) and "from_stage" in entry
+    ]
     errors = [
         f"from_stage: expected a stage >= 1, got {s}"
         for s in starts
@@ -23,13 +28,32 @@ def schedule_errors(value: Any) -> list[str]:
     return errors + [f"from_stage {s} is given more than once" for s in repeated]
 
 
+def schedule_stage_errors(data: Mapping[str, Any], stages: int) -> list[str]:
+    """``task_schedule`` entries that start after the run's last stage (``schedule.stages``):
+    they would never apply, so they are refused."""
+    value = data.get("task_schedule")
+    if not isinstance(value, list) or isinstance(stages, bool) or not isinstance(stages, int):
+        return []
+    late = sorted(
+        entry["from_stage"]
+        for entry in value
+        if isinstance(entry, Mapping)
+        and isinstance(entry.get("from_stage"), int)
+        and entry["from_stage"] > stages
+    )
+    return [
+        f"task_schedule: from_stage {s} is after the run's last stage (schedule.stages = "
+        f"{stages}), so its options would never apply; lower it or raise schedule.stages"
+        for s in late
+    ]
+
+
 @dataclass(frozen=True)
 class TaskStage:
     """One entry of ``task_schedule``: task options for the training problems from a stage on."""
 
     from_stage: int = field(
-        default=1,
-        metadata={"help": "the first training stage (1-based) these options apply to"},
+        metadata={"help": "the first training stage (1-based) these options apply to (required)"},
     )
     options: dict[str, Any] = field(
         default_factory=dict,

@@ -28,7 +28,7 @@ from trainers.config.sections import (
     _help,
 )
 from trainers.config.sft import SFTConfig
-from trainers.config.task_schedule import TaskStage, schedule_errors
+from trainers.config.task_schedule import TaskStage, schedule_errors, schedule_stage_errors
 
 DEMO_TASK = "teamtr/Pipeline-v0"
 DEMO_TASK_OPTIONS: dict[str, Any] = {
@@ -269,7 +269,16 @@ def read_train_config(
     overrides = kept
     if "task_options" not in data:
         data["task_options"] = dict(DEMO_TASK_OPTIONS) if task == DEMO_TASK else {}
-    return build_config(TrainConfig, data, overrides, what=what, check=check)
+
+    def checks(merged: Mapping[str, Any]) -> list[str]:  # across sections, then the caller's
+        schedule = merged.get("schedule")
+        stages = schedule.get("stages") if isinstance(schedule, Mapping) else None
+        errors = schedule_stage_errors(
+            merged, ScheduleConfig().stages if stages is None else stages
+        )
+        return errors + (check(merged) if check is not None else [])
+
+    return build_config(TrainConfig, data, overrides, what=what, check=checks)
 
 
 def read_team_file(path: str, base: Path, what: str) -> dict[str, Any]:

@@ -11,13 +11,14 @@ from typing import Any
 from rich.console import Console
 
 import teamtr_env
-from tasks.base import SupportsExpert
+from tasks.base import no_expert_reason
 from teamtr_core.config import from_dict, to_dict
 from teamtr_core.errors import ConfigError
 from trainers.config import TrainConfig
-from trainers.config.task_schedule import scheduled_options
+from trainers.config.task_schedule import schedule_stage_errors, scheduled_options
 from trainers.learners.registry import learner_errors
 from trainers.run.logger import missing_loggers
+from trainers.run.team_eval import TRAINABLE_BACKENDS
 
 
 def env_factory(
@@ -51,20 +52,23 @@ def check_before_writing(config: TrainConfig, env: Any) -> None:
     for key, where in on_ray.items():
         if where == "ray" and missing_package("ray"):
             errors.append(f"{key}: ray needs Ray, not installed here: pip install -e '.[ray]'")
-    if config.sft is not None and not isinstance(env.task, SupportsExpert):
-        errors.append(
-            f"sft: {config.task} has no scripted expert to behaviour-clone (its task does not "
-            "implement expert_reply); set sft: null (--set sft=null)"
-        )
+    missing = no_expert_reason(env.task)
+    if config.sft is not None and missing:
+        errors.append(f"sft: nothing to behaviour-clone: {missing}; set sft: null (--set sft=null)")
     if config.team is not None:
         from adapters.team import check_team
 
-        try:
-            chosen = check_team(config.team, env.possible_agents)
+        try:  # with the task: tabular tables, scripted agents' expert
+            chosen = check_team(config.team, env.possible_agents, task=env.task)
         except ConfigError as exc:
             errors += [f"team: {e}" for e in exc.errors]
         else:
             errors += _gpu_placement_errors(config, chosen)
+            if not any(agent.backend in TRAINABLE_BACKENDS for agent in chosen.values()):
+                errors.append(
+                    "team: no agent has a trainable policy: give at least one agent backend "
+                    f"{' or '.join(repr(b) for b in TRAINABLE_BACKENDS)} (the others stay fixed)"
+                )
     if errors:
         raise ConfigError("training config", errors)
 
@@ -131,8 +135,9 @@ def check_drawable(
 
 def check_task_schedule(config: TrainConfig) -> None:
     """Makes the training environment of every ``task_schedule`` entry, so that a bad option in
-    a later stage is refused before anything is written (every entry's problems at once)."""
-    errors = []
+    a later stage is refused before anything is written (every entry's problems at once), and
+    refuses an entry that starts after the last stage (it would never apply)."""
+    errors = schedule_stage_errors(to_dict(config), config.schedule.stages)
     for entry in sorted(config.task_schedule, key=lambda e: e.from_stage):
         options = scheduled_options(config.task_options, config.task_schedule, entry.from_stage)
         try:

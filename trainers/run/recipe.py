@@ -41,6 +41,7 @@ from typing import Any
 
 import torch
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -96,6 +97,7 @@ from trainers.run.team_eval import (
     clipped_warnings,
     evaluate_all,
     evaluate_team,
+    grader_warnings,
     tiny_model_dir,
 )
 from trainers.run.warm_start import warm_start
@@ -186,11 +188,13 @@ class TrainingRecipe:
         if config.torch_threads > 0:
             torch.set_num_threads(config.torch_threads)
         self.check(resume=resume)
+        made = not self.run_dir.exists()  # the lock makes it: a refused run removes it again
         self._lock.acquire("run directory")  # released by close(), or when the process ends
         try:
             deleted = rundir.prepare(self.run_dir, resume=resume, overwrite=overwrite)
         except BaseException:
             self._lock.release()  # a refused directory is left as it was
+            rundir.remove_if_empty(self.run_dir, made)
             raise
         if deleted:
             others = sorted(p.name for p in self.run_dir.iterdir() if p.name != rundir.LOCK_FILE)
@@ -200,8 +204,26 @@ class TrainingRecipe:
             console.print(f"[yellow]skipped a checkpoint:[/] {reason}")
         if resume and self._found is None:
             console.print(f"no checkpoint in {self.run_dir}: starting from scratch")
+        present = {p.name for p in self.run_dir.iterdir()}
+        try:
+            self._build()
+        except BaseException:
+            # Every check that can fail comes before the first write (check()); should anything
+            # still fail here, a new run takes back what it wrote, so the folder is as it was
+            # and the corrected command runs in it. A resumed run's files are the run's own.
+            if self.logger is not None:
+                self.logger.close()
+            if not resume:
+                rundir.remove_new_entries(self.run_dir, present)
+                self._lock.release()
+                rundir.remove_if_empty(self.run_dir, made)
+            raise
+        self.resume()
+
+    def _build(self) -> None:
+        """Writes ``config.yaml`` and builds the team, the trainer and the loggers."""
+        config = self.config
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        dump_config(config, self.run_dir / "config.yaml")
         agents = tuple(self.env.possible_agents)
         source = TeamSource(config, str(self.run_dir), self.train_env, agents)
         self.policies = self._build_team(source)
@@ -209,6 +231,7 @@ class TrainingRecipe:
             raise ConfigError(
                 "train", ["no agent has a trainable policy (backend 'hf' or a TrainablePolicy)"]
             )
+        dump_config(config, self.run_dir / "config.yaml")
         sampling = agent_sampling(config, list(self.policies))
         self.trainer = TeamTrainer(
             config,
@@ -224,7 +247,6 @@ class TrainingRecipe:
             *make_loggers(config.loggers, self.run_dir, to_dict(config), config.logger_options),
             *self.extra_loggers,
         )
-        self.resume()
 
     def _build_team(self, source: TeamSource) -> dict[str, Any]:
         """Every agent's policy. With agent actors (``runner.agents: ray``) each trainable
@@ -284,6 +306,9 @@ class TrainingRecipe:
         )
         step = self._trainer().stage if step is None else step
         self._logger().log(out, step=step)
+        for line in grader_warnings(out):
+            log.info("warning: %s", line)
+            self.console.print(f"[bold red]warning:[/] {escape(line)}", highlight=False)
         self.hooks.on_eval("eval", step, out)
         return out
 

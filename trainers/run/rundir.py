@@ -20,11 +20,13 @@ The rules ``run_training`` (and ``teamtr train``) apply before anything is writt
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -210,12 +212,35 @@ def prepare(run_dir: Path, *, resume: bool, overwrite: bool) -> list[str]:
             ],
         )
     for name in ours:
-        path = run_dir / name
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink()
+        delete_entry(run_dir / name)
     return ours
+
+
+def delete_entry(path: Path) -> None:
+    """Deletes a file, a link (not what it points to) or a folder with everything in it."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def remove_new_entries(run_dir: Path, present: set[str]) -> list[str]:
+    """Deletes what a refused new run wrote in ``run_dir``: every entry whose name is not in
+    ``present`` (what was there before it wrote), the lock file aside; returns their names."""
+    removed = []
+    for path in sorted(run_dir.iterdir()) if run_dir.is_dir() else []:
+        if path.name in present or path.name == LOCK_FILE:
+            continue
+        delete_entry(path)
+        removed.append(path.name)
+    return removed
+
+
+def remove_if_empty(folder: Path, made: bool) -> None:
+    """Removes ``folder`` when this process made it (``made``) and it is empty again."""
+    if made:
+        with contextlib.suppress(OSError):  # not empty (another writer's files), or gone
+            folder.rmdir()
 
 
 def check_resume(
@@ -245,7 +270,8 @@ def check_resume(
             errors += [f"  {line}" for line in diffs]
     if errors:
         errors.append(
-            f"resume with the run's own config (teamtr train --resume --run-dir {run_dir}, "
+            f"resume with the run's own config (teamtr train --resume --run-dir "
+            f"{shlex.quote(str(run_dir))}, "
             "which reads its config.yaml), or start a new run in another --run-dir; only "
             f"{', '.join(SAFE_TO_CHANGE)} may change on a resume"
         )

@@ -14,7 +14,7 @@ from typing import Any
 
 from teamtr_core.policy import SamplingParams
 from teamtr_core.seeds import EVAL_STREAM, INIT_STREAM, derive_seed
-from teamtr_env.evaluation import CLIPPED_WARN_RATIO, evaluate
+from teamtr_env.evaluation import CLIPPED_WARN_RATIO, GRADER_FAILURE_ALARM_RATIO, evaluate
 from teamtr_env.runners import Runner
 from trainers.config import TrainConfig
 
@@ -22,10 +22,16 @@ log = logging.getLogger(__name__)
 
 
 def build_policies(
-    config: TrainConfig, env: Any, run_dir: Path, only: Sequence[str] | None = None
+    config: TrainConfig,
+    env: Any,
+    run_dir: Path,
+    only: Sequence[str] | None = None,
+    *,
+    tiny_path: Path | None = None,
 ) -> dict[str, Any]:
     """Every agent's policy (``only``: these agents'): the team config's, or a separate copy of
-    the tiny model each. A team config's fresh weights (new LoRA adapters) are drawn from the
+    the tiny model each (from ``tiny_path``, default the run's ``models/tiny``, built there if
+    missing). A team config's fresh weights (new LoRA adapters) are drawn from the
     run's seed, each agent's from its own stream, so a run and its rerun, a separate and a
     shared-base team, and an agent built alone in its agent actor all start alike."""
     agents = list(env.possible_agents)
@@ -37,7 +43,7 @@ def build_policies(
         return with_rollout_engines(config, policies)
     from adapters.hf import HFPolicy
 
-    path = tiny_model_dir(config, run_dir)
+    path = tiny_path or tiny_model_dir(config, run_dir)
     built = {a: HFPolicy.from_pretrained(path) for a in agents if only is None or a in only}
     return with_rollout_engines(config, built, default_path=path)
 
@@ -253,7 +259,8 @@ def evaluate_team(
     ``prefix`` namespaces the keys: ``eval/`` for the before/after (test) evaluation, ``val/`` for
     the validation evaluations used for model selection. ``problems/{prefix}_distinct`` is the
     number of distinct problems evaluated (logged, not plotted); ``{prefix}/clipped_ratio/<agent>``
-    the share of each agent's messages that hit the token limit (cut off). ``per_problem``, when
+    the share of each agent's messages that hit the token limit (cut off);
+    ``grader/{prefix}_failed_share`` the share of answers the grader failed on. ``per_problem``, when
     given, receives each problem's avg@K (``problem id -> correct / K``): what paired
     comparisons of two teams on the same problems resample. ``runner``: who plays the
     episodes (``TeamTrainer.evaluation_runner``: a Ray runner's workers); default: a local
@@ -276,6 +283,7 @@ def evaluate_team(
     out[distinct_key(prefix)] = report.n_problems_distinct
     for agent, ratio in report.clipped_ratio.items():
         out[clipped_key(prefix, agent)] = ratio
+    out[grader_key(prefix)] = report.grader_failures.share
     if is_tabular_team(policies):  # an environment is made only for a team that can have J
         exact = exact_team_reward(env_fn(), policies, runner.sampling)
         if exact is not None:
@@ -368,6 +376,35 @@ def clipped_warnings(
                 "section if it sets one) to at least the longest answer in tokens plus one for "
                 "the end token."
             )
+    return lines
+
+
+def grader_key(prefix: str) -> str:
+    """The metric key of the share of an evaluation's answers the grader failed on
+    (``grader/eval_failed_share``; :data:`tasks.base.GRADER_FAILED`)."""
+    return f"grader/{prefix}_failed_share"
+
+
+def grader_warnings(metrics: Mapping[str, float]) -> list[str]:
+    """One line per evaluation in ``metrics`` (``eval``, ``train_eval``, ``val``) in which the
+    grader failed on some answers for a reason of its own (a timeout, an error of its code):
+    those score 0 as if wrong, so the evaluation (and the rewards training sees) understate the
+    team; above ``GRADER_FAILURE_ALARM_RATIO`` they measure the grader."""
+    lines = []
+    for prefix in ("eval", "train_eval", "val"):
+        share = metrics.get(grader_key(prefix), 0.0)
+        if share <= 0:
+            continue
+        line = (
+            f"the grader failed on {share:.0%} of the answers in the {prefix}/ evaluation (a "
+            "timeout or an error of its own; scored 0 as if wrong, in training rewards too)"
+        )
+        if share > GRADER_FAILURE_ALARM_RATIO:
+            line += (
+                ": the metrics measure the grader, not the team. Check the task's grader options "
+                "(timeout_s) and the episodes' details.reason"
+            )
+        lines.append(line)
     return lines
 
 

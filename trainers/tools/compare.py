@@ -52,6 +52,7 @@ from trainers.run.config_file import load_train_config
 from trainers.run.recipe import TrainingRecipe, load_checkpoint, run_training
 from trainers.run.report import json_finite
 from trainers.run.warm_start import behaviour_clone_cache
+from trainers.tools.compare_out import SPEC_FILE, check_out, start_out
 from trainers.tools.compare_stats import (
     BUDGET_KEYS,
     EXACT_KEY,
@@ -74,7 +75,6 @@ QUICK_OVERRIDES = (
     "eval.problems=40",
     "eval.train_distribution=false",
 )
-SPEC_FILE = "compare-spec.json"
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,8 @@ class CompareSpec:
         quick: prepend :data:`QUICK_OVERRIDES` (a smoke comparison in minutes).
         ray: run the seeds in parallel on Ray.
         ray_address: the Ray cluster's address (``None``: a local Ray).
+        overwrite: replace a comparison already in ``out`` (without it, ``out`` must be new,
+            empty, or hold a comparison of the same settings, which is continued).
     """
 
     task: str
@@ -103,6 +105,7 @@ class CompareSpec:
     quick: bool = False
     ray: bool = False
     ray_address: str | None = None
+    overwrite: bool = False
 
 
 def run_configs(spec: CompareSpec) -> dict[str, dict[int, TrainConfig]]:
@@ -170,41 +173,6 @@ def shared_settings(config: TrainConfig) -> dict[str, Any]:
     data.pop("run_dir")
     data["schedule"] = {k: v for k, v in data["schedule"].items() if k != "learner"}
     return data
-
-
-def _check_spec_file(out: Path, shared: dict[str, Any]) -> None:
-    """Records the shared settings in ``out``; a rerun with other settings is refused."""
-    path = out / SPEC_FILE
-    if path.exists():
-        recorded = json.loads(path.read_text())
-        now, then = _flat(_plain(shared)), _flat(recorded)
-        if now != then:
-            differ = sorted(k for k in set(now) | set(then) if now.get(k) != then.get(k))
-            raise ConfigError(
-                "compare",
-                [
-                    f"{out} holds a comparison with other settings (they differ in {differ}); "
-                    "rerun with the same settings to continue it, or choose another --out"
-                ],
-            )
-        return
-    out.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(shared, indent=1, default=str))
-
-
-def _plain(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
-
-
-def _flat(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"optim": {"lr": 1}}`` -> ``{"optim.lr": 1}``."""
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, Mapping) and value:
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 class StageProgress(Callback):
@@ -429,7 +397,17 @@ def compare(
     # what every run would refuse (the task and its options, the team, the splits) is refused
     # before --out is touched; the runs differ only in learner and seed, checked with the config
     TrainingRecipe(first, console=Console(file=io.StringIO())).check()
-    with rundir.DirectoryLock(out).acquire("compare --out"):
+    shared = shared_settings(first)
+    check_out(out, shared, spec.overwrite)  # refused before the lock makes the folder
+    made = not out.exists()
+    lock = rundir.DirectoryLock(out).acquire("compare --out")
+    try:
+        start_out(out, shared, spec.overwrite, console)
+    except BaseException:
+        lock.release()
+        rundir.remove_if_empty(out, made)
+        raise
+    with lock:
         return _compare(spec, configs, out, first, console, run_all)
 
 
@@ -441,8 +419,7 @@ def _compare(
     console: Console,
     run_all: Callable[..., dict[str, dict[int, dict[str, Any]]]] | None,
 ) -> dict[str, Any]:
-    """:func:`compare` once its ``--out`` is locked."""
-    _check_spec_file(out, shared_settings(first))
+    """:func:`compare` once its ``--out`` is locked and started."""
     budget = declared_budget(first)
     console.print(
         f"compare {', '.join(configs)} on {spec.task}, seeds {list(spec.seeds)}; every learner "
@@ -470,7 +447,9 @@ def _compare(
 __all__ = [
     "BUDGET_KEYS",
     "QUICK_OVERRIDES",
+    "SPEC_FILE",
     "CompareSpec",
+    "check_out",
     "compare",
     "declared_budget",
     "measured_budget",

@@ -17,7 +17,9 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
+import tempfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
@@ -26,11 +28,13 @@ from typing import Any, Literal
 
 import teamtr_env
 from adapters.team import AgentPolicyConfig, TeamConfig, check_team
-from teamtr_core.config import dump_config
+from teamtr_core.config import dump_config, to_dict
 from teamtr_core.errors import ConfigError
+from teamtr_core.paths import unwritable_folder
 from teamtr_core.policy import SamplingParams
 from trainers.config import TrainConfig
 from trainers.run import rundir
+from trainers.run.checks import normalised_config
 from trainers.run.config_file import load_train_config
 from trainers.run.team_eval import agent_sampling, build_policies, tiny_model_dir
 
@@ -44,12 +48,13 @@ _STAGE = re.compile(r"^(?:stage_)?(\d+)$")
 @dataclass(frozen=True)
 class CheckpointWeights:
     """One checkpoint's trained weights: ``weights`` maps each trainable agent to its policy's
-    state dict; ``stage`` is the stage it was saved after (``None`` for ``best.pt``, which
-    does not record it)."""
+    state dict; ``stage`` is the stage it was saved after and ``config`` the configuration it
+    was trained with (both ``None`` for ``best.pt``, which records neither)."""
 
     path: Path
     stage: int | None
     weights: dict[str, Mapping[str, Any]]
+    config: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,8 @@ class RunTeam:
     policies: dict[str, Any]
     sampling: dict[str, SamplingParams]
     checkpoint: CheckpointWeights
+    notes: tuple[str, ...] = ()
+    config_changes: tuple[str, ...] = ()
 
 
 def checkpoint_weights(run_dir: str | Path, checkpoint: str = "latest") -> CheckpointWeights:
@@ -74,14 +81,15 @@ def checkpoint_weights(run_dir: str | Path, checkpoint: str = "latest") -> Check
             file that cannot be read or is not a teamtr checkpoint.
     """
     folder = Path(run_dir) / "checkpoints"
-    if not folder.is_dir():
+    started = (Path(run_dir) / "config.yaml").is_file()
+    if not folder.is_dir() and not started:
         raise ConfigError(
             "--run-dir", [f"{run_dir} has no checkpoints/ folder: is it a teamtr train run?"]
         )
     if checkpoint == "latest":
-        found = rundir.load(folder)
+        found = rundir.load(folder) if folder.is_dir() else None
         if found is None:
-            raise ConfigError("--checkpoint", [f"{folder} holds no stage checkpoint"])
+            raise ConfigError("--run-dir", [_no_checkpoint_yet(Path(run_dir))])
         return _from_stage_file(found.path, found.state)
     if checkpoint == "best":
         path = folder / "best.pt"
@@ -111,6 +119,17 @@ def checkpoint_weights(run_dir: str | Path, checkpoint: str = "latest") -> Check
     return _from_stage_file(path, state)
 
 
+def _no_checkpoint_yet(run_dir: Path) -> str:
+    """What a run with a ``config.yaml`` but no stage checkpoint is: started, never through a
+    stage (killed, failed, or still in its first)."""
+    resume = shlex.join(["teamtr", "train", "--resume", "--run-dir", str(run_dir)])
+    return (
+        f"{run_dir} has no checkpoint yet: the run stopped (or is still running) before its first "
+        f"stage ended, so there are no trained weights to evaluate. Continue it with {resume}, "
+        "or evaluate it once a stage has ended"
+    )
+
+
 def _from_stage_file(path: Path, state: Any) -> CheckpointWeights:
     try:
         slots = state["trainer"]["slots"]
@@ -118,7 +137,8 @@ def _from_stage_file(path: Path, state: Any) -> CheckpointWeights:
         stage = int(state["trainer"]["stage"])
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError("--checkpoint", [f"{path} is not a teamtr checkpoint"]) from exc
-    return CheckpointWeights(path, stage, weights)
+    saved = state.get("config")
+    return CheckpointWeights(path, stage, weights, saved if isinstance(saved, Mapping) else None)
 
 
 def run_config(run_dir: str | Path) -> TrainConfig:
@@ -142,16 +162,24 @@ def load_run_team(run_dir: str | Path, checkpoint: str = "latest") -> RunTeam:
     The team is built as the run built it (the tiny model of ``models/tiny``, or the team
     config's models and adapters), on this process: a run trained with agent actors
     (``runner.agents: ray``) loads without Ray. Rollouts use the run's ``rollout.engine``.
+    Nothing is written in the run: a missing ``models/tiny`` is rebuilt from ``config.yaml``'s
+    ``tiny_model`` in a temporary folder (every weight then comes from the checkpoint). A
+    ``config.yaml`` edited since the checkpoint was saved is reported in ``config_changes``.
 
     Raises:
-        ConfigError: no ``config.yaml``, a bad checkpoint (:func:`checkpoint_weights`), or
-            weights for agents the configuration does not have.
+        ConfigError: no ``config.yaml``, a bad checkpoint (:func:`checkpoint_weights`), weights
+            for agents the configuration does not have, or weights that do not fit the models
+            the configuration builds (an edited ``config.yaml``: its changes are listed).
     """
     run_dir = Path(run_dir)
     config = run_config(run_dir)
     found = checkpoint_weights(run_dir, checkpoint)
+    changes = tuple(config_changes(config, found))
     env = teamtr_env.make(config.task, **config.task_options)
-    policies = build_policies(config, env, run_dir)
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="teamtr-tiny-") as scratch:
+        tiny = _tiny_model(config, run_dir, Path(scratch), notes)
+        policies = build_policies(config, env, run_dir, tiny_path=tiny)
     unknown = sorted(set(found.weights) - set(policies))
     if unknown:
         raise ConfigError(
@@ -161,8 +189,74 @@ def load_run_team(run_dir: str | Path, checkpoint: str = "latest") -> RunTeam:
             ],
         )
     for agent, state in found.weights.items():
-        policies[agent].load_state_dict(state)
-    return RunTeam(config, policies, agent_sampling(config, list(policies)), found)
+        try:
+            policies[agent].load_state_dict(state)
+        except (RuntimeError, KeyError, ValueError) as exc:  # shapes or names that do not fit
+            raise ConfigError(
+                "--run-dir",
+                [
+                    f"{found.path.name}'s weights of {agent!r} do not fit the model {run_dir}/"
+                    f"config.yaml builds ({_first_mismatch(exc)})",
+                    *_changed_lines(run_dir, found, changes),
+                ],
+            ) from None
+    if changes:
+        notes.append(" ".join(_changed_lines(run_dir, found, changes)))
+    sampling = agent_sampling(config, list(policies))
+    return RunTeam(config, policies, sampling, found, tuple(notes), changes)
+
+
+def _first_mismatch(exc: BaseException) -> str:
+    """The telling line of torch's ``load_state_dict`` error (a size mismatch, a missing key)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    telling = [line for line in lines if "mismatch" in line or "key" in line.lower()]
+    return (telling or lines or [type(exc).__name__])[0][:300]
+
+
+def config_changes(config: TrainConfig, found: CheckpointWeights) -> list[str]:
+    """``"key: old -> new"`` for each setting of ``config`` (the run's ``config.yaml`` now) that
+    differs from the configuration ``found`` was trained with (none for ``best.pt``, which does
+    not record it); the settings a resume may change are left out."""
+    if found.config is None:
+        return []
+    return rundir.config_differences(normalised_config(found.config), to_dict(config))
+
+
+def _changed_lines(run_dir: Path, found: CheckpointWeights, changes: tuple[str, ...]) -> list[str]:
+    if not changes:
+        return []
+    shown = "; ".join(changes[:10]) + (
+        f"; and {len(changes) - 10} more" if len(changes) > 10 else ""
+    )
+    return [
+        f"{run_dir}/config.yaml has changed since {found.path.name} was saved ({shown}): the team "
+        "is built and evaluated with config.yaml as it is now, not as it trained (restore it, "
+        "or give other task options with -o)"
+    ]
+
+
+def _tiny_model(config: TrainConfig, run_dir: Path, scratch: Path, notes: list[str]) -> Path | None:
+    """The run's tiny model folder (``None``: the run has a team config); a missing one is
+    rebuilt in ``scratch`` (a note says so), never in the run."""
+    if config.team is not None:
+        return None
+    path = run_dir / "models" / "tiny"
+    if (path / "config.json").exists():
+        return path
+    if config.rollout.engine == "vllm":
+        raise ConfigError(
+            "--run-dir",
+            [
+                f"{path} is missing, and the run's vLLM rollouts (rollout.engine: vllm) load "
+                "their engines from that folder: restore it (evaluating a run writes nothing in "
+                "it, so it is not rebuilt there)"
+            ],
+        )
+    notes.append(
+        f"{path} is missing: the tiny model was rebuilt from config.yaml's tiny_model in a "
+        "temporary folder (nothing is written in the run; every weight comes from the checkpoint)"
+    )
+    return tiny_model_dir(config, scratch)
 
 
 # -- teamtr export: each agent as what from_pretrained loads -----------------------------------
@@ -225,7 +319,8 @@ def export_run(
             "teamtr export",
             [
                 f"agents {tabular} are not transformers models (tabular): they have no Hugging "
-                f"Face form; evaluate the run with teamtr eval {team.config.task} --run-dir {run_dir}"
+                "Face form; evaluate the run with "
+                + shlex.join(["teamtr", "eval", team.config.task, "--run-dir", str(run_dir)])
             ],
         )
     staging = out.parent / f".{out.name}.partial-{os.getpid()}"
@@ -267,11 +362,19 @@ def _vllm_team(entries: dict[str, AgentPolicyConfig]) -> TeamConfig:
 def _check_out(run_dir: Path, out: Path, overwrite: bool) -> None:
     """Refuses, before anything is loaded or written, an ``out`` that is not empty (unless it
     is an earlier export and ``overwrite`` is given) or that holds the run directory."""
-    resolved = out.resolve()
-    if resolved == run_dir.resolve() or resolved in run_dir.resolve().parents:
+    resolved, run = out.resolve(), run_dir.resolve()
+    if resolved == run or resolved in run.parents:
         raise ConfigError("--out", [f"{out} holds the run {run_dir}: export to another folder"])
-    if out.exists() and not out.is_dir():
-        raise ConfigError("--out", [f"{out} is a file: give a folder"])
+    if run in resolved.parents and (run / "config.yaml").is_file():
+        raise ConfigError(
+            "--out",
+            [
+                f"{out} is inside the run {run_dir}, which an export only reads: give a folder outside it"
+            ],
+        )
+    problem = unwritable_folder(out)
+    if problem:
+        raise ConfigError("--out", [f"{out}: {problem}"])
     if not out.is_dir() or not any(out.iterdir()):
         return
     if not overwrite:
@@ -302,7 +405,7 @@ def _agent_configs(config: TrainConfig, run_dir: Path, agents: list[str]) -> dic
     run's tiny model (``models/tiny``)."""
     if config.team is not None:
         return check_team(config.team, agents)
-    tiny = str(tiny_model_dir(config, run_dir).resolve())
+    tiny = str((run_dir / "models" / "tiny").resolve())  # a full-weight agent: only named
     return dict.fromkeys(agents, AgentPolicyConfig(backend="hf", path=tiny))
 
 
@@ -354,7 +457,8 @@ def _manifest(
     merge: bool,
 ) -> dict[str, Any]:
     config_file = run_dir / "config.yaml"
-    command = f"teamtr eval {team.config.task} --team {out / 'team.yaml'} --k {team.config.eval.k}"
+    team_file, k = str(out / "team.yaml"), str(team.config.eval.k)
+    command = shlex.join(["teamtr", "eval", team.config.task, "--team", team_file, "--k", k])
     return {
         "format": EXPORT_FORMAT,
         "run_dir": str(run_dir.resolve()),
@@ -368,6 +472,8 @@ def _manifest(
         "agents": {name: asdict(agent) for name, agent in exported.items()},
         "teams": {"hf": "team.yaml", "vllm": VLLM_TEAM},
         "eval_command": command,
+        "notes": list(team.notes),
+        "config_changes": list(team.config_changes),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
 

@@ -83,9 +83,10 @@ def test_bad_options_are_all_reported_with_the_valid_ones() -> None:
             threshold=0,
         )
     text = str(err.value)
-    assert "'min_term' is not an option of reasoning-gym's basic_arithmetic" in text
-    assert "Did you mean 'min_terms'?" in text and "allow_parentheses" in text  # the valid ones
-    assert "the task's options: curriculum_level, size, split, threshold, timeout_s" in text
+    assert "'min_term' is not accepted by reasoning_gym/basic_arithmetic-v0" in text
+    assert "Did you mean 'min_terms'?" in text and "'allow_parentheses'" in text  # the valid ones
+    for option in ("curriculum_level", "size", "split", "threshold", "timeout_s", "max_turns"):
+        assert f"'{option}'" in text  # the task's own options and the environment's are listed
     assert "'seed' is not an option" in text and "teamtr sets it" in text
     assert "threshold must be in (0, 1]" in text
     # The dataset's options are checked once the task's own are right.
@@ -95,6 +96,17 @@ def test_bad_options_are_all_reported_with_the_valid_ones() -> None:
     assert "max_terms: expected int like its default 6, got 'x'" in text
     with pytest.raises(ConfigError, match="min_digits must be positive"):
         teamtr_env.make("reasoning_gym/basic_arithmetic", min_digits=0)
+
+
+def test_a_misspelt_environment_option_is_suggested_beside_the_datasets() -> None:
+    """``max_turn`` is closer to the environment's ``max_turns`` than to the dataset's
+    ``max_terms``: the suggestion covers both (issue #46, D8)."""
+    with pytest.raises(ConfigError) as err:
+        teamtr_env.make("reasoning_gym/basic_arithmetic", max_turn=3)
+    text = str(err.value)
+    assert "'max_turn' is not accepted" in text and "Did you mean 'max_turns'?" in text
+    assert "environment options: [" in text and "'max_terms'" in text
+    assert teamtr_env.make("reasoning_gym/basic_arithmetic", max_turns=3).protocol.max_turns == 3
 
 
 def test_config_fields_pass_through() -> None:
