@@ -356,9 +356,48 @@ class HFPolicy:
         # an update's behaviour, gradient and KL-check passes compute alike.
         plain = not self.shared_prefix or self.gradient_checkpointing
         if plain or not prompt_lens or few or min(prompt_lens) < 1:
-            input_ids, attention = pad_token_ids(seqs, self.pad_id)
-            logits = self._forward(input_ids, attention, use_cache=False).logits
-            return lambda seq, pos: logits[seq.to(logits.device), pos.to(logits.device)]
+            return self._plain_logits(seqs)
+        if torch.is_grad_enabled() and not self._sharing_lowers_peak(seqs, distinct):
+            return self._plain_logits(seqs)
+        return self._shared_logits(seqs, prompt_lens, prompts, distinct)
+
+    def _plain_logits(self, seqs: list[list[int]]) -> Any:
+        """One forward pass over the padded sequences."""
+        input_ids, attention = pad_token_ids(seqs, self.pad_id)
+        logits = self._forward(input_ids, attention, use_cache=False).logits
+        return lambda seq, pos: logits[seq.to(logits.device), pos.to(logits.device)]
+
+    def _sharing_lowers_peak(self, seqs: list[list[int]], distinct: list[tuple[int, ...]]) -> bool:
+        """Whether sharing the prompts lowers a gradient pass's peak memory (an estimate).
+
+        Shared, the prompts' pass keeps its activations while the backward pass of the rest fills
+        every gradient, so the peak is about ``a * H + G`` (``H`` the distinct prompts' tokens,
+        ``a`` the activation bytes a token keeps, ``G`` the gradients' bytes); one plain pass
+        frees its activations as the gradients fill, about ``max(a * T, G)`` (``T`` every
+        sequence's tokens). So sharing pays when ``a * (T - H) > G``: long prompts sampled many
+        times, or small gradients (LoRA); not a full-weight model's short prompts."""
+        config = self.model.config
+        hidden = int(getattr(config, "hidden_size", 0) or 0)
+        inner = int(getattr(config, "intermediate_size", 0) or 4 * hidden)
+        layers = int(getattr(config, "num_hidden_layers", 0) or 0)
+        params = list(self.parameters())
+        if not (hidden and layers and params):
+            return True
+        width = params[0].element_size()
+        per_token = layers * (16 * hidden + 6 * inner) * width
+        gradients = sum(p.numel() * p.element_size() for p in params)
+        saved = sum(len(s) for s in seqs) - sum(len(p) for p in distinct)
+        return per_token * saved > gradients
+
+    def _shared_logits(
+        self,
+        seqs: list[list[int]],
+        prompt_lens: list[int],
+        prompts: list[tuple[int, ...]],
+        distinct: list[tuple[int, ...]],
+    ) -> Any:
+        """Each distinct prompt's pass once, and every sequence's rest on top of its keys and
+        values (the same logits as a plain pass, to float rounding)."""
         # Each distinct prompt once (left-padded, so that every sequence continues from the same
         # last column), then every sequence's rest on top of its prompt's keys and values.
         head_ids, head_mask = pad_token_ids(distinct, self.pad_id, left=True)

@@ -151,7 +151,7 @@ def flip_rates(model_dir: Path, updates: int, fractions: tuple[float, ...] = (0.
             slot.optimizer,
             msgs,
             adv,
-            beta=slot.beta,
+            beta=slot.region.beta,
             delta=None,
             optim=config.optim,
             region=region,

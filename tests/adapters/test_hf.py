@@ -476,3 +476,34 @@ def test_a_groups_shared_prompt_is_prefilled_once_with_the_same_samples(policy: 
     # Mostly distinct prompts take the plain path: there is nothing to share.
     ids = [policy.prompt_ids(p) for p in ("a\n", "bb\n", "ccc\n", "dddd\n")]
     assert policy._shared_prefill(ids, torch.empty(0), torch.empty(0)) is None
+
+
+def test_a_gradient_pass_shares_prompts_only_where_that_lowers_its_peak(
+    tiny_model_dir: Path,
+) -> None:
+    """Shared, the prompts' pass keeps its activations while the gradients fill, so a gradient
+    pass shares only when the prompt tokens it saves outweigh the gradients' bytes (long prompts
+    sampled many times); a pass without a gradient always shares (issue #47: a full-weight
+    model's short prompts otherwise raised the update's peak above a plain step's)."""
+    policy = HFPolicy.from_pretrained(tiny_model_dir)
+    gradients = sum(p.numel() * p.element_size() for p in policy.parameters())
+    short = [(*range(8), 100 + i) for i in range(4)]  # one 8-token prompt, 4 samples
+    long = [(*range(400), 100 + i) for i in range(8)]  # one 400-token prompt, 8 samples
+    assert not policy._sharing_lowers_peak(short, [tuple(range(8))])
+    assert policy._sharing_lowers_peak(long, [tuple(range(400))])
+    assert gradients > 2e6  # the tiny model's 0.55M parameters, in fp32
+    prompts, completions = ["x\n"] * 4, ["ab", "cd", "ef", "gh"]
+    calls: list[int] = []
+    original = policy._forward
+
+    def counting(input_ids, attention, **kw):  # type: ignore[no-untyped-def]
+        calls.append(input_ids.shape[0])
+        return original(input_ids, attention, **kw)
+
+    policy._forward = counting  # type: ignore[method-assign]
+    with torch.no_grad():
+        policy.logprobs(prompts, completions)
+    assert calls == [1, 4]  # no gradient: the prompt once, then the completions on top
+    calls.clear()
+    policy.logprobs(prompts, completions)
+    assert calls == [4]  # a gradient pass of short prompts: one plain pass

@@ -131,8 +131,8 @@ def test_disjoint_naive_updates_on_the_slices_of_the_stage_start_batch() -> None
             slot.optimizer,
             msgs,
             torch.tensor([float(adv[m.episode]) for m in msgs]),
-            beta=slot.beta,
-            delta=slot.delta,
+            beta=slot.region.beta,
+            delta=slot.region.delta,
             optim=cfg.optim,
             region=cfg.trust_region,
             temperature=by_hand.temperatures[agent],
@@ -168,7 +168,7 @@ def test_one_agent_teamtr_equals_naive_sequential() -> None:
     a = run(config(schedule__learner="teamtr"), agents=("solo",))
     b = run(config(schedule__learner="naive_sequential"), agents=("solo",))
     assert torch.equal(a.slots["solo"].policy.logits, b.slots["solo"].policy.logits)
-    assert a.slots["solo"].beta == b.slots["solo"].beta
+    assert a.slots["solo"].region.beta == b.slots["solo"].region.beta
 
 
 def test_joint_equals_naive_sequential_with_separate_parameters() -> None:

@@ -11,7 +11,8 @@ from adapters.tabular import TabularPolicy, state_kl
 from teamtr_core.policy import SamplingParams
 from teamtr_env.rollout import MessageRecord
 from trainers.config import OptimConfig, TrustRegionConfig
-from trainers.optim.update import UpdateResult, adapt_beta, adapt_delta, update_agent
+from trainers.optim.trust_region import adapt_beta, adapt_delta
+from trainers.optim.update import UpdateResult, update_agent
 
 MESSAGES = ["x", "y", "z"]
 REGION_KEYS = {"max_backtracks", "monitor_without_region", "monitor_messages", "monitor_subsample"}

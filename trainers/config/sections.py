@@ -17,6 +17,7 @@ Order = Literal["fixed", "reverse", "random"]
 RlLrSchedule = Literal["constant", "linear", "cosine"]
 LoggerName = Literal["tensorboard", "wandb", "mlflow"]
 DeltaMode = Literal["fixed", "adaptive", "none"]
+SnapshotDevice = Literal["same", "cpu"]
 Budget = Literal["disjoint", "matched", "per_sample"]
 DiagnosticsLevel = Literal["off", "cheap", "full"]
 OccupancyFeatures = Literal["auto", "hash", "task"]
@@ -139,6 +140,12 @@ class TrustRegionConfig:
         "forward pass and logs NaN for them",
         False,
     )
+    snapshot_device: SnapshotDevice = _help(
+        "where an update keeps its one snapshot of the trainable parameters and optimizer state "
+        "(taken only with a trust region, to backtrack and revert): same (the parameters' "
+        "device) or cpu (the host: a GPU run keeps its device memory, at a copy's transfer)",
+        "same",
+    )
 
     @property
     def beta_floor(self) -> float:
@@ -159,6 +166,7 @@ class TrustRegionConfig:
             errors.append(f"monitor_subsample must be in (0, 1], got {self.monitor_subsample}")
         if not 0 < self.monitor_messages <= 1:
             errors.append(f"monitor_messages must be in (0, 1], got {self.monitor_messages}")
+        errors += choice_errors("snapshot_device", self.snapshot_device, SnapshotDevice)
         if errors:
             raise ValueError("; ".join(errors))
 

@@ -34,12 +34,7 @@ from trainers.learners.callbacks import CallbackList
 from trainers.learners.stage_diagnostics import RunDiagnostics, StageDiagnostics
 from trainers.optim.advantages import GroupAdvantages, group_advantages
 from trainers.optim.records import AGENT_METRIC_KEYS, UpdateRecord
-from trainers.optim.update import (
-    UpdateResult,
-    adapt_beta,
-    adapt_delta,
-    joined_logprobs,
-)
+from trainers.optim.update import UpdateResult, joined_logprobs
 from trainers.placement.agents import TrainedAgent
 
 
@@ -235,14 +230,12 @@ class Stage:
             weights: per-message importance weights (``[N]``), if any.
             trust_region: enforce the trust region for this update.
         """
-        cfg = self.config
         owner = self.agents[agent]
         groups = self.advantages(batch)
         messages, msg_adv = self.message_advantages(batch, agent, groups)
         if self.diag is not None:
             self.diag.before_update(self, agent, index)
-        off = not trust_region or cfg.trust_region.delta_mode == "none"
-        delta = None if off else owner.delta
+        delta = owner.region.radius(enforce=trust_region)
         result, reference_s = owner.update(
             messages, msg_adv, delta=delta, flip_trials=self.flip_trials, weights=weights
         )
@@ -250,13 +243,9 @@ class Stage:
             self.timing["reference_s"] += reference_s
         self.timing["update_s"] += result.update_s
         self.timing["monitor_s"] += result.monitor_s
-        if result.accepted and result.step_scale > 0:
+        if result.changed_weights:
             owner.accept()
-        if cfg.trust_region.adapt_beta and delta is not None:
-            owner.beta = adapt_beta(owner.beta, result, delta, low=cfg.trust_region.beta_floor)
-        if cfg.trust_region.delta_mode == "adaptive":
-            tr = cfg.trust_region
-            owner.delta = adapt_delta(owner.delta, result, low=tr.delta_min, high=tr.delta_max)
+        owner.region.adapt(result, delta)
         record = self._record(agent, index, batch, groups.clip_frac, result, delta)
         if self.diag is not None:
             record = record.with_fields(
@@ -282,7 +271,7 @@ class Stage:
             agent=agent,
             result=result,
             out_of_region_raw=delta is not None and result.kl_raw > delta,
-            beta=self.agents[agent].beta,
+            beta=self.agents[agent].region.beta,
             delta=math.inf if delta is None else delta,
             adv_clip_frac=adv_clip_frac,
             groups=batch.num_groups,

@@ -30,8 +30,10 @@ class UpdateResult:
 
     Attributes:
         accepted: the new parameters were kept (possibly after backtracking).
-        reason: ``"ok"``, ``"backtracked"``, ``"out_of_region"`` (reverted), ``"nonfinite_loss"``,
-            ``"nonfinite_kl"`` or ``"no_messages"``.
+        reason: ``"ok"``, ``"backtracked"``, ``"out_of_region"`` (reverted),
+            ``"nonfinite_loss"``, ``"nonfinite_grad"`` or ``"nonfinite_kl"`` (rejected: nothing
+            changed), ``"nonfinite_stopped"`` (no trust region: the finite epochs before a
+            non-finite one are kept) or ``"no_messages"``.
         kl_raw: monitored KL of the full step (before backtracking).
         kl_tok: monitored token KL of the kept parameters (0 when reverted).
         in_region: ``kl_tok <= delta`` for the kept parameters.
@@ -105,6 +107,12 @@ class UpdateResult:
             diagnostics=diagnostics or {},
         )
 
+    @property
+    def changed_weights(self) -> bool:
+        """Whether the update left the agent's weights changed (kept, and some of the step kept):
+        the one test of whether a new version plays and a rollout engine needs a sync."""
+        return self.accepted and self.step_scale > 0
+
     @classmethod
     def no_messages(cls) -> UpdateResult:
         """The update of an agent with no messages in its batch: nothing changed."""
@@ -148,7 +156,8 @@ class UpdateResult:
 class PolicyStep:
     """What :func:`policy_step` did: the behaviour log-probs of the messages (from the first
     epoch's forward pass unless given), their token count, the last epoch's clipped fraction and
-    reference KL, the seconds it took, and ``failed`` (``"nonfinite_loss"``) when it stopped."""
+    reference KL, the seconds it took, and ``failed`` (``"nonfinite_loss"`` or ``"nonfinite_grad"``)
+    when it stopped before an optimizer step (after ``epochs_done`` of them)."""
 
     behaviour: list[TokenLogprobs]
     n_tokens: int
@@ -156,6 +165,8 @@ class PolicyStep:
     ref_kl: float = math.nan
     seconds: float = 0.0
     failed: str | None = None
+    # optimizer steps taken (one per epoch) before the end or a failure
+    epochs_done: int = 0
     # the truncated importance weights of the engine-trainer correction, per message ([N]); None
     # without it
     tis: torch.Tensor | None = None

@@ -4,15 +4,20 @@
 the agent's own messages of one rollout batch, then ENFORCES the trust region on the same rollouts:
 the monitored token KL (Eq. 18) of the new parameters against the behaviour parameters must be at
 most ``delta``. If it is not, the step is scaled back toward the old parameters (halving) until it
-is; if that fails, the update is reverted. A non-finite loss or KL rejects the update and restores
-the parameters and optimizer state. Every accepted update therefore satisfies KL_tok <= delta on
-its batch.
+is; if that fails, the update is reverted. A non-finite loss, gradient or KL rejects the update and
+restores the parameters and optimizer state. Every accepted update therefore satisfies
+KL_tok <= delta on its batch.
+
+Memory: with a trust region the update keeps one snapshot of the trainable parameters and one of
+the optimizer state (:class:`trainers.optim.trust_region.Snapshot`, taken just before the first
+optimizer step); without one it keeps none: the loss and the gradients are checked for non-finite
+values before each optimizer step, so a failure in the first epoch changes nothing, and one in a
+later epoch keeps the epochs before it (reason ``nonfinite_stopped``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import math
 import time
@@ -35,6 +40,7 @@ from trainers.optim.kl import (
 )
 from trainers.optim.result import PolicyStep, UpdateResult
 from trainers.optim.surrogate import clipped_surrogate, message_log_ratio, surrogate_value
+from trainers.optim.trust_region import Snapshot
 
 
 def score(
@@ -102,11 +108,14 @@ def policy_step(
     behaviour: Sequence[TokenLogprobs] | None = None,
     reference: Sequence[TokenLogprobs] | None = None,
     tis_cap: float | None = None,
+    snapshot: Snapshot | None = None,
 ) -> PolicyStep:
     """``optim.epochs`` full-batch gradient steps on the clipped message-level surrogate minus
     ``beta`` times the KL penalty (plus ``optim.ref_kl_coef`` times the KL to ``reference``),
-    gradients accumulated over micro-batches and clipped to ``optim.max_grad_norm``. Stops at a
-    non-finite loss (``failed``; the caller restores the parameters).
+    gradients accumulated over micro-batches and clipped to ``optim.max_grad_norm``. Stops before
+    the optimizer step at a non-finite loss or gradient norm (``failed``, after
+    ``epochs_done`` steps). ``snapshot`` (with a trust region) is taken just before the first
+    optimizer step, once the first epoch's activations are freed.
 
     ``tis_cap``: the truncated importance correction for rollouts sampled by another engine: each
     message's weight is multiplied by ``min(pi_trainer(m) / pi_engine(m), tis_cap)``, the
@@ -156,8 +165,14 @@ def policy_step(
                 return step
             loss.backward()
             clipped += sur.clip_frac * len(chunk) / n
-        torch.nn.utils.clip_grad_norm_(params, optim.max_grad_norm)
+        norm = torch.nn.utils.clip_grad_norm_(params, optim.max_grad_norm)
+        if not math.isfinite(float(norm)):  # checked before the step: nothing to undo
+            step.failed, step.seconds = "nonfinite_grad", time.perf_counter() - t0
+            return step
+        if snapshot is not None:
+            snapshot.take()
         optimizer.step()
+        step.epochs_done = epoch + 1
         if epoch == 0 and tis_parts:
             step.tis = torch.cat(tis_parts)
         step.clip_frac = clipped
@@ -216,8 +231,7 @@ class _Monitor:
 
 
 def _backtrack(
-    params: Sequence[torch.Tensor],
-    snapshot: Sequence[torch.Tensor],
+    snapshot: Snapshot,
     monitor: _Monitor,
     kl: float,
     new_lp: torch.Tensor,
@@ -225,16 +239,13 @@ def _backtrack(
     max_backtracks: int,
 ) -> tuple[float, torch.Tensor, float, int]:
     """Halves the step toward ``snapshot`` while the monitored KL exceeds ``delta`` (at most
-    ``max_backtracks`` times): the kept KL, its log-probs, the kept fraction of the step and the
-    number of halvings."""
+    ``max_backtracks`` times), in place (:meth:`Snapshot.pull_back`): the kept KL, its
+    log-probs, the kept fraction of the step and the number of halvings."""
     scale, backtracks = 1.0, 0
-    full = [p.detach().clone() for p in params]
     while delta is not None and kl > delta and backtracks < max_backtracks:
         scale *= 0.5
         backtracks += 1
-        with torch.no_grad():
-            for p, s, f in zip(params, snapshot, full):
-                p.copy_(s + scale * (f - s))
+        snapshot.pull_back()
         kl, new_lp = monitor()
     return kl, new_lp, scale, backtracks
 
@@ -244,7 +255,7 @@ def enforce_trust_region(
     messages: Sequence[MessageRecord],
     advantages: torch.Tensor,
     step: PolicyStep,
-    snapshot: Sequence[torch.Tensor],
+    snapshot: Snapshot | None,
     *,
     delta: float | None,
     region: TrustRegionConfig,
@@ -257,7 +268,9 @@ def enforce_trust_region(
     log-probs on ``messages`` and, while it exceeds ``delta``, scales the step back toward
     ``snapshot`` (halving, at most ``region.max_backtracks`` times). Returns the kept step's
     record; ``accepted`` is False (``out_of_region`` / ``nonfinite_kl``) when no scaled step fits,
-    and the caller then restores the parameters and the optimizer state.
+    and the caller then restores the parameters and the optimizer state. Without a region
+    (``delta`` None, ``snapshot`` None) the KL is only measured: a non-finite one is logged as
+    NaN and the step kept.
 
     ``region.monitor_messages < 1`` checks a seeded uniform subset of the messages (the same for
     every backtrack), ``region.monitor_subsample < 1`` a subset of their tokens: unbiased, at
@@ -268,13 +281,17 @@ def enforce_trust_region(
     monitor = _Monitor(policy, messages, step, region, optim, temperature)
     kl_raw, new_lp = monitor()
     if not math.isfinite(kl_raw):
+        if delta is None:  # nothing to enforce, and no snapshot to return to
+            return UpdateResult.kept(step, n, monitor_s=time.perf_counter() - t1)
         return UpdateResult.rejected(
             "nonfinite_kl", step, n, kl_raw=math.nan, monitor_s=time.perf_counter() - t1
         )
-    params = list(policy.parameters())
-    kl, new_lp, scale, backtracks = _backtrack(
-        params, snapshot, monitor, kl_raw, new_lp, delta, region.max_backtracks
-    )
+    kl, scale, backtracks = kl_raw, 1.0, 0
+    if delta is not None and kl > delta:
+        assert snapshot is not None, "a trust region's update keeps a snapshot"
+        kl, new_lp, scale, backtracks = _backtrack(
+            snapshot, monitor, kl_raw, new_lp, delta, region.max_backtracks
+        )
     monitor_s = time.perf_counter() - t1
     if delta is not None and kl > delta:
         return UpdateResult.rejected("out_of_region", step, n, kl_raw=kl_raw, monitor_s=monitor_s)
@@ -299,21 +316,6 @@ def enforce_trust_region(
         monitor_s=monitor_s,
         diagnostics=diagnostics,
     )
-
-
-class _Saved:
-    """A policy's parameters and its optimizer's state, to restore after a rejected update."""
-
-    def __init__(self, policy: TrainablePolicy, optimizer: torch.optim.Optimizer) -> None:
-        self.params = list(policy.parameters())
-        self.values = [p.detach().clone() for p in self.params]
-        self.optimizer, self.state = optimizer, copy.deepcopy(optimizer.state_dict())
-
-    def restore(self) -> None:
-        with torch.no_grad():
-            for p, s in zip(self.params, self.values):
-                p.copy_(s)
-        self.optimizer.load_state_dict(self.state)
 
 
 def joined_logprobs(new: Any, old: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -374,33 +376,48 @@ def update_agent(
     n = len(messages)
     if n == 0:
         return UpdateResult.no_messages()
-    saved = _Saved(policy, optimizer)
-    step = policy_step(
-        policy, optimizer, messages, advantages, beta=beta, optim=optim, temperature=temperature,
-        weights=weights, behaviour=behaviour, reference=reference, tis_cap=tis_cap,
-    )  # fmt: skip
-    gap, engine_kl = engine_mismatch(messages, step.behaviour)
-    tis_mean = math.nan
-    if step.tis is not None:
-        tis_mean = float(step.tis.mean())
-        weights = step.tis if weights is None else weights * step.tis
-    if step.failed is not None:
-        saved.restore()
-        return dataclasses.replace(
-            UpdateResult.rejected(step.failed, step, n), logprob_gap=gap, engine_kl=engine_kl
-        )
-    if delta is None and not region.monitor_without_region:
-        # No region to enforce: the post-update scoring pass would only be logged; skip it.
-        return dataclasses.replace(
-            UpdateResult.kept(step, n), logprob_gap=gap, engine_kl=engine_kl, tis_mean=tis_mean
-        )
-    result = enforce_trust_region(
-        policy, messages, advantages, step, saved.values, delta=delta, region=region,
-        optim=optim, temperature=temperature, flip_trials=flip_trials, weights=weights,
-    )  # fmt: skip
-    if not result.accepted:
-        saved.restore()
+    # One copy of the parameters and the optimizer state, and only where a revert can happen.
+    params = list(policy.parameters())
+    snapshot = None if delta is None else Snapshot(params, optimizer, region.snapshot_device)
+    try:
+        step = policy_step(
+            policy, optimizer, messages, advantages, beta=beta, optim=optim,
+            temperature=temperature, weights=weights, behaviour=behaviour, reference=reference,
+            tis_cap=tis_cap, snapshot=snapshot,
+        )  # fmt: skip
+        gap, engine_kl = engine_mismatch(messages, step.behaviour)
+        tis_mean = math.nan
+        if step.tis is not None:
+            tis_mean = float(step.tis.mean())
+            weights = step.tis if weights is None else weights * step.tis
+        if step.failed is not None:
+            result = _failed(step, n, snapshot)
+        elif delta is None and not region.monitor_without_region:
+            # No region to enforce: the post-update scoring pass would only be logged; skip it.
+            result = UpdateResult.kept(step, n)
+        else:
+            result = enforce_trust_region(
+                policy, messages, advantages, step, snapshot, delta=delta, region=region,
+                optim=optim, temperature=temperature, flip_trials=flip_trials, weights=weights,
+            )  # fmt: skip
+            if not result.accepted and snapshot is not None:
+                snapshot.restore()
+    finally:
+        if snapshot is not None:
+            snapshot.release()
     return dataclasses.replace(result, logprob_gap=gap, engine_kl=engine_kl, tis_mean=tis_mean)
+
+
+def _failed(step: PolicyStep, n: int, snapshot: Snapshot | None) -> UpdateResult:
+    """The result of a policy step that stopped at a non-finite loss or gradient: rejected and
+    restored (with a snapshot, or before any optimizer step), or, without a trust region after
+    ``step.epochs_done`` steps, kept as far as it got (``nonfinite_stopped``: every step taken
+    was finite, and there is no snapshot to return to)."""
+    if snapshot is not None:
+        snapshot.restore()
+    if snapshot is not None or step.epochs_done == 0:
+        return UpdateResult.rejected(step.failed or "nonfinite_loss", step, n)
+    return dataclasses.replace(UpdateResult.kept(step, n), reason="nonfinite_stopped")
 
 
 def engine_mismatch(
@@ -486,33 +503,3 @@ def _update_diagnostics(
             )
         out["flip_s"] = time.perf_counter() - t1
     return out
-
-
-def adapt_beta(
-    beta: float, result: UpdateResult, delta: float, *, low: float = 1e-4, high: float = 1e3
-) -> float:
-    """The adaptive penalty rule, on the KL of the parameters actually kept.
-
-    Doubles ``beta`` when the update was reverted (even the smallest step left the region, or the
-    loss or KL was not finite), halves it when the kept step used less than half of the region,
-    and keeps it otherwise (bounded to ``[low, high]``; the trainer's ``low`` is
-    ``trust_region.beta_floor``, ``beta / 32`` by default, so that a radius no step reaches does
-    not halve the penalty to nothing). A full step that left the region but was
-    backtracked into it does not raise ``beta``: backtracking already fixed the step, and raising
-    the penalty as well would throttle the agent twice.
-    """
-    if not result.accepted or not math.isfinite(result.kl_tok):
-        return min(beta * 2.0, high)
-    if result.kl_tok < delta / 2:
-        return max(beta / 2.0, low)
-    return beta
-
-
-def adapt_delta(delta: float, result: UpdateResult, *, low: float, high: float) -> float:
-    """The adaptive radius rule: grow x1.5 after an update that used less than half of the region,
-    shrink /1.5 after backtracking or reverting."""
-    if result.backtracks or not result.accepted:
-        return max(delta / 1.5, low)
-    if result.kl_tok < delta / 2:
-        return min(delta * 1.5, high)
-    return delta

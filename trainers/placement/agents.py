@@ -1,5 +1,6 @@
-"""One owner per trainable agent: its trust-region state (``beta``, ``delta``), the version of its
-weights, and where its model lives and is updated.
+"""One owner per trainable agent: its trust region's state
+(:class:`~trainers.optim.trust_region.TrustRegion`), the version of its weights, and where its
+model lives and is updated.
 
 :class:`TrainedAgent` is every method the team trainer and the stage use; the trainer never asks
 where an agent lives. :func:`trained_agent` picks the owner once, from what it is given:
@@ -28,6 +29,7 @@ from teamtr_core.errors import ConfigError
 from teamtr_core.policy import SamplingParams, TokenLogprobs, TrainablePolicy
 from teamtr_env.rollout import MessageRecord
 from trainers.config import TrainConfig
+from trainers.optim.trust_region import TrustRegion
 from trainers.optim.update import UpdateResult
 from trainers.placement.updaters import ActorPolicy, LocalUpdater, RayUpdater
 
@@ -48,16 +50,16 @@ class TrainedAgent(Protocol):
         name: the agent.
         policy: what the team plays (an :class:`~trainers.placement.updaters.ActorPolicy` for an
             agent whose model lives only in its agent actor).
-        beta, delta: the KL-penalty coefficient and the trust-region radius (adapted by the
-            stage).
+        region: its trust region's state (``beta``, ``delta`` and their adaptation:
+            :class:`~trainers.optim.trust_region.TrustRegion`), held here wherever the model
+            lives, and handed to its updater with every update.
         version: accepted updates so far (which parameters produced a rollout).
         temperature: the temperature its messages are scored at (their sampling temperature).
     """
 
     name: str
     policy: Any
-    beta: float
-    delta: float
+    region: TrustRegion
     version: int
     temperature: float
 
@@ -144,7 +146,7 @@ class _Owner:
 
     def __init__(self, name: str, policy: Any, config: TrainConfig, temperature: float) -> None:
         self.name, self.policy, self.config = name, policy, config
-        self.beta, self.delta = config.trust_region.beta, config.trust_region.delta
+        self.region = TrustRegion(config.trust_region)
         self.version = 0
         self.temperature = temperature
         self._synced: int | None = None  # the version last sent to a distributed runner's workers
@@ -174,7 +176,7 @@ class _Owner:
         return self.updater.update(
             messages,
             advantages,
-            beta=self.beta,
+            beta=self.region.beta,
             delta=delta,
             temperature=self.temperature,
             flip_trials=flip_trials,
@@ -192,16 +194,12 @@ class _Owner:
         self._synced = None
 
     def state_dict(self) -> dict[str, Any]:
-        return {
-            **self.updater.state_dict(),
-            "beta": self.beta,
-            "delta": self.delta,
-            "version": self.version,
-        }
+        return {**self.updater.state_dict(), **self.region.state_dict(), "version": self.version}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.updater.load_state_dict(state)
-        self.beta, self.delta, self.version = state["beta"], state["delta"], state["version"]
+        self.region.load_state_dict(state)
+        self.version = state["version"]
         self._synced = None
 
 

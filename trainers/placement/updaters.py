@@ -115,7 +115,7 @@ class LocalUpdater:
             reference=reference,
             tis_cap=cfg.rollout.tis,
         )
-        if result.accepted and result.step_scale > 0:
+        if result.changed_weights:
             # the weights changed: a rollout engine gets them before its next sampling (a
             # reverted update restored them, so nothing is marked and nothing is served)
             mark_updated(self.policy)

@@ -1,0 +1,44 @@
+"""benchmarks/update_memory.py: a ``--quick`` run writes every row of both settings (TRL's when
+trl is installed, with its effective settings), each measured in a fresh process."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_the_quick_run_writes_both_settings(tmp_path: Path) -> None:
+    out = tmp_path / "memory.json"
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "update_memory.py"),
+            "--quick",
+            "--json",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    data = json.loads(out.read_text())
+    assert set(data["results"]) == {"parameters", "activations"}
+    trl = importlib.util.find_spec("trl") is not None
+    for result in data["results"].values():
+        rows = result["rows"]
+        for arm in ("teamtr, trust region on", "teamtr, trust region off"):
+            assert rows[arm]["step_bytes"] > 0 and rows[arm]["x_params"] > 0
+        assert (rows["TRL GRPOTrainer"] is not None) == trl
+        if trl:
+            assert rows["TRL GRPOTrainer"]["settings"]["beta"] == 0.0
+            assert result["off_over_trl"] > 0
+    params = data["results"]["parameters"]
+    assert params["trust_region_x_params"] < 3.3  # at most one copy of params and of 2 moments
