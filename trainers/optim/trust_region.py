@@ -11,7 +11,8 @@ and one of the optimizer's state, taken just before the first optimizer step (no
 epoch's activations are alive), on the parameters' device or on the host
 (``trust_region.snapshot_device``). Backtracking needs no second copy: each halving moves the
 parameters halfway back to the snapshot in place (``p <- s + (p - s) / 2``). An update without a
-trust region takes no snapshot at all (see :func:`trainers.optim.update.update_agent`).
+trust region takes no snapshot at all (see :func:`trainers.optim.update.update_agent`). On a gang
+(a sharded agent) every rank snapshots, pulls back and restores its own shards.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
+from torch.distributed.tensor import DTensor
 
 from trainers.config import TrustRegionConfig
 from trainers.config.sections import SnapshotDevice
@@ -123,9 +125,10 @@ class Snapshot:
         return self.values is not None
 
     def _copy(self, tensor: torch.Tensor) -> torch.Tensor:
-        if self.device == "cpu":
-            return tensor.detach().to("cpu", copy=True)
-        return tensor.detach().clone()
+        """A copy of ``tensor``'s own elements (a sharded tensor's local shard), where the
+        snapshot lives."""
+        local = _local(tensor).detach()
+        return local.to("cpu", copy=True) if self.device == "cpu" else local.clone()
 
     def take(self) -> None:
         """Copies the parameters and the optimizer's state (once)."""
@@ -135,20 +138,28 @@ class Snapshot:
         state = self.optimizer.state_dict()
         self.state = {
             "state": {
-                k: {n: self._copy(v) if torch.is_tensor(v) else v for n, v in s.items()}
-                for k, s in state["state"].items()
+                k: {n: self._saved(v) for n, v in s.items()} for k, s in state["state"].items()
             },
             "param_groups": [dict(g) for g in state["param_groups"]],
         }
 
+    def _saved(self, value: Any) -> Any:
+        if not torch.is_tensor(value):
+            return value
+        if isinstance(value, DTensor):  # its shard, and how to make it whole again
+            return _SavedShard(self._copy(value), value)
+        return self._copy(value)
+
     def pull_back(self) -> None:
         """Moves every parameter halfway back to its snapshot, in place: ``p <- s + (p - s)/2``
-        (one halving of the step; no copy of the full step is kept)."""
+        (one halving of the step; no copy of the full step is kept; a sharded parameter's local
+        shard)."""
         assert self.values is not None, "nothing to pull back to: no optimizer step was taken"
         with torch.no_grad():
             for p, s in zip(self.params, self.values):
-                s = s.to(p.device, non_blocking=True)
-                p.sub_(s).mul_(0.5).add_(s)
+                local = _local(p)
+                s = s.to(local.device, non_blocking=True)
+                local.sub_(s).mul_(0.5).add_(s)
 
     def restore(self) -> None:
         """Puts the parameters and the optimizer's state back exactly as they were (nothing to
@@ -157,9 +168,38 @@ class Snapshot:
             return
         with torch.no_grad():
             for p, s in zip(self.params, self.values):
-                p.copy_(s)
-        self.optimizer.load_state_dict(self.state)  # casts the state to the parameters' device
+                _local(p).copy_(s)
+        state = {
+            "state": {
+                k: {n: v.tensor() if isinstance(v, _SavedShard) else v for n, v in s.items()}
+                for k, s in self.state["state"].items()
+            },
+            "param_groups": self.state["param_groups"],
+        }
+        self.optimizer.load_state_dict(state)  # casts the state to the parameters' device
 
     def release(self) -> None:
         """Drops the copies (the update is decided)."""
         self.values, self.state = None, None
+
+
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    """A tensor's own elements: a sharded (DTensor) parameter's local shard, else itself."""
+    return tensor.to_local() if isinstance(tensor, DTensor) else tensor
+
+
+class _SavedShard:
+    """A sharded optimizer state's local copy and what makes it a DTensor again."""
+
+    def __init__(self, local: torch.Tensor, like: DTensor) -> None:
+        self.local, self.mesh, self.placements = local, like.device_mesh, like.placements
+        self.shape, self.stride, self.device = like.shape, like.stride(), _local(like).device
+
+    def tensor(self) -> DTensor:
+        return DTensor.from_local(
+            self.local.to(self.device, copy=True),
+            self.mesh,
+            self.placements,
+            shape=self.shape,
+            stride=self.stride,
+        )

@@ -31,6 +31,7 @@ from teamtr_core.seeds import MONITOR_SEED
 from teamtr_env.rollout import MessageRecord
 from trainers.config import OptimConfig, TrustRegionConfig
 from trainers.diagnostics.estimators import zeta_proxies
+from trainers.optim.collective import SOLO, Group
 from trainers.optim.kl import (
     kl_penalty,
     message_subset,
@@ -109,6 +110,7 @@ def policy_step(
     reference: Sequence[TokenLogprobs] | None = None,
     tis_cap: float | None = None,
     snapshot: Snapshot | None = None,
+    group: Group = SOLO,
 ) -> PolicyStep:
     """``optim.epochs`` full-batch gradient steps on the clipped message-level surrogate minus
     ``beta`` times the KL penalty (plus ``optim.ref_kl_coef`` times the KL to ``reference``),
@@ -117,55 +119,67 @@ def policy_step(
     ``epochs_done`` steps). ``snapshot`` (with a trust region) is taken just before the first
     optimizer step, once the first epoch's activations are freed.
 
+    On a gang (``group``) each rank backpropagates its contiguous share of the messages (every
+    rank runs as many micro-batches, an empty one as a zero-weighted pass, so that the sharded
+    model's collectives line up); the gradients sum over the ranks to the full batch's, and the
+    behaviour log-probs are gathered, so ``step`` is the same on every rank.
+
     ``tis_cap``: the truncated importance correction for rollouts sampled by another engine: each
     message's weight is multiplied by ``min(pi_trainer(m) / pi_engine(m), tis_cap)``, the
     trainer's behaviour probability of the message over the engine's (from
     ``MessageRecord.logprobs``; 1 for a message without them), kept in ``step.tis``."""
     n, mb = len(messages), optim.micro_batch_size
     t0 = time.perf_counter()
+    mine = group.share(n)
+    chunks = _aligned_chunks(mine, mb, math.ceil(n / group.size))
     # Without precomputed behaviour log-probs they come from the first epoch's own forward pass,
     # detached: the parameters do not change within an epoch (one optimizer step per epoch), so
     # they are exactly the behaviour log-probs, and a separate scoring pass is saved.
-    old: list[TokenLogprobs] = list(behaviour) if behaviour is not None else []
-    step = PolicyStep(old, int(sum(int(o.mask.sum()) for o in old)))
+    given = _joined(behaviour) if behaviour is not None else None
+    ref_rows = _joined(reference) if reference is not None else None
+    old: list[TokenLogprobs] = []
+    step = PolicyStep(old, 0)
     params = list(policy.parameters())
-    use_ref = reference is not None and optim.ref_kl_coef > 0
+    use_ref = ref_rows is not None and optim.ref_kl_coef > 0
     tis_parts: list[torch.Tensor] = []
     for epoch in range(optim.epochs):
         optimizer.zero_grad(set_to_none=True)
         clipped = ref_sum = 0.0
-        for i, start in enumerate(range(0, n, mb)):
-            chunk = messages[start : start + mb]
+        for i, rows in enumerate(chunks):
+            # an empty share still runs a pass (of one message, weighted 0): collectives line up
+            chunk = [messages[r] for r in rows] or [messages[mine.start if mine else 0]]
             new = score(policy, chunk, mb, temperature, grad=True, autocast=optim.autocast)[0]
-            if epoch == 0 and behaviour is None:
-                old.append(TokenLogprobs(new.logprobs.detach(), new.mask, new.token_ids))
-                step.n_tokens += int(new.mask.sum())
-            cur = old[i]
-            adv = advantages[start : start + len(chunk)]
-            w = weights[start : start + len(chunk)] if weights is not None else None
+            if epoch == 0:
+                old.append(_behaviour(new, given, rows))
+                step.n_tokens += int(old[i].mask.sum()) if rows else 0
+            cur = old[i] if rows else TokenLogprobs(new.logprobs.detach(), new.mask, new.token_ids)
+            index = torch.tensor(list(rows) or [0], dtype=torch.long)
+            adv = advantages[index]
+            w = weights[index] if weights is not None else None
             if tis_cap is not None:
                 if epoch == 0:
-                    tis_parts.append(truncated_is_weights(chunk, cur, tis_cap))
-                w = tis_parts[i] if w is None else w * tis_parts[i]
+                    tis_parts.append(truncated_is_weights(chunk, cur, tis_cap)[: len(rows)])
+                tis = tis_parts[i] if rows else torch.ones(1)
+                w = tis if w is None else w * tis
             sur = clipped_surrogate(
                 new.logprobs, cur.logprobs, cur.mask, adv, eps=optim.ratio_clip, weights=w
             )
             loss = sur.loss + beta * kl_penalty(cur.logprobs, new.logprobs, cur.mask)
             if use_ref:
-                assert reference is not None
-                ref_term = reference_kl(
-                    _to_width(reference[i].logprobs, new.logprobs.shape[1]), new.logprobs, cur.mask
-                )
+                assert ref_rows is not None
+                ref_lp = _to_width(ref_rows.logprobs[index], new.logprobs.shape[1])
+                ref_term = reference_kl(ref_lp, new.logprobs, cur.mask)
                 loss = loss + optim.ref_kl_coef * ref_term
-                ref_sum += float(ref_term.detach()) * len(chunk) / n
-            # Accumulate the full-batch mean: micro-batching-invariant.
-            loss = loss * (len(chunk) / n)
-            if not torch.isfinite(loss):
+                ref_sum += float(ref_term.detach()) * len(rows) / n
+            # Accumulate the full-batch mean: micro-batching-invariant. On a gang the sharded
+            # model averages the ranks' gradients, so each rank's share is scaled by their count.
+            loss = loss * (len(rows) / n * group.size)
+            if group.any(not bool(torch.isfinite(loss))):
                 step.failed, step.seconds = "nonfinite_loss", time.perf_counter() - t0
                 return step
             loss.backward()
-            clipped += sur.clip_frac * len(chunk) / n
-        norm = torch.nn.utils.clip_grad_norm_(params, optim.max_grad_norm)
+            clipped += sur.clip_frac * len(rows) / n
+        norm = _full(torch.nn.utils.clip_grad_norm_(params, optim.max_grad_norm))
         if not math.isfinite(float(norm)):  # checked before the step: nothing to undo
             step.failed, step.seconds = "nonfinite_grad", time.perf_counter() - t0
             return step
@@ -173,13 +187,97 @@ def policy_step(
             snapshot.take()
         optimizer.step()
         step.epochs_done = epoch + 1
-        if epoch == 0 and tis_parts:
-            step.tis = torch.cat(tis_parts)
+        if epoch == 0:
+            step.behaviour = _gathered(old, group)
+            step.n_tokens = int(group.all_sum([float(step.n_tokens)])[0])
+            if tis_parts:
+                step.tis = group.gather_rows(torch.cat(tis_parts))
+        clipped, ref_sum = group.all_sum([clipped, ref_sum])
         step.clip_frac = clipped
         if use_ref:
             step.ref_kl = ref_sum
     step.seconds = time.perf_counter() - t0
     return step
+
+
+def _aligned_chunks(mine: range, mb: int, most: int) -> list[range]:
+    """This rank's micro-batches of its share ``mine``, padded with empty ones to as many as the
+    rank with the largest share (``most`` items) runs."""
+    count = max(math.ceil(most / mb), 1)
+    return [
+        range(r, min(r + mb, mine.stop)) if r < mine.stop else range(0)
+        for r in range(mine.start, mine.start + count * mb, mb)
+    ]
+
+
+def _behaviour(new: TokenLogprobs, given: TokenLogprobs | None, rows: range) -> TokenLogprobs:
+    """A micro-batch's behaviour log-probs: the given ones' rows (at this pass's width), else the
+    pass's own, detached."""
+    if given is None:
+        return TokenLogprobs(new.logprobs.detach(), new.mask, new.token_ids)
+    index = torch.tensor(list(rows), dtype=torch.long)
+    width = new.logprobs.shape[1]
+    mask = _to_width(given.mask[index].float(), width).bool()
+    return TokenLogprobs(_to_width(given.logprobs[index], width), mask, new.token_ids)
+
+
+def _joined(parts: Sequence[TokenLogprobs]) -> TokenLogprobs:
+    """Log-probs given per micro-batch (over every message) as one ``[N, T]`` block."""
+    lp, mask = concat_logprobs(parts)
+    return TokenLogprobs(lp, mask, _joined_ids(parts, lp.shape[1]))
+
+
+def _joined_ids(parts: Sequence[TokenLogprobs], width: int) -> torch.Tensor:
+    return torch.cat([_to_width(p.token_ids, width) for p in parts])
+
+
+def _gathered(parts: list[TokenLogprobs], group: Group) -> list[TokenLogprobs]:
+    """This rank's micro-batches of behaviour log-probs as every rank's, in message order (one
+    ``[N, T]`` block on a gang; the micro-batches themselves on one process)."""
+    if group.size == 1:
+        return parts
+    kept = [p for p in parts if p.logprobs.shape[0]]
+    if kept:
+        lp, mask = concat_logprobs(kept)
+        ids = _joined_ids(kept, lp.shape[1])
+    else:  # a rank with no message
+        lp, mask = torch.zeros(0, 1), torch.zeros(0, 1, dtype=torch.bool)
+        ids = torch.zeros(0, 1, dtype=torch.long)
+    lp, mask, ids = group.gather_rows(lp), group.gather_rows(mask), group.gather_rows(ids)
+    return [TokenLogprobs(lp, mask, ids)]
+
+
+def _full(norm: torch.Tensor) -> torch.Tensor:
+    """A gradient norm as a plain tensor (a sharded model's is a replicated DTensor)."""
+    full = getattr(norm, "full_tensor", None)
+    return full() if callable(full) else norm
+
+
+def scored_rows(
+    policy: TrainablePolicy,
+    messages: Sequence[MessageRecord],
+    micro_batch_size: int,
+    temperature: float = 1.0,
+    group: Group = SOLO,
+    autocast: str = "none",
+) -> torch.Tensor:
+    """``[N, T]`` log-probs of ``messages`` (no gradient): on a gang each rank scores its share
+    (in as many passes as every rank, so that the sharded model's collectives line up) and the
+    rows are gathered, so every rank holds all of them."""
+    mine = group.share(len(messages))
+    if group.size == 1:
+        return concat_logprobs(
+            score(policy, messages, micro_batch_size, temperature, autocast=autocast)
+        )[0]
+    parts = []
+    most = math.ceil(len(messages) / group.size)
+    for rows in _aligned_chunks(mine, micro_batch_size, most):
+        chunk = [messages[r] for r in rows] or [messages[0]]
+        lp = score(policy, chunk, micro_batch_size, temperature, autocast=autocast)[0]
+        if rows:
+            parts.append(lp)
+    local = concat_logprobs(parts)[0] if parts else torch.zeros(0, 1)
+    return group.gather_rows(local)
 
 
 class _Monitor:
@@ -196,8 +294,10 @@ class _Monitor:
         region: TrustRegionConfig,
         optim: OptimConfig,
         temperature: float,
+        group: Group = SOLO,
     ) -> None:
         self.policy, self.region, self.optim, self.temperature = policy, region, optim, temperature
+        self.group = group
         self.old_lp, self.mask = concat_logprobs(step.behaviour)
         self.generator = torch.Generator().manual_seed(MONITOR_SEED)
         n = len(messages)
@@ -210,10 +310,10 @@ class _Monitor:
     def __call__(self) -> tuple[float, torch.Tensor]:
         """The monitored KL and the checked messages' new log-probs."""
         o = self.optim
-        scored = score(
-            self.policy, self.checked, o.micro_batch_size, self.temperature, autocast=o.autocast
+        new_lp = scored_rows(
+            self.policy, self.checked, o.micro_batch_size, self.temperature, self.group, o.autocast
         )
-        new_lp = _to_width(concat_logprobs(scored)[0], self.old_lp.shape[1])
+        new_lp = _to_width(new_lp, self.old_lp.shape[1])
         est = token_kl_monitor(
             self.old_lp,
             new_lp,
@@ -263,6 +363,7 @@ def enforce_trust_region(
     temperature: float = 1.0,
     flip_trials: int = 0,
     weights: torch.Tensor | None = None,
+    group: Group = SOLO,
 ) -> UpdateResult:
     """Measures the monitored token KL (Eq. 18) of the stepped parameters against the behaviour
     log-probs on ``messages`` and, while it exceeds ``delta``, scales the step back toward
@@ -278,7 +379,7 @@ def enforce_trust_region(
     diagnostics (:func:`_update_diagnostics`)."""
     n = len(messages)
     t1 = time.perf_counter()
-    monitor = _Monitor(policy, messages, step, region, optim, temperature)
+    monitor = _Monitor(policy, messages, step, region, optim, temperature, group)
     kl_raw, new_lp = monitor()
     if not math.isfinite(kl_raw):
         if delta is None:  # nothing to enforce, and no snapshot to return to
@@ -342,6 +443,7 @@ def update_agent(
     behaviour: Sequence[TokenLogprobs] | None = None,
     reference: Sequence[TokenLogprobs] | None = None,
     tis_cap: float | None = None,
+    group: Group = SOLO,
 ) -> UpdateResult:
     """Updates ``policy`` on its ``messages`` and enforces ``KL_tok <= delta`` on them: the
     policy step (:func:`policy_step`), then the trust region (:func:`enforce_trust_region`);
@@ -370,6 +472,11 @@ def update_agent(
             (``rollout.importance_correction: tis``; see :func:`policy_step`). The trust region's
             surrogate estimate ``l_seq`` is then computed with the same corrected weights, so the
             update is judged on the trainer's distribution rather than the engine's.
+        group: the ranks of a sharded agent (:mod:`trainers.optim.collective`; default one
+            process). Every rank calls this with the same arguments; each backpropagates and
+            scores its share of the messages, the log-probs the trust region reads are gathered,
+            and the snapshot, backtracks and revert act on each rank's own shards, so every rank
+            returns the same result.
     """
     if optim.epochs < 1:
         raise ValueError(f"optim.epochs must be >= 1, got {optim.epochs}")
@@ -383,7 +490,7 @@ def update_agent(
         step = policy_step(
             policy, optimizer, messages, advantages, beta=beta, optim=optim,
             temperature=temperature, weights=weights, behaviour=behaviour, reference=reference,
-            tis_cap=tis_cap, snapshot=snapshot,
+            tis_cap=tis_cap, snapshot=snapshot, group=group,
         )  # fmt: skip
         gap, engine_kl = engine_mismatch(messages, step.behaviour)
         tis_mean = math.nan
@@ -399,6 +506,7 @@ def update_agent(
             result = enforce_trust_region(
                 policy, messages, advantages, step, snapshot, delta=delta, region=region,
                 optim=optim, temperature=temperature, flip_trials=flip_trials, weights=weights,
+                group=group,
             )  # fmt: skip
             if not result.accepted and snapshot is not None:
                 snapshot.restore()
