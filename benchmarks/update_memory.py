@@ -28,6 +28,10 @@ between steps: HF's Trainer frees the gradients after a step, teamtr at the next
 glibc's malloc keeps every allocation above 128 KiB in its own mapping in every row
 (``MALLOC_MMAP_THRESHOLD_``), so the resident memory follows what is alive.
 
+Two more rows take one update of a fixed batch (no sampling; trust region on), unsharded and on
+a gang of 2 ranks sharded with FSDP2 (gloo, two processes): the sharded figure is each rank's
+peak over its memory after loading and sharding (the larger of the two).
+
 ``--quick`` runs a 4M-parameter model at both settings' batches (a smoke run for the tests).
 """
 
@@ -69,6 +73,7 @@ SETTINGS: dict[str, dict[str, int]] = {
 }
 QUICK = {"hidden_size": 256, "num_layers": 4, "num_heads": 4, "intermediate_size": 1024}
 ARMS = ("teamtr, trust region on", "teamtr, trust region off", "TRL GRPOTrainer")
+UPDATE_ARMS = ("one update, unsharded", "one update, 2 shards (each rank)")
 NEW_TOKENS, LR, TEMPERATURE = 12, 1e-4, 0.8
 MMAP_THRESHOLD = 131072
 """Bytes above which every allocation gets its own mapping (glibc's default threshold grows with
@@ -212,6 +217,99 @@ def run_arm(arm: str, model_dir: Path, prompts: int, generations: int) -> dict[s
     return result
 
 
+def _fixed_batch(prompts: int, generations: int) -> tuple[list[Any], Any]:
+    """The solver's contexts of ``prompts`` sums, ``generations`` fixed completions each, and
+    advantages: one update's batch without sampling (the same on every rank)."""
+    import numpy as np
+    import torch
+    from update_speed import make_env
+
+    from teamtr_env.rollout import MessageRecord
+
+    env = make_env()
+    rng = np.random.default_rng(0)
+    messages = []
+    for i in range(prompts):
+        env.reset(seed=0, options={"problem": env.task.sample(rng)})
+        context = env.context("solver")
+        for g in range(generations):
+            text = f"Answer: {(7 * i + g) % 19}"[:NEW_TOKENS]
+            messages.append(MessageRecord(len(messages), i, 0, "solver", context, text, ()))
+    advantages = torch.tensor([(-1.0) ** k for k in range(len(messages))])
+    return messages, advantages
+
+
+def _update_twice(policy: Any, group: Any, prompts: int, generations: int) -> dict[str, Any]:
+    """Two accepted updates with the trust region on (the first makes the optimizer's state);
+    the second's peak over the memory before the first."""
+    import torch
+
+    from trainers.config import OptimConfig, TrustRegionConfig
+    from trainers.optim.update import update_agent
+
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=LR)
+    messages, advantages = _fixed_batch(prompts, generations)
+    optim = OptimConfig(epochs=1, lr=LR, micro_batch_size=prompts * generations)
+    # a radius this fixed batch's step stays inside: the typical accepted update
+    kwargs = {"beta": 0.0, "delta": 1.0, "optim": optim, "region": TrustRegionConfig()}
+    base = reset_peak_rss()
+    update_agent(policy, optimizer, messages, advantages, group=group, **kwargs)
+    reset_peak_rss()
+    update_agent(policy, optimizer, messages, advantages, group=group, **kwargs)
+    peak = peak_rss_bytes()
+    return {"base_bytes": base, "peak_bytes": peak, "step_bytes": peak - base}
+
+
+def _rank(rank: int, world: int, model_dir: str, batch: str, port: int, out: str) -> None:
+    """One rank of the sharded arm (a torch.multiprocessing process)."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from adapters.hf import HFPolicy
+    from trainers.optim.collective import TorchGroup
+    from trainers.placement.sharding import shard_policy
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.set_num_threads(1)
+    prompts, generations = (int(x) for x in batch.split("x"))
+    policy = HFPolicy.from_pretrained(model_dir)
+    resident(policy.model)
+    shard_policy(policy, init_device_mesh("cpu", (world,)))
+    result = _update_twice(policy, TorchGroup(), prompts, generations)
+    Path(out, f"rank{rank}.json").write_text(json.dumps(result))
+    dist.destroy_process_group()
+
+
+def run_update_arm(arm: str, model_dir: Path, prompts: int, generations: int) -> dict[str, Any]:
+    """One update of a fixed batch, unsharded or on 2 ranks (each rank's figure; the largest)."""
+    import torch
+
+    from trainers.optim.collective import SOLO
+
+    torch.set_num_threads(1)
+    if arm == UPDATE_ARMS[0]:
+        from adapters.hf import HFPolicy
+
+        policy = HFPolicy.from_pretrained(model_dir)
+        resident(policy.model)
+        return _update_twice(policy, SOLO, prompts, generations)
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with tempfile.TemporaryDirectory() as scratch:
+        batch = f"{prompts}x{generations}"
+        mp.spawn(_rank, args=(2, str(model_dir), batch, port, scratch), nprocs=2)
+        ranks = [json.loads(Path(scratch, f"rank{r}.json").read_text()) for r in (0, 1)]
+    worst = max(ranks, key=lambda r: r["step_bytes"])
+    return {**worst, "ranks": ranks}
+
+
 def measure(arm: str, model_dir: Path, prompts: int, generations: int) -> dict[str, Any] | None:
     """:func:`run_arm` in a fresh process (``None``: the arm cannot run here)."""
     with tempfile.TemporaryDirectory() as scratch:
@@ -252,7 +350,7 @@ def run_setting(name: str, setting: dict[str, int], folder: Path) -> dict[str, A
     model_dir = build_model(folder / name, setting)
     params = parameter_bytes(model_dir)
     rows: dict[str, Any] = {}
-    for arm in ARMS:
+    for arm in ARMS + UPDATE_ARMS:
         result = measure(arm, model_dir, setting["prompts"], setting["generations"])
         if result is not None:
             result["x_params"] = result["step_bytes"] / params
@@ -275,6 +373,10 @@ def _ratios(rows: dict[str, Any]) -> dict[str, float | None]:
         out["on_over_trl"] = on["step_bytes"] / trl["step_bytes"] if on else None
         out["off_over_trl"] = off["step_bytes"] / trl["step_bytes"] if off else None
     out["trust_region_x_params"] = on["x_params"] - off["x_params"] if on and off else None
+    whole, sharded = (rows.get(a) for a in UPDATE_ARMS)
+    out["shard_over_unsharded"] = (
+        sharded["step_bytes"] / whole["step_bytes"] if whole and sharded else None
+    )
     return out
 
 
@@ -282,14 +384,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--quick", action="store_true", help="a 4M-parameter smoke run")
-    parser.add_argument("--arm", choices=ARMS, help=argparse.SUPPRESS)
+    parser.add_argument("--arm", choices=ARMS + UPDATE_ARMS, help=argparse.SUPPRESS)
     parser.add_argument("--model", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--batch", help=argparse.SUPPRESS)
     parser.add_argument("--arm-out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.arm:  # one row, in this (fresh) process
         prompts, generations = (int(x) for x in args.batch.split("x"))
-        args.arm_out.write_text(json.dumps(run_arm(args.arm, args.model, prompts, generations)))
+        run = run_update_arm if args.arm in UPDATE_ARMS else run_arm
+        args.arm_out.write_text(json.dumps(run(args.arm, args.model, prompts, generations)))
         return 0
     settings = {k: {**v, **QUICK} for k, v in SETTINGS.items()} if args.quick else SETTINGS
     with tempfile.TemporaryDirectory() as scratch:
@@ -310,7 +413,12 @@ def main() -> int:
             print(
                 f"teamtr / TRL: trust region off {r['off_over_trl']:.2f}, on "
                 f"{r['on_over_trl']:.2f}; the trust region adds "
-                f"{r['trust_region_x_params']:.2f}x the parameter bytes\n"
+                f"{r['trust_region_x_params']:.2f}x the parameter bytes"
+            )
+        if r["shard_over_unsharded"] is not None:
+            print(
+                "one update (trust region on) on 2 shards: each rank's peak is "
+                f"{r['shard_over_unsharded']:.2f}x the unsharded update's\n"
             )
     data = {
         "command": shlex.join([sys.executable, *sys.argv]),

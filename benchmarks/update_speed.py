@@ -128,7 +128,8 @@ def flip_rates(model_dir: Path, updates: int, fractions: tuple[float, ...] = (0.
     whose decision is close), averaged over the band and the updates.
     """
     from trainers.optim.kl import monitor_flip_rate, token_kl_monitor
-    from trainers.optim.update import concat_logprobs, score, update_agent
+    from trainers.optim.scoring import concat_logprobs, score
+    from trainers.optim.update import update_agent
 
     config = teamtr_config(epochs=4, trust_region=True, steps=updates)
     trainer = TeamTrainer(config, make_env, {"solver": HFPolicy.from_pretrained(model_dir)})
@@ -201,7 +202,7 @@ def multi_turn_scoring(problems: int) -> dict:
     from adapters.tiny import TinyModelSpec
     from teamtr_core.policy import SamplingParams
     from teamtr_env.runners import Runner
-    from trainers.optim.update import score
+    from trainers.optim.scoring import score
 
     def env_fn() -> Any:
         return teamtr_env.make("teamtr/ARBench-GN-v0")

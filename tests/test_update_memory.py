@@ -42,3 +42,8 @@ def test_the_quick_run_writes_both_settings(tmp_path: Path) -> None:
             assert result["off_over_trl"] > 0
     params = data["results"]["parameters"]
     assert params["trust_region_x_params"] < 3.3  # at most one copy of params and of 2 moments
+    for result in data["results"].values():  # one update, unsharded and on 2 ranks
+        rows = result["rows"]
+        sharded = rows["one update, 2 shards (each rank)"]
+        assert rows["one update, unsharded"]["step_bytes"] > 0 and len(sharded["ranks"]) == 2
+        assert result["shard_over_unsharded"] > 0

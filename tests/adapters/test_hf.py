@@ -333,7 +333,7 @@ def test_bf16_autocast_scores_close_to_full_precision_and_trains(tiny_model_dir:
     from teamtr_env.rollout import MessageRecord
     from trainers.config import TrainConfig
     from trainers.learners.team_trainer import TeamTrainer
-    from trainers.optim.update import score
+    from trainers.optim.scoring import score
 
     policy = HFPolicy.from_pretrained(tiny_model_dir)
     msgs = [MessageRecord(0, 0, 0, "a", "Compute: 1 + 2\n", "Answer: 3")]

@@ -23,7 +23,8 @@ from adapters.hf import HFPolicy
 from teamtr_env.rollout import MessageRecord
 from trainers.config import OptimConfig, TrustRegionConfig
 from trainers.optim.collective import SOLO, Group, TorchGroup
-from trainers.optim.update import scored_rows, update_agent
+from trainers.optim.scoring import scored_rows
+from trainers.optim.update import update_agent
 
 TEXTS = ["12+7=19", "3+4=7", "8+8=16", "5+9=14", "1+1=2", "6+2=8", "9+9=18"]  # 7: uneven shares
 CASES: dict[str, dict[str, Any]] = {

@@ -188,3 +188,28 @@ def make_record(**overrides: Any) -> UpdateRecord:
     return UpdateRecord(
         result=result, **{k: v for k, v in values.items() if k not in result_fields}
     )
+
+
+class BuiltTrainers:
+    """Records every TeamTrainer the runs of a test build (to reach their agents' actors):
+    ``monkeypatch`` replaces the recipe's TeamTrainer with a recording subclass."""
+
+    def __init__(self, monkeypatch: Any) -> None:
+        import trainers.run.recipe as recipe_module
+        from trainers.learners.team_trainer import TeamTrainer
+
+        self.trainers: list[TeamTrainer] = []
+        built = self.trainers
+
+        class Recording(TeamTrainer):
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, **kwargs)
+                built.append(self)
+
+        monkeypatch.setattr(recipe_module, "TeamTrainer", Recording)
+
+    def shut_down(self) -> None:
+        """Stops every agent actor of every run recorded."""
+        for trainer in self.trainers:
+            for slot in trainer.slots.values():
+                slot.shutdown()

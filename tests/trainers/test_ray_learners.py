@@ -13,10 +13,9 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from helpers_trainers import small  # noqa: E402
+from helpers_trainers import BuiltTrainers, small  # noqa: E402
 from rich.console import Console  # noqa: E402
 
-import trainers.run.recipe as recipe_module  # noqa: E402
 from trainers.learners.callbacks import Callback  # noqa: E402
 from trainers.learners.team_trainer import TeamTrainer  # noqa: E402
 from trainers.placement.agents import ActorAgent  # noqa: E402
@@ -52,21 +51,6 @@ def _same_numbers(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
             assert mine[key] == pytest.approx(other[key], rel=1e-4, abs=1e-6, nan_ok=True), key
 
 
-class _Built:
-    """Records the TeamTrainer a run builds (to reach its agent actors)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.trainers: list[TeamTrainer] = []
-        built = self.trainers
-
-        class Recording(TeamTrainer):
-            def __init__(self, *args: Any, **kwargs: Any) -> None:
-                super().__init__(*args, **kwargs)
-                built.append(self)
-
-        monkeypatch.setattr(recipe_module, "TeamTrainer", Recording)
-
-
 @pytest.fixture
 def driver_only_task() -> Any:
     """The one-digit sums under an id registered in this process only: Ray's processes do not
@@ -89,7 +73,7 @@ def test_agent_actors_train_like_local_training(
     quiet = Console(file=io.StringIO())
     task = {"task": driver_only_task}
     local = run_training(small(tmp_path / "local", **task), console=quiet)
-    built = _Built(monkeypatch)
+    built = BuiltTrainers(monkeypatch)
     remote = run_training(small(tmp_path / "ray", **task, **ON_RAY), console=quiet)
     _same_numbers(remote, local)
     (trainer,) = built.trainers
@@ -147,7 +131,7 @@ def test_with_ray_rollout_workers_too_the_driver_loads_no_model(
     }
     in_driver = run_training(small(tmp_path / "driver", **settings), console=quiet)
     _refuse_models(monkeypatch)
-    built = _Built(monkeypatch)
+    built = BuiltTrainers(monkeypatch)
     remote = run_training(small(tmp_path / "actors", **settings, **ON_RAY), console=quiet)
     _same_numbers(remote, in_driver)
     validation = {  # after every stage, on the workers
@@ -181,7 +165,7 @@ def test_a_shared_base_lora_team_trains_in_agent_actors_as_in_the_driver(
     settings = {"team": team, "sft": None, "trust_region__beta": 0.05, "optim__lr": 0.01}
     local = run_training(small(tmp_path / "local", **settings), console=quiet)
     _refuse_models(monkeypatch)
-    built = _Built(monkeypatch)
+    built = BuiltTrainers(monkeypatch)
     remote = run_training(small(tmp_path / "ray", **settings, **ON_RAY), console=quiet)
     _same_numbers(remote, local)
     assert [r for r in remote["updates"] if r["kl_tok"] > 1e-6], "no update moved"
@@ -197,7 +181,7 @@ def test_a_shared_base_lora_team_trains_in_agent_actors_as_in_the_driver(
 class _KillOnce(Callback):
     """Kills ``agent``'s agent actor after the first update of stage ``stage`` (0-based)."""
 
-    def __init__(self, built: _Built, agent: str, stage: int) -> None:
+    def __init__(self, built: BuiltTrainers, agent: str, stage: int) -> None:
         self.built, self.agent, self.stage, self.killed = built, agent, stage, False
 
     def on_update(self, record: Any) -> None:
@@ -213,7 +197,7 @@ def test_a_dead_agent_actor_costs_a_replay_of_its_stage_and_nothing_else(
 ) -> None:
     quiet = Console(file=io.StringIO())
     whole = run_training(small(tmp_path / "whole"), console=quiet)
-    built = _Built(monkeypatch)
+    built = BuiltTrainers(monkeypatch)
     killer = _KillOnce(built, "aggregator", stage=1)
     out = io.StringIO()
     config = small(tmp_path / "killed", **ON_RAY)

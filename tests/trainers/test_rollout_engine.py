@@ -18,7 +18,7 @@ from adapters.vllm_policy import SyncStats
 from teamtr_core.policy import TokenLogprobs
 from teamtr_env.rollout import MessageRecord
 from trainers.learners.team_trainer import TeamTrainer
-from trainers.optim.update import engine_mismatch
+from trainers.optim.engine import engine_mismatch
 
 AGENTS = ("a", "b", "c")
 

@@ -114,7 +114,8 @@ def test_disjoint_budget_gives_every_update_its_own_slice() -> None:
 
 def test_disjoint_naive_updates_on_the_slices_of_the_stage_start_batch() -> None:
     """Each disjoint update equals a 'matched' update on that slice alone: run the slices by hand."""
-    from trainers.optim.update import score, update_agent
+    from trainers.optim.scoring import score
+    from trainers.optim.update import update_agent
 
     agents = ("a", "b")
     cfg = config(schedule__learner="naive_sequential", diagnostics=False, schedule__stages=1)

@@ -163,7 +163,7 @@ def scored_batches(policy: TabularPolicy) -> list[int]:
 def test_behaviour_log_probs_come_from_the_first_epoch_exactly_and_save_a_pass() -> None:
     """Without precomputed behaviour log-probs the first epoch's forward pass provides them: the
     update equals the one given ``score(...)`` beforehand, with one scoring pass fewer."""
-    from trainers.optim.update import score
+    from trainers.optim.scoring import score
 
     results, calls = [], []
     for precompute in (True, False):
@@ -244,7 +244,7 @@ def test_adaptation_rules() -> None:
 def test_truncated_importance_correction_weights_messages_by_trainer_over_engine() -> None:
     import dataclasses
 
-    from trainers.optim.update import truncated_is_weights
+    from trainers.optim.engine import truncated_is_weights
 
     policy, msgs, adv = batch()
     uniform = math.log(1 / 3)  # the trainer's log-prob of every message

@@ -276,6 +276,13 @@ class RunnerConfig:
         "backtracking live there; the driver orchestrates)",
         "local",
     )
+    agent_shards: int = _help(
+        "ranks each trainable agent is sharded over (FSDP2): with runner.agents: ray, a gang of "
+        "this many agent actors in one placement group, each holding 1/N of the agent's weights, "
+        "gradients and optimizer state (agent_cpus and agent_gpus each); 1: one actor holds it "
+        "all. For full-weight agents bigger than one device",
+        1,
+    )
     agent_cpus: float = _help("CPUs each agent actor asks for", 1.0)
     agent_gpus: float = _help("GPUs each agent actor asks for (1: its model trains on a GPU)", 0.0)
     max_restarts: int = _help(
@@ -293,6 +300,13 @@ class RunnerConfig:
             errors.append("num_cpus, num_gpus, agent_cpus and agent_gpus must be >= 0")
         if self.max_restarts < 0:
             errors.append(f"max_restarts must be >= 0, got {self.max_restarts}")
+        if self.agent_shards < 1:
+            errors.append(f"agent_shards must be >= 1, got {self.agent_shards}")
+        elif self.agent_shards > 1 and self.agents != "ray":
+            errors.append(
+                f"agent_shards: {self.agent_shards} needs agents: ray (a sharded agent is a gang "
+                "of agent actors): set runner.agents=ray"
+            )
         if errors:
             raise ValueError("; ".join(errors))
 

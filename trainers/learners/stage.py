@@ -34,7 +34,8 @@ from trainers.learners.callbacks import CallbackList
 from trainers.learners.stage_diagnostics import RunDiagnostics, StageDiagnostics
 from trainers.optim.advantages import GroupAdvantages, group_advantages
 from trainers.optim.records import AGENT_METRIC_KEYS, UpdateRecord
-from trainers.optim.update import UpdateResult, joined_logprobs
+from trainers.optim.result import UpdateResult
+from trainers.optim.scoring import joined_logprobs
 from trainers.placement.agents import TrainedAgent
 
 

@@ -50,8 +50,8 @@ from trainers.diagnostics.estimators import (
 )
 from trainers.optim.advantages import GroupAdvantages
 from trainers.optim.records import UPDATE_KEYS, UpdateRecord
+from trainers.optim.scoring import joined_logprobs
 from trainers.optim.surrogate import surrogate_value
-from trainers.optim.update import joined_logprobs
 
 _IW_KEYS = ("ess_over_b", "p95", "p99", "max", "frac_gt_10")
 

@@ -197,7 +197,7 @@ class _SavedShard:
 
     def tensor(self) -> DTensor:
         return DTensor.from_local(
-            self.local.to(self.device, copy=True),
+            self.local.to(self.device),  # the snapshot's own copy: dropped after the restore
             self.mesh,
             self.placements,
             shape=self.shape,

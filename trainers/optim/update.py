@@ -13,16 +13,21 @@ the optimizer state (:class:`trainers.optim.trust_region.Snapshot`, taken just b
 optimizer step); without one it keeps none: the loss and the gradients are checked for non-finite
 values before each optimizer step, so a failure in the first epoch changes nothing, and one in a
 later epoch keeps the epochs before it (reason ``nonfinite_stopped``).
+
+On a gang (a sharded agent, ``group``) every rank is called with the same arguments: each
+backpropagates its contiguous share of the messages (every rank runs as many micro-batches, an
+empty one as a zero-weighted pass, so that the sharded model's collectives line up), the
+gradients sum over the ranks to the full batch's, the behaviour and monitored log-probs are
+gathered, and the snapshot, backtracks and revert act on each rank's own shards: every rank
+returns the same result.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import time
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 
@@ -32,6 +37,7 @@ from teamtr_env.rollout import MessageRecord
 from trainers.config import OptimConfig, TrustRegionConfig
 from trainers.diagnostics.estimators import zeta_proxies
 from trainers.optim.collective import SOLO, Group
+from trainers.optim.engine import engine_mismatch, truncated_is_weights
 from trainers.optim.kl import (
     kl_penalty,
     message_subset,
@@ -40,60 +46,17 @@ from trainers.optim.kl import (
     token_kl_monitor,
 )
 from trainers.optim.result import PolicyStep, UpdateResult
+from trainers.optim.scoring import (
+    aligned_chunks,
+    concat_logprobs,
+    gathered,
+    joined,
+    score,
+    scored_rows,
+    to_width,
+)
 from trainers.optim.surrogate import clipped_surrogate, message_log_ratio, surrogate_value
 from trainers.optim.trust_region import Snapshot
-
-
-def score(
-    policy: TrainablePolicy,
-    messages: Sequence[MessageRecord],
-    micro_batch_size: int,
-    temperature: float = 1.0,
-    grad: bool = False,
-    autocast: str = "none",
-) -> list[TokenLogprobs]:
-    """Log-probs of ``messages`` (their exact sampled tokens) under ``policy``, per micro-batch;
-    ``autocast="bf16"`` runs the forward pass under bfloat16 autocast (log-probs stay float32)."""
-    out = []
-    with torch.set_grad_enabled(grad), _autocast(policy, autocast):
-        for start in range(0, len(messages), micro_batch_size):
-            chunk = messages[start : start + micro_batch_size]
-            prompts = [m.context for m in chunk]
-            completions: list[Any] = [list(m.token_ids) if m.token_ids else m.text for m in chunk]
-            if temperature == 1.0:
-                out.append(policy.logprobs(prompts, completions))
-            else:
-                out.append(policy.logprobs(prompts, completions, temperature=temperature))  # type: ignore[call-arg]
-    return out
-
-
-def _autocast(policy: Any, mode: str) -> Any:
-    """bfloat16 autocast on the policy's device for ``mode == "bf16"``, else nothing."""
-    if mode != "bf16":
-        return contextlib.nullcontext()
-    device = getattr(policy, "device", torch.device("cpu"))
-    return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)
-
-
-def _to_width(logprobs: torch.Tensor, width: int) -> torch.Tensor:
-    """``[N, T]`` log-probs padded with zeros or cut to ``width`` tokens (the same messages
-    scored in batches of different longest completions)."""
-    if logprobs.shape[1] >= width:
-        return logprobs[:, :width]
-    return torch.nn.functional.pad(logprobs, (0, width - logprobs.shape[1]))
-
-
-def concat_logprobs(parts: Sequence[TokenLogprobs]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Joins per-micro-batch results into ``[N, T]`` log-probs (detached) and mask."""
-    width = max(p.logprobs.shape[1] for p in parts)
-    lp = torch.cat(
-        [
-            torch.nn.functional.pad(p.logprobs.detach(), (0, width - p.logprobs.shape[1]))
-            for p in parts
-        ]
-    )
-    mask = torch.cat([torch.nn.functional.pad(p.mask, (0, width - p.mask.shape[1])) for p in parts])
-    return lp, mask
 
 
 def policy_step(
@@ -114,29 +77,20 @@ def policy_step(
 ) -> PolicyStep:
     """``optim.epochs`` full-batch gradient steps on the clipped message-level surrogate minus
     ``beta`` times the KL penalty (plus ``optim.ref_kl_coef`` times the KL to ``reference``),
-    gradients accumulated over micro-batches and clipped to ``optim.max_grad_norm``. Stops before
-    the optimizer step at a non-finite loss or gradient norm (``failed``, after
-    ``epochs_done`` steps). ``snapshot`` (with a trust region) is taken just before the first
-    optimizer step, once the first epoch's activations are freed.
-
-    On a gang (``group``) each rank backpropagates its contiguous share of the messages (every
-    rank runs as many micro-batches, an empty one as a zero-weighted pass, so that the sharded
-    model's collectives line up); the gradients sum over the ranks to the full batch's, and the
-    behaviour log-probs are gathered, so ``step`` is the same on every rank.
-
-    ``tis_cap``: the truncated importance correction for rollouts sampled by another engine: each
-    message's weight is multiplied by ``min(pi_trainer(m) / pi_engine(m), tis_cap)``, the
-    trainer's behaviour probability of the message over the engine's (from
-    ``MessageRecord.logprobs``; 1 for a message without them), kept in ``step.tis``."""
+    gradients accumulated over micro-batches and clipped to ``optim.max_grad_norm``; stops before
+    an optimizer step at a non-finite loss or gradient norm (``failed``, after ``epochs_done``).
+    ``snapshot`` is taken just before the first optimizer step; on a gang see the module
+    docstring. ``tis_cap``: each message's weight times ``min(pi_trainer(m) / pi_engine(m),
+    tis_cap)`` (1 without engine log-probs), kept in ``step.tis``."""
     n, mb = len(messages), optim.micro_batch_size
     t0 = time.perf_counter()
     mine = group.share(n)
-    chunks = _aligned_chunks(mine, mb, math.ceil(n / group.size))
+    chunks = aligned_chunks(mine, mb, math.ceil(n / group.size))
     # Without precomputed behaviour log-probs they come from the first epoch's own forward pass,
     # detached: the parameters do not change within an epoch (one optimizer step per epoch), so
     # they are exactly the behaviour log-probs, and a separate scoring pass is saved.
-    given = _joined(behaviour) if behaviour is not None else None
-    ref_rows = _joined(reference) if reference is not None else None
+    given = joined(behaviour) if behaviour is not None else None
+    ref_rows = joined(reference) if reference is not None else None
     old: list[TokenLogprobs] = []
     step = PolicyStep(old, 0)
     params = list(policy.parameters())
@@ -152,25 +106,14 @@ def policy_step(
             if epoch == 0:
                 old.append(_behaviour(new, given, rows))
                 step.n_tokens += int(old[i].mask.sum()) if rows else 0
+                if tis_cap is not None:
+                    tis_parts.append(truncated_is_weights(chunk, old[i], tis_cap)[: len(rows)])
             cur = old[i] if rows else TokenLogprobs(new.logprobs.detach(), new.mask, new.token_ids)
             index = torch.tensor(list(rows) or [0], dtype=torch.long)
-            adv = advantages[index]
-            w = weights[index] if weights is not None else None
-            if tis_cap is not None:
-                if epoch == 0:
-                    tis_parts.append(truncated_is_weights(chunk, cur, tis_cap)[: len(rows)])
-                tis = tis_parts[i] if rows else torch.ones(1)
-                w = tis if w is None else w * tis
-            sur = clipped_surrogate(
-                new.logprobs, cur.logprobs, cur.mask, adv, eps=optim.ratio_clip, weights=w
-            )
-            loss = sur.loss + beta * kl_penalty(cur.logprobs, new.logprobs, cur.mask)
-            if use_ref:
-                assert ref_rows is not None
-                ref_lp = _to_width(ref_rows.logprobs[index], new.logprobs.shape[1])
-                ref_term = reference_kl(ref_lp, new.logprobs, cur.mask)
-                loss = loss + optim.ref_kl_coef * ref_term
-                ref_sum += float(ref_term.detach()) * len(rows) / n
+            w = _weights(weights, index, tis_parts[i] if tis_parts and rows else None)
+            width = new.logprobs.shape[1]
+            ref_lp = to_width(ref_rows.logprobs[index], width) if ref_rows and use_ref else None
+            loss, clip_frac, ref_kl = _loss(new, cur, advantages[index], w, beta, optim, ref_lp)
             # Accumulate the full-batch mean: micro-batching-invariant. On a gang the sharded
             # model averages the ranks' gradients, so each rank's share is scaled by their count.
             loss = loss * (len(rows) / n * group.size)
@@ -178,7 +121,8 @@ def policy_step(
                 step.failed, step.seconds = "nonfinite_loss", time.perf_counter() - t0
                 return step
             loss.backward()
-            clipped += sur.clip_frac * len(rows) / n
+            clipped += clip_frac * len(rows) / n
+            ref_sum += ref_kl * len(rows) / n
         norm = _full(torch.nn.utils.clip_grad_norm_(params, optim.max_grad_norm))
         if not math.isfinite(float(norm)):  # checked before the step: nothing to undo
             step.failed, step.seconds = "nonfinite_grad", time.perf_counter() - t0
@@ -187,27 +131,47 @@ def policy_step(
             snapshot.take()
         optimizer.step()
         step.epochs_done = epoch + 1
-        if epoch == 0:
-            step.behaviour = _gathered(old, group)
+        if epoch == 0:  # every rank's behaviour log-probs, tokens and importance weights
+            step.behaviour = gathered(old, group)
             step.n_tokens = int(group.all_sum([float(step.n_tokens)])[0])
-            if tis_parts:
-                step.tis = group.gather_rows(torch.cat(tis_parts))
-        clipped, ref_sum = group.all_sum([clipped, ref_sum])
-        step.clip_frac = clipped
-        if use_ref:
-            step.ref_kl = ref_sum
+            step.tis = group.gather_rows(torch.cat(tis_parts)) if tis_parts else None
+        step.clip_frac, ref_kl = group.all_sum([clipped, ref_sum])
+        step.ref_kl = ref_kl if use_ref else math.nan
     step.seconds = time.perf_counter() - t0
     return step
 
 
-def _aligned_chunks(mine: range, mb: int, most: int) -> list[range]:
-    """This rank's micro-batches of its share ``mine``, padded with empty ones to as many as the
-    rank with the largest share (``most`` items) runs."""
-    count = max(math.ceil(most / mb), 1)
-    return [
-        range(r, min(r + mb, mine.stop)) if r < mine.stop else range(0)
-        for r in range(mine.start, mine.start + count * mb, mb)
-    ]
+def _weights(
+    weights: torch.Tensor | None, index: torch.Tensor, tis: torch.Tensor | None
+) -> torch.Tensor | None:
+    """A micro-batch's message weights: the given importance weights' rows times the truncated
+    importance weights of the engine correction, either or both (``None``: neither)."""
+    w = weights[index] if weights is not None else None
+    if tis is None:
+        return w
+    return tis if w is None else w * tis
+
+
+def _loss(
+    new: TokenLogprobs,
+    cur: TokenLogprobs,
+    adv: torch.Tensor,
+    weights: torch.Tensor | None,
+    beta: float,
+    optim: OptimConfig,
+    ref_lp: torch.Tensor | None,
+) -> tuple[torch.Tensor, float, float]:
+    """One micro-batch's loss (Eq. 17): the clipped message-level surrogate, ``beta`` times the
+    KL penalty against the behaviour log-probs ``cur`` and, with a reference's log-probs, that
+    KL times ``optim.ref_kl_coef``; its clipped fraction and reference KL (0 without one)."""
+    sur = clipped_surrogate(
+        new.logprobs, cur.logprobs, cur.mask, adv, eps=optim.ratio_clip, weights=weights
+    )
+    loss = sur.loss + beta * kl_penalty(cur.logprobs, new.logprobs, cur.mask)
+    if ref_lp is None:
+        return loss, sur.clip_frac, 0.0
+    ref_term = reference_kl(ref_lp, new.logprobs, cur.mask)
+    return loss + optim.ref_kl_coef * ref_term, sur.clip_frac, float(ref_term.detach())
 
 
 def _behaviour(new: TokenLogprobs, given: TokenLogprobs | None, rows: range) -> TokenLogprobs:
@@ -217,67 +181,14 @@ def _behaviour(new: TokenLogprobs, given: TokenLogprobs | None, rows: range) -> 
         return TokenLogprobs(new.logprobs.detach(), new.mask, new.token_ids)
     index = torch.tensor(list(rows), dtype=torch.long)
     width = new.logprobs.shape[1]
-    mask = _to_width(given.mask[index].float(), width).bool()
-    return TokenLogprobs(_to_width(given.logprobs[index], width), mask, new.token_ids)
-
-
-def _joined(parts: Sequence[TokenLogprobs]) -> TokenLogprobs:
-    """Log-probs given per micro-batch (over every message) as one ``[N, T]`` block."""
-    lp, mask = concat_logprobs(parts)
-    return TokenLogprobs(lp, mask, _joined_ids(parts, lp.shape[1]))
-
-
-def _joined_ids(parts: Sequence[TokenLogprobs], width: int) -> torch.Tensor:
-    return torch.cat([_to_width(p.token_ids, width) for p in parts])
-
-
-def _gathered(parts: list[TokenLogprobs], group: Group) -> list[TokenLogprobs]:
-    """This rank's micro-batches of behaviour log-probs as every rank's, in message order (one
-    ``[N, T]`` block on a gang; the micro-batches themselves on one process)."""
-    if group.size == 1:
-        return parts
-    kept = [p for p in parts if p.logprobs.shape[0]]
-    if kept:
-        lp, mask = concat_logprobs(kept)
-        ids = _joined_ids(kept, lp.shape[1])
-    else:  # a rank with no message
-        lp, mask = torch.zeros(0, 1), torch.zeros(0, 1, dtype=torch.bool)
-        ids = torch.zeros(0, 1, dtype=torch.long)
-    lp, mask, ids = group.gather_rows(lp), group.gather_rows(mask), group.gather_rows(ids)
-    return [TokenLogprobs(lp, mask, ids)]
+    mask = to_width(given.mask[index].float(), width).bool()
+    return TokenLogprobs(to_width(given.logprobs[index], width), mask, new.token_ids)
 
 
 def _full(norm: torch.Tensor) -> torch.Tensor:
     """A gradient norm as a plain tensor (a sharded model's is a replicated DTensor)."""
     full = getattr(norm, "full_tensor", None)
     return full() if callable(full) else norm
-
-
-def scored_rows(
-    policy: TrainablePolicy,
-    messages: Sequence[MessageRecord],
-    micro_batch_size: int,
-    temperature: float = 1.0,
-    group: Group = SOLO,
-    autocast: str = "none",
-) -> torch.Tensor:
-    """``[N, T]`` log-probs of ``messages`` (no gradient): on a gang each rank scores its share
-    (in as many passes as every rank, so that the sharded model's collectives line up) and the
-    rows are gathered, so every rank holds all of them."""
-    mine = group.share(len(messages))
-    if group.size == 1:
-        return concat_logprobs(
-            score(policy, messages, micro_batch_size, temperature, autocast=autocast)
-        )[0]
-    parts = []
-    most = math.ceil(len(messages) / group.size)
-    for rows in _aligned_chunks(mine, micro_batch_size, most):
-        chunk = [messages[r] for r in rows] or [messages[0]]
-        lp = score(policy, chunk, micro_batch_size, temperature, autocast=autocast)[0]
-        if rows:
-            parts.append(lp)
-    local = concat_logprobs(parts)[0] if parts else torch.zeros(0, 1)
-    return group.gather_rows(local)
 
 
 class _Monitor:
@@ -313,7 +224,7 @@ class _Monitor:
         new_lp = scored_rows(
             self.policy, self.checked, o.micro_batch_size, self.temperature, self.group, o.autocast
         )
-        new_lp = _to_width(new_lp, self.old_lp.shape[1])
+        new_lp = to_width(new_lp, self.old_lp.shape[1])
         est = token_kl_monitor(
             self.old_lp,
             new_lp,
@@ -419,14 +330,6 @@ def enforce_trust_region(
     )
 
 
-def joined_logprobs(new: Any, old: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Two scorings of the same messages (lists of ``TokenLogprobs``) as ``[N, T]`` tensors:
-    the new log-probs, the old ones and the mask."""
-    new_lp, mask = concat_logprobs(new)
-    old_lp, _ = concat_logprobs(old)
-    return new_lp, old_lp, mask
-
-
 def update_agent(
     policy: TrainablePolicy,
     optimizer: torch.optim.Optimizer,
@@ -457,9 +360,7 @@ def update_agent(
         advantages: ``[N]`` the advantage of each message's episode.
         beta: KL-penalty coefficient (Eq. 17).
         delta: trust-region radius; ``None`` = no trust region (ablation).
-        optim: the config's ``optim`` section (epochs, micro-batching, clipping, autocast,
-            ``ref_kl_coef``).
-        region: the config's ``trust_region`` section (backtracking, monitoring).
+        optim, region: the config's ``optim`` and ``trust_region`` sections.
         temperature: the temperature the messages were sampled (and are scored) at.
         flip_trials: > 0: the update's diagnostics (zeta_ratio; KL-monitor flip rates at 25%
             and 50% with this many subsamples each); 0: none.
@@ -473,10 +374,7 @@ def update_agent(
             surrogate estimate ``l_seq`` is then computed with the same corrected weights, so the
             update is judged on the trainer's distribution rather than the engine's.
         group: the ranks of a sharded agent (:mod:`trainers.optim.collective`; default one
-            process). Every rank calls this with the same arguments; each backpropagates and
-            scores its share of the messages, the log-probs the trust region reads are gathered,
-            and the snapshot, backtracks and revert act on each rank's own shards, so every rank
-            returns the same result.
+            process), each called with the same arguments (see the module docstring).
     """
     if optim.epochs < 1:
         raise ValueError(f"optim.epochs must be >= 1, got {optim.epochs}")
@@ -493,15 +391,13 @@ def update_agent(
             tis_cap=tis_cap, snapshot=snapshot, group=group,
         )  # fmt: skip
         gap, engine_kl = engine_mismatch(messages, step.behaviour)
-        tis_mean = math.nan
+        tis_mean = math.nan if step.tis is None else float(step.tis.mean())
         if step.tis is not None:
-            tis_mean = float(step.tis.mean())
             weights = step.tis if weights is None else weights * step.tis
         if step.failed is not None:
             result = _failed(step, n, snapshot)
         elif delta is None and not region.monitor_without_region:
-            # No region to enforce: the post-update scoring pass would only be logged; skip it.
-            result = UpdateResult.kept(step, n)
+            result = UpdateResult.kept(step, n)  # no region: skip the pass that would only log
         else:
             result = enforce_trust_region(
                 policy, messages, advantages, step, snapshot, delta=delta, region=region,
@@ -526,57 +422,6 @@ def _failed(step: PolicyStep, n: int, snapshot: Snapshot | None) -> UpdateResult
     if snapshot is not None or step.epochs_done == 0:
         return UpdateResult.rejected(step.failed or "nonfinite_loss", step, n)
     return dataclasses.replace(UpdateResult.kept(step, n), reason="nonfinite_stopped")
-
-
-def engine_mismatch(
-    messages: Sequence[MessageRecord], behaviour: Sequence[TokenLogprobs]
-) -> tuple[float, float]:
-    """How far the sampler's log-probs of the messages' tokens (``MessageRecord.logprobs``, a
-    rollout engine's) are from the trainer's own before the update (``behaviour``, the first
-    epoch's detached log-probs, in micro-batches over ``messages`` in order).
-
-    Returns ``(logprob_gap, engine_kl)``: ``logprob_gap`` is the mean over tokens of ``|log pi_engine - log pi_trainer|``, and
-    ``engine_kl``, the k3 estimate of KL(pi_engine || pi_trainer) on the engine's samples
-    (``mean(exp(r) - 1 - r)``, ``r = log pi_trainer - log pi_engine``); both NaN when no
-    message carries engine log-probs."""
-    nan = (math.nan, math.nan)
-    if not messages or not any(m.logprobs for m in messages):
-        return nan
-    trainer_rows = [row for b in behaviour for row in _rows(b)]
-    gaps = [r for m, row in zip(messages, trainer_rows) if (r := _log_ratio(m, row)) is not None]
-    if not gaps:
-        return nan
-    r = torch.cat(gaps)
-    return float(r.abs().mean()), float((torch.exp(r.clamp(max=20.0)) - 1 - r).mean())
-
-
-def truncated_is_weights(
-    messages: Sequence[MessageRecord], behaviour: TokenLogprobs, cap: float
-) -> torch.Tensor:
-    """Per message, ``min(exp(sum_t log pi_trainer - log pi_engine), cap)``: the truncated
-    importance weight that corrects a sampler's distribution to the trainer's (veRL's and TRL's
-    TIS, at the message level of this surrogate); 1 for a message without engine log-probs."""
-    out = torch.ones(len(messages), dtype=torch.float32)
-    for b, (message, row) in enumerate(zip(messages, _rows(behaviour))):
-        r = _log_ratio(message, row)
-        if r is not None:
-            out[b] = min(math.exp(min(float(r.sum()), 50.0)), cap)
-    return out
-
-
-def _log_ratio(message: MessageRecord, trainer_lp: torch.Tensor) -> torch.Tensor | None:
-    """Per token, ``log pi_trainer - log pi_engine`` of one message (float64), over the tokens
-    both have; ``None`` when the message carries no engine log-probs."""
-    k = min(len(message.logprobs), int(trainer_lp.numel()))
-    if not k:
-        return None
-    engine = torch.tensor(message.logprobs[:k], dtype=torch.float64)
-    return trainer_lp[:k].double() - engine
-
-
-def _rows(lp: TokenLogprobs) -> list[torch.Tensor]:
-    """Each completion's log-probs of its real tokens (the mask's ``True`` entries)."""
-    return [lp.logprobs[b][lp.mask[b]].detach() for b in range(lp.logprobs.shape[0])]
 
 
 def _update_diagnostics(

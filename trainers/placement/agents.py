@@ -31,6 +31,7 @@ from teamtr_env.rollout import MessageRecord
 from trainers.config import TrainConfig
 from trainers.optim.trust_region import TrustRegion
 from trainers.optim.update import UpdateResult
+from trainers.placement.gang import actor_updater
 from trainers.placement.updaters import ActorPolicy, LocalUpdater, RayUpdater
 
 __all__ = [
@@ -312,7 +313,7 @@ class MirroredAgent(ActorAgent):
 
     def start(self) -> None:
         if self._actor is None:
-            self._actor = RayUpdater(self.name, self.policy, self.config)
+            self._actor = actor_updater(self.name, self.policy, self.config)
 
     def accept(self) -> None:
         self.version += 1

@@ -48,7 +48,9 @@ from teamtr_core.policy import (
 )
 from teamtr_env.rollout import MessageRecord
 from trainers.config import TrainConfig
-from trainers.optim.update import UpdateResult, score, update_agent
+from trainers.optim.collective import SOLO, Group
+from trainers.optim.scoring import scored
+from trainers.optim.update import UpdateResult, update_agent
 
 
 class AgentActorLost(TeamTRError):
@@ -57,6 +59,9 @@ class AgentActorLost(TeamTRError):
 
 class LocalUpdater:
     """An agent's optimizer and reference in this process, updating ``policy`` in place."""
+
+    #: The ranks this updater's calls run on (a gang's rank replaces it).
+    group: Group = SOLO
 
     def __init__(self, policy: TrainablePolicy, config: TrainConfig) -> None:
         self.policy, self.config = policy, config
@@ -98,7 +103,8 @@ class LocalUpdater:
         reference: list[TokenLogprobs] | None = None
         t0 = time.perf_counter()
         if self.reference is not None:
-            reference = score(self.reference, messages, cfg.optim.micro_batch_size, temperature)
+            mb = cfg.optim.micro_batch_size
+            reference = scored(self.reference, messages, mb, temperature, self.group)
         reference_s = time.perf_counter() - t0
         result = update_agent(
             self.policy,
@@ -114,6 +120,7 @@ class LocalUpdater:
             weights=weights,
             reference=reference,
             tis_cap=cfg.rollout.tis,
+            group=self.group,
         )
         if result.changed_weights:
             # the weights changed: a rollout engine gets them before its next sampling (a
@@ -124,7 +131,8 @@ class LocalUpdater:
     def score(self, messages: Sequence[MessageRecord], temperature: float) -> list[TokenLogprobs]:
         """The policy's current log-probs of ``messages`` (no gradient; diagnostics and the
         importance weights of naive sequential read them)."""
-        return score(self.policy, messages, self.config.optim.micro_batch_size, temperature)
+        mb = self.config.optim.micro_batch_size
+        return scored(self.policy, messages, mb, temperature, self.group)
 
     def state_dict(self) -> dict[str, Any]:
         """The checkpoint's ``policy``, ``optimizer`` and (if frozen) ``reference``."""
@@ -225,6 +233,10 @@ class _LearnerActor(LocalUpdater):
 class RayUpdater:
     """An agent's updater in a Ray actor (see the module docstring).
 
+    Every call goes to each of its ranks (one actor here; a :class:`GangUpdater`'s N), which
+    answer alike; the first rank's answer is returned. A rank that died makes the call raise
+    :class:`AgentActorLost` once every rank is stopped.
+
     Args:
         agent: the agent's name (for messages).
         source: the policy to train, built in the actor by calling ``source`` (a picklable
@@ -241,40 +253,63 @@ class RayUpdater:
     ) -> None:
         from teamtr_env.runners.ray import init_ray
 
-        placement = config.runner
         self.agent, self.config = agent, config
-        self.ray = init_ray(placement.address)
-        self._class = self.ray.remote(
-            num_cpus=placement.agent_cpus, num_gpus=placement.agent_gpus, max_restarts=0
-        )(_LearnerActor)
+        self.ray = init_ray(config.runner.address)
         build = _Given(source) if isinstance(source, TrainablePolicy) else source
         self._build = self.ray.put(build)  # a restart builds from the same object
-        self.actor = self._start()
+        self.ranks: list[Any] = self._start()
         self._reference = False
         self._weights: Any = None  # the object-store copy of the current weights, once asked for
 
-    def _start(self) -> Any:
-        device = "cuda" if self.config.runner.agent_gpus > 0 else None
-        return self._class.remote(self._build, self.config, device)
+    @property
+    def actor(self) -> Any:
+        """The first rank's actor (the one that answers)."""
+        return self.ranks[0]
+
+    def _device(self) -> str | None:
+        return "cuda" if self.config.runner.agent_gpus > 0 else None
+
+    def _start(self) -> list[Any]:
+        placement = self.config.runner
+        actor = self.ray.remote(
+            num_cpus=placement.agent_cpus, num_gpus=placement.agent_gpus, max_restarts=0
+        )(_LearnerActor)
+        return [actor.remote(self._build, self.config, self._device())]
 
     def restart(self) -> None:
-        """Starts a new actor built as the first was, in place of one that died or was stopped
-        (:meth:`shutdown`); the caller loads a checkpoint into it."""
-        self.actor = self._start()
+        """Starts new actors built as the first were, in place of ones that died or were
+        stopped (:meth:`shutdown`); the caller loads a checkpoint into them."""
+        self.shutdown()
+        self.ranks = self._start()
         self._reference = False
         self._weights = None
 
     def _get(self, ref: Any) -> Any:
+        """What one call on every rank returned (``ref``: their references): the first rank's
+        answer, once every rank answered."""
+        refs = ref if isinstance(ref, list) else [ref]
+        pending = list(refs)
         try:
-            return self.ray.get(ref)
+            while pending:  # every rank, so a dead one is seen even while the others wait on it
+                done, pending = self.ray.wait(pending, num_returns=1)
+                self.ray.get(done)
+            return self.ray.get(refs[0])
         except self.ray.exceptions.RayActorError as exc:
+            self.shutdown()  # the others would wait on the dead one in their collectives
             raise AgentActorLost(f"the agent actor of agent {self.agent!r} died: {exc}") from exc
 
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``method`` on every rank; the first rank's answer."""
+        return self._get(self._submit(method, *args, **kwargs))
+
+    def _submit(self, method: str, *args: Any, **kwargs: Any) -> list[Any]:
+        return [getattr(rank, method).remote(*args, **kwargs) for rank in self.ranks]
+
     def set_lr(self, lr: float) -> None:
-        self._get(self.actor.set_lr.remote(lr))
+        self._call("set_lr", lr)
 
     def freeze_reference(self) -> None:
-        self._get(self.actor.freeze_reference.remote())
+        self._call("freeze_reference")
         self._reference = True
 
     @property
@@ -286,8 +321,8 @@ class RayUpdater:
     ) -> tuple[UpdateResult, float]:
         """:meth:`LocalUpdater.update` in the actor (one remote call with the messages)."""
         self._weights = None
-        result: tuple[UpdateResult, float] = self._get(
-            self.actor.update.remote(list(messages), advantages, **settings)
+        result: tuple[UpdateResult, float] = self._call(
+            "update", list(messages), advantages, **settings
         )
         return result
 
@@ -296,7 +331,9 @@ class RayUpdater:
         receive them unless it asks); put there once per version of the weights, however many
         readers (the driver's copy, the rollout workers) ask."""
         if self._weights is None:
-            self._weights = self.actor.weights.remote()
+            refs = self._submit("weights")
+            self._get(refs)  # a gang gathers them on its first rank
+            self._weights = refs[0]
         return self._weights
 
     def weights(self) -> Mapping[str, Any]:
@@ -307,57 +344,53 @@ class RayUpdater:
         """Loads policy weights into the actor (a state dict, or an object-store reference to
         one: another actor's :meth:`weights_ref`, which then never passes the driver)."""
         self._weights = None
-        self._get(self.actor.load_weights.remote(state))
+        self._call("load_weights", state)
 
     def score(self, messages: Sequence[MessageRecord], temperature: float) -> list[TokenLogprobs]:
         """:meth:`LocalUpdater.score` in the actor."""
-        result: list[TokenLogprobs] = self._get(
-            self.actor.score.remote(list(messages), temperature)
-        )
+        result: list[TokenLogprobs] = self._call("score", list(messages), temperature)
         return result
 
     def state_dict(self) -> dict[str, Any]:
-        state: dict[str, Any] = self._get(self.actor.state_dict.remote())
+        state: dict[str, Any] = self._call("state_dict")
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self._weights = None
-        self._get(self.actor.load_state_dict.remote(dict(state)))
+        self._call("load_state_dict", dict(state))
         self._reference = "reference" in state
 
     def engine_syncs(self) -> dict[str, float] | None:
         """:meth:`LocalUpdater.engine_syncs` of the actor's policy."""
-        result: dict[str, float] | None = self._get(self.actor.engine_syncs.remote())
+        result: dict[str, float] | None = self._call("engine_syncs")
         return result
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
         """:meth:`LocalUpdater.shapes` of the actor's policy (its weights stay there)."""
-        result: dict[str, tuple[int, ...]] = self._get(self.actor.shapes.remote())
+        result: dict[str, tuple[int, ...]] = self._call("shapes")
         return result
 
     def generate(self, prompts: Sequence[str], sampling: SamplingParams) -> list[Generation]:
         """The actor's policy writes the messages."""
-        result: list[Generation] = self._get(self.actor.generate.remote(list(prompts), sampling))
+        result: list[Generation] = self._call("generate", list(prompts), sampling)
         return result
 
     def logprobs(
         self, prompts: Sequence[str], completions: Sequence[Completion], **kwargs: Any
     ) -> TokenLogprobs:
-        result: TokenLogprobs = self._get(
-            self.actor.logprobs.remote(list(prompts), list(completions), **kwargs)
-        )
+        result: TokenLogprobs = self._call("logprobs", list(prompts), list(completions), **kwargs)
         return result
 
     def clone_start(self, index: int, pairs: Sequence[tuple[str, str]], sft: Any) -> None:
         """:meth:`LocalUpdater.clone_start` in the actor."""
         self._weights = None
-        self._get(self.actor.clone_start.remote(index, list(pairs), sft))
+        self._call("clone_start", index, list(pairs), sft)
 
     def submit_clone_steps(self, agent: str, sft: Any, first: int, last: int, check: bool) -> Any:
         """Starts :meth:`LocalUpdater.clone_steps` in the actor and returns its reference without
         waiting (several actors clone at once; :meth:`result` waits)."""
         self._weights = None
-        return self.actor.clone_steps.remote(agent, sft, first, last, check)
+        return self._submit("clone_steps", agent, sft, first, last, check)
 
     def result(self, ref: Any) -> Any:
         """What :meth:`submit_clone_steps` started, once it is done (:class:`AgentActorLost` if the
@@ -365,8 +398,9 @@ class RayUpdater:
         return self._get(ref)
 
     def shutdown(self) -> None:
-        """Stops the actor."""
-        self.ray.kill(self.actor, no_restart=True)
+        """Stops the actors."""
+        for rank in self.ranks:
+            self.ray.kill(rank, no_restart=True)
 
 
 def check_actor_resources(config: TrainConfig, count: int) -> None:
@@ -377,7 +411,11 @@ def check_actor_resources(config: TrainConfig, count: int) -> None:
     placement = config.runner
     ray = init_ray(placement.address)
     short = short_of_resources(
-        ray, count, placement.agent_cpus, placement.agent_gpus, "agent actors"
+        ray,
+        count * placement.agent_shards,  # a sharded agent is a gang of actors
+        placement.agent_cpus,
+        placement.agent_gpus,
+        "agent actors",
     )
     if short:
         raise ConfigError("runner", short)

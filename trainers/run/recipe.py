@@ -66,10 +66,10 @@ from trainers.learners.callbacks import (
 )
 from trainers.learners.registry import learner_spec
 from trainers.learners.team_trainer import TeamTrainer
+from trainers.placement.gang import actor_updater
 from trainers.placement.updaters import (
     ActorPolicy,
     AgentActorLost,
-    RayUpdater,
     check_actor_resources,
 )
 from trainers.run import rundir
@@ -263,7 +263,7 @@ class TrainingRecipe:
         fixed = [a for a in source.agents if a not in trainable]
         built = source.build(fixed) if fixed else {}
         check_actor_resources(config, len(trainable))
-        actors = {a: RayUpdater(a, source.agent(a), config) for a in trainable}
+        actors = {a: actor_updater(a, source.agent(a), config) for a in trainable}
         return {a: ActorPolicy(actors[a]) if a in actors else built[a] for a in source.agents}
 
     def resume(self) -> bool:
