@@ -12,7 +12,7 @@ from typing import NoReturn
 
 from rich.console import Console
 
-from teamtr_cli import compare, diagnostics, export, listing, models, play, swap, train
+from teamtr_cli import compare, diagnostics, export, listing, models, plan, play, swap, train
 from teamtr_cli import eval as evaluation
 from teamtr_core.errors import TeamTRError
 
@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="teamtr", description="Trainable, measurable multi-agent LLM teams.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     listing.add_parsers(sub)
-    for command in (play, evaluation, train, compare, swap, export, diagnostics, models):
+    for command in (play, evaluation, train, plan, compare, swap, export, diagnostics, models):
         command.add_parser(sub)
     return parser
 
@@ -71,6 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return models.cmd_models(args, console)
         if args.command == "train":
             return train.cmd_train(args, console)
+        if args.command == "plan":
+            return plan.cmd_plan(args, console)
         if args.command == "compare":
             return compare.cmd_compare(args, console)
         if args.command == "swap":

@@ -65,6 +65,20 @@ def int_in(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+def add_config_args(p: argparse.ArgumentParser, set_dest: str, set_help: str) -> None:
+    """``--config FILE`` (a training config; default the demo) and ``--set KEY=VALUE`` (its
+    overrides, collected in ``set_dest``), as ``teamtr train`` takes them."""
+    p.add_argument("--config", type=Path, help="training config (YAML/JSON); default: the demo")
+    p.add_argument(
+        "--set",
+        dest=set_dest,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=set_help,
+    )
+
+
 non_negative_int = int_at_least(0, "a non-negative integer")
 positive_int = int_at_least(1, "a positive integer")
 

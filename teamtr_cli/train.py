@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from teamtr_cli.common import add_config_args
 from teamtr_core.config_schema import json_schema
 
 
@@ -15,14 +16,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     train = sub.add_parser(
         "train", help="train a team (no arguments: the CPU demo, TeamTR on tiny models)"
     )
-    train.add_argument("--config", type=Path, help="training config (YAML/JSON); default: the demo")
-    train.add_argument(
-        "--set",
-        dest="train_set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config value, e.g. --set schedule.learner=naive_sequential; repeatable",
+    add_config_args(
+        train,
+        "train_set",
+        "override a config value, e.g. --set schedule.learner=naive_sequential; repeatable",
     )
     train.add_argument(
         "--learner",

@@ -58,9 +58,47 @@ def teamtr_step(policy: HFPolicy, optimizer: torch.optim.Optimizer, region: bool
     )
 
 
+def planned(model_dir: Path, hidden: int, layers: int) -> None:
+    """Builds a model of ``hidden`` x ``layers``, takes two updates (trust region on, accepted)
+    and prints the second's peak over the memory before the model was loaded, and the plan's
+    prediction of it (``trainers.run.memory_model``)."""
+    from trainers.run.memory_model import ModelShape, update_peak
+
+    spec = TinyModelSpec(
+        hidden_size=hidden, num_layers=layers, num_heads=hidden // 64, intermediate_size=4 * hidden
+    )
+    build_tiny_model(model_dir, spec)
+    messages, adv = batch(None)  # type: ignore[arg-type]
+    base = reset_peak_rss()
+    policy = HFPolicy.from_pretrained(model_dir, shared_prefix=False)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-4)
+    kwargs = {
+        "beta": 0.0,
+        "delta": 10.0,
+        "optim": OptimConfig(epochs=1, lr=1e-4),
+        "region": TrustRegionConfig(),
+    }
+    update_agent(policy, optimizer, messages, adv, **kwargs)
+    reset_peak_rss()
+    update_agent(policy, optimizer, messages, adv, **kwargs)
+    measured = peak_rss_bytes() - base
+    shape = ModelShape.from_folder(model_dir)
+    tokens = sum(
+        len(policy.prompt_ids(m.context)) + len(policy.codec.completion_ids(m.text))
+        for m in messages
+    )
+    predicted = update_peak(shape, dtype="float32", trainable=shape.parameters, tokens=tokens).peak(
+        1
+    )
+    print(measured, predicted)
+
+
 def main() -> None:
     arm, model_dir = sys.argv[1], Path(sys.argv[2])
     torch.set_num_threads(1)
+    if arm == "plan":
+        planned(model_dir, int(sys.argv[3]), int(sys.argv[4]))
+        return
     if arm == "build":
         build_tiny_model(model_dir, SPEC)
         policy = HFPolicy.from_pretrained(model_dir)

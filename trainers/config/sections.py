@@ -290,6 +290,12 @@ class RunnerConfig:
         "in the whole run, before the run stops",
         3,
     )
+    check_memory: bool = _help(
+        "refuse, before anything is written, a run whose memory plan (teamtr plan) does not fit "
+        "this machine's devices; false: run anyway (not checked with agent actors on a remote "
+        "cluster)",
+        True,
+    )
 
     def __post_init__(self) -> None:
         errors = choice_errors("backend", self.backend, Literal["local", "ray"])

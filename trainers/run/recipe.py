@@ -88,6 +88,7 @@ from trainers.run.logger import (
     make_loggers,
     plot_learning_curves,
 )
+from trainers.run.memory_plan import check_memory
 from trainers.run.report import build_summary, json_finite, metrics_line, print_summary, stage_line
 from trainers.run.state import BestStage, RunState
 from trainers.run.team_eval import (
@@ -154,7 +155,8 @@ class TrainingRecipe:
     def check(self, *, resume: bool = False) -> None:
         """Everything that can reject the run, before anything is written (every problem of a
         part at once): the learner, loggers, behaviour cloning, the team config, a resume's
-        configuration, the training split and every split the run draws from.
+        configuration, the training split, every split the run draws from, and the memory plan
+        on this machine's devices.
 
         Raises:
             ConfigError: naming the errors.
@@ -174,6 +176,7 @@ class TrainingRecipe:
         check_training_split(config, env, self.eval_env(), self.console)
         check_drawable(config, self.train_env, self.eval_env, self.val_env)
         check_task_schedule(config)
+        check_memory(config, env)  # the plan on this machine's devices (teamtr plan)
 
     def setup(self, *, resume: bool = False, overwrite: bool = False) -> None:
         """Checks the run (:meth:`check`), prepares its directory (a new run needs an empty one
