@@ -130,3 +130,16 @@ def test_the_planned_peak_of_an_update_is_within_a_quarter_of_the_measured(
     )
     measured, predicted = (int(x) for x in done.stdout.split()[-2:])
     assert 0.75 * measured <= predicted <= 1.25 * measured, (measured, predicted)
+
+
+def test_what_a_gang_cannot_train_yet_is_refused_before_anything_starts(
+    tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gang = ["--set", "runner.agents=ray", "--set", "runner.agent_shards=2"]
+    argv = ["train", "--run-dir", str(tmp_path / "run"), *gang, "--set", "rollout.engine=vllm"]
+    assert main(argv) == 2
+    assert "not from vLLM engines yet" in capsys.readouterr().err
+    team = f"team={{default: {{backend: hf, path: {tiny_model_dir}, lora: {{r: 4}}}}}}"
+    assert main(["train", "--run-dir", str(tmp_path / "run"), *gang, "--set", team]) == 2
+    assert "shard full-weight agents only" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()

@@ -55,6 +55,7 @@ def check_before_writing(config: TrainConfig, env: Any) -> None:
     missing = no_expert_reason(env.task)
     if config.sft is not None and missing:
         errors.append(f"sft: nothing to behaviour-clone: {missing}; set sft: null (--set sft=null)")
+    errors += _shard_errors(config)
     if config.team is not None:
         from adapters.team import check_team
 
@@ -71,6 +72,28 @@ def check_before_writing(config: TrainConfig, env: Any) -> None:
                 )
     if errors:
         raise ConfigError("training config", errors)
+
+
+def _shard_errors(config: TrainConfig) -> list[str]:
+    """What a gang (``runner.agent_shards > 1``) cannot train yet: rollouts from vLLM engines
+    (each rank would start one), and LoRA agents (their adapters fit one device)."""
+    if config.runner.agent_shards <= 1:
+        return []
+    errors = []
+    if config.rollout.engine == "vllm":
+        errors.append(
+            "runner.agent_shards: a sharded agent's rollouts come from its gang (every rank "
+            "samples alike) or from Ray rollout workers (runner.backend: ray), not from vLLM "
+            "engines yet: set rollout.engine: hf"
+        )
+    team = config.team
+    agents = [] if team is None else [team.default, *team.agents.values()]
+    if any(a is not None and (a.lora or a.adapter_path) for a in agents):
+        errors.append(
+            "runner.agent_shards: a LoRA agent's adapters are small and fit one device: shard "
+            "full-weight agents only (runner.agent_shards: 1 for LoRA teams)"
+        )
+    return errors
 
 
 def _gpu_placement_errors(config: TrainConfig, chosen: dict[str, Any]) -> list[str]:
