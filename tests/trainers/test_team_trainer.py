@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -228,15 +229,21 @@ def test_stage_metrics_carry_each_agents_share_of_clipped_messages() -> None:
     clipping = ClippingTabular(["any"], MESSAGES, featurize=lambda c: "any", init="random", seed=0)
     trainer = TeamTrainer(config(), env_fn, {"a": clipping, "b": team["b"]})
     batches = []
-    sample = trainer.sample
 
-    def recording(stage, index, prompts, purpose="train"):  # type: ignore[no-untyped-def]
-        batch, event = sample(stage, index, prompts, purpose)
-        if purpose == "train":
-            batches.append(batch)
-        return batch, event
+    class Recording:  # the trainer's sampler, recording the training batches it draws
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
 
-    trainer.sample = recording  # type: ignore[method-assign]
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+        def __call__(self, stage, index, prompts, purpose="train"):  # type: ignore[no-untyped-def]
+            batch, event = self.inner(stage, index, prompts, purpose)
+            if purpose == "train":
+                batches.append(batch)
+            return batch, event
+
+    trainer.sampler = Recording(trainer.sampler)  # type: ignore[assignment]
     report = trainer.run_stage()
     m = report.metrics
     assert any(e.purpose == "diagnostic" for e in report.samples)

@@ -13,6 +13,7 @@ import psutil
 import pytest
 import torch
 
+from adapters import vllm_policy
 from adapters.hf import HFPolicy
 from adapters.shared_lora import SharedLoraBase
 from adapters.vllm_policy import VLLMLoraTeam, VLLMPolicy
@@ -83,10 +84,23 @@ def test_a_full_weight_sync_takes_effect(engine) -> None:
             p.add_(0.5 * torch.randn_like(p))
     assert greedy_ids(trainer) != before
     count = policy.syncs.count
-    sent = policy.sync_weights(trainer)
+    files: list[str] = []
+    real = vllm_policy.tempfile.mkdtemp
+
+    def recorded(*args, **kwargs):  # type: ignore[no-untyped-def]
+        files.append(real(*args, **kwargs))
+        return files[-1]
+
+    vllm_policy.tempfile.mkdtemp = recorded  # type: ignore[assignment]
+    try:
+        sent = policy.sync_weights(trainer)
+    finally:
+        vllm_policy.tempfile.mkdtemp = real  # type: ignore[assignment]
     assert sent == len(trainer.model.state_dict())
     assert policy.syncs.count == count + 1 and policy.syncs.bytes > 0
     assert greedy_ids(policy) == greedy_ids(trainer)
+    # an in-process engine is handed the tensors; a multiprocess one reads a file
+    assert bool(files) == (not policy.in_process)
 
 
 def test_a_lora_policy_is_served_merged(engine) -> None:

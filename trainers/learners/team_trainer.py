@@ -47,7 +47,7 @@ import torch
 
 from teamtr_core.errors import ConfigError, RegistryError
 from teamtr_core.policy import SamplingParams, TrainablePolicy, add_syncs, engine_syncs
-from teamtr_core.seeds import DIAG_STREAM, ORDER_STREAM, PROBLEM_STREAM, TRAIN_STREAM, derive_seed
+from teamtr_core.seeds import ORDER_STREAM, derive_seed
 from teamtr_env.env import TeamEnv
 from teamtr_env.rollout import RolloutBatch
 from teamtr_env.runners import Runner, make_runner
@@ -55,9 +55,10 @@ from trainers.config import TrainConfig
 from trainers.learners.base import Learner
 from trainers.learners.callbacks import Callback, CallbackList
 from trainers.learners.registry import make_learner
+from trainers.learners.sampling import TeamSampler
 from trainers.learners.stage import SampleEvent, Stage, StageReport
 from trainers.learners.stage_diagnostics import RunDiagnostics
-from trainers.placement.agents import TrainedAgent, trained_agent
+from trainers.placement.agents import RemoteAgent, TrainedAgent, is_remote, trained_agent
 from trainers.placement.updaters import check_actor_resources
 
 #: Totals a run keeps across stages (``totals``), summed from each stage's report.
@@ -119,7 +120,7 @@ class TeamTrainer:
         errors = self.learner.check(config)
         if errors:
             raise ConfigError("training config", errors)
-        self.runner = make_runner(
+        runner = make_runner(
             env_fn,
             dict(policies),
             dict(sampling) if sampling else config.sampling,
@@ -127,17 +128,19 @@ class TeamTrainer:
             progress=False,
             team=team,
         )
-        self.agents = list(self.runner.agents)
+        self.agents = list(runner.agents)
         if config.optim.gradient_checkpointing:
             for p in policies.values():
                 if isinstance(p, TrainablePolicy) and hasattr(p, "enable_gradient_checkpointing"):
                     p.enable_gradient_checkpointing()
         #: The trainable agents' owners (fixed teammates have none).
         self.slots: dict[str, TrainedAgent] = {
-            a: trained_agent(a, p, config, self.runner.sampling[a])
+            a: trained_agent(a, p, config, runner.sampling[a])
             for a, p in policies.items()
             if isinstance(p, TrainablePolicy)
         }
+        #: Draws every stage's rollouts (handed to the stage): it owns the runner.
+        self.sampler = TeamSampler(config, runner, self.slots)
         self.stage = 0  # completed stages
         self.totals: dict[str, float] = defaultdict(float)
         # Called after every update with its record (the recipe's callbacks, progress bars).
@@ -155,36 +158,21 @@ class TeamTrainer:
         return {a: s.temperature for a, s in self.slots.items()}
 
     # -- sampling ---------------------------------------------------------------------------
+    @property
+    def runner(self) -> Any:
+        """What plays the episodes (the sampler's runner)."""
+        return self.sampler.runner
+
     def sample(
         self, stage: int, index: int, prompts: int, purpose: str = "train"
     ) -> tuple[RolloutBatch, SampleEvent]:
         """``prompts`` prompts x G rollouts under the CURRENT parameters of every agent (seeded by
-        stage and index), and what was sampled."""
-        stream = TRAIN_STREAM if purpose == "train" else DIAG_STREAM
-        seed = derive_seed(self.config.seed, stream, stage, index)
-        self.sync_workers()
-        batch = self.runner.rollout(
-            # i.i.d. draws: a training batch samples the distribution the objective averages
-            # over (a problem may repeat), unlike an evaluation set.
-            self.runner.sample_problems(
-                prompts, seed=derive_seed(seed, PROBLEM_STREAM), distinct=False
-            ),
-            group_size=self.config.schedule.group_size,
-            seed=seed,
-        )
-        tokens = batch.stats.tokens_generated or batch.stats.chars_generated
-        played = getattr(self.runner, "last_versions", None)
-        event = SampleEvent(
-            stage, index, purpose, self.versions(), batch.stats.envs, tokens, played
-        )
-        return batch, event
+        stage and index), and what was sampled (:class:`TeamSampler`)."""
+        return self.sampler(stage, index, prompts, purpose)
 
     def sync_workers(self) -> None:
-        """Sends every agent's weights that changed since the last sync to a distributed
-        runner's workers (from an agent actor straight through the object store), so they
-        never play stale weights; nothing to send on the local runner."""
-        for agent in self.slots.values():
-            agent.sync(self.runner)
+        """Sends changed weights to a distributed runner's workers (:class:`TeamSampler`)."""
+        self.sampler.sync_workers()
 
     @property
     def policies(self) -> dict[str, Any]:
@@ -198,9 +186,10 @@ class TeamTrainer:
         schedule's next options): a Ray runner's workers, with the same weights, build them."""
         for_env = getattr(self.runner, "for_env", None)
         if for_env is not None:
-            self.runner = for_env(env_fn, description="rollout")
+            self.sampler.runner = for_env(env_fn, description="rollout")
         else:
-            self.runner = Runner(env_fn, self.policies, self.runner.sampling, progress=False)
+            runner = Runner(env_fn, self.policies, self.runner.sampling, progress=False)
+            self.sampler.runner = runner
 
     def evaluation_runner(self, env_fn: Callable[[], TeamEnv]) -> Runner:
         """A runner of the current team on ``env_fn``'s environments (a held-out or validation
@@ -247,7 +236,7 @@ class TeamTrainer:
             self.stage,
             self.update_order(self.stage),
             self.slots,
-            self.sample,
+            self.sampler,
             diagnostics=self.diagnostics,
             callbacks=self.callbacks,
             engine_syncs=self.sync_totals,
@@ -271,7 +260,7 @@ class TeamTrainer:
         """Starts where every agent's updates run (Ray agent actors, from the agents' current
         policies: after the warm start, or before a checkpoint is loaded), checked against the
         cluster's resources first; nothing when all have started."""
-        pending = [a for a in self.slots.values() if not a.started]
+        pending = [a for a in self._remote() if not a.started]
         if pending:
             check_actor_resources(self.config, len(pending))
             for agent in pending:
@@ -280,12 +269,17 @@ class TeamTrainer:
     def restart_agents(self) -> None:
         """Replaces every agent actor with a new one built as it was (after one died): the
         caller loads a checkpoint. Nothing happens to agents updated in this process."""
-        for agent in self.slots.values():
+        remote = self._remote()
+        for agent in remote:
             agent.shutdown()
-        if self.config.runner.agents == "ray" and self.slots:
-            check_actor_resources(self.config, len(self.slots))
-        for agent in self.slots.values():
+        if remote:
+            check_actor_resources(self.config, len(remote))
+        for agent in remote:
             agent.restart()
+
+    def _remote(self) -> list[RemoteAgent]:
+        """The agents trained in agent actors."""
+        return [a for a in self.slots.values() if is_remote(a)]
 
     def sync_totals(self) -> dict[str, float] | None:
         """The weight syncs into every rollout engine of the run so far (``count``, ``tensors``,
@@ -294,7 +288,7 @@ class TeamTrainer:
         (``runner.backend: ray``). ``None`` while no engine has started anywhere
         (``rollout.engine: hf``)."""
         parts = [engine_syncs(self.policies.values())]  # an ActorPolicy holds no engine
-        parts += [agent.actor_engine_syncs() for agent in self.slots.values()]
+        parts += [agent.actor_engine_syncs() for agent in self._remote()]
         on_workers = getattr(self.runner, "engine_syncs", None)
         if callable(on_workers):
             parts.append(on_workers())

@@ -21,7 +21,7 @@ update marks it stale, and it takes the new weights before its next sampling.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 import torch
 
@@ -38,7 +38,9 @@ __all__ = [
     "ActorAgent",
     "LocalAgent",
     "MirroredAgent",
+    "RemoteAgent",
     "TrainedAgent",
+    "is_remote",
     "score_temperature",
     "trained_agent",
 ]
@@ -63,15 +65,6 @@ class TrainedAgent(Protocol):
     region: TrustRegion
     version: int
     temperature: float
-
-    @property
-    def started(self) -> bool:
-        """Whether its updates can run (an agent actor is started on first use)."""
-        ...
-
-    def start(self) -> None:
-        """Starts where its updates run (an agent actor; nothing for a local agent)."""
-        ...
 
     def begin_stage(self, lr: float, *, freeze_reference: bool) -> None:
         """Sets the stage's learning rate; with ``freeze_reference``, freezes the reference
@@ -117,20 +110,6 @@ class TrainedAgent(Protocol):
         """Loads policy weights wherever the model lives (a best-validation team)."""
         ...
 
-    def actor_engine_syncs(self) -> dict[str, float] | None:
-        """The weight syncs into a rollout engine in its agent actor (``None`` without one;
-        an engine in this process is counted with the team's policies)."""
-        ...
-
-    def shutdown(self) -> None:
-        """Stops its agent actor (nothing for a local agent)."""
-        ...
-
-    def restart(self) -> None:
-        """Starts a new agent actor built as the first was (after one died): the caller loads
-        a checkpoint (nothing for a local agent)."""
-        ...
-
     def state_dict(self) -> dict[str, Any]:
         """The checkpoint's entry: ``policy``, ``optimizer``, ``reference`` (if frozen),
         ``beta``, ``delta`` and ``version``."""
@@ -138,6 +117,34 @@ class TrainedAgent(Protocol):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restores :meth:`state_dict`."""
+        ...
+
+
+class RemoteAgent(TrainedAgent, Protocol):
+    """An agent trained in agent actors (one, or a gang): what its actors' lifecycle adds to
+    :class:`TrainedAgent` (:class:`ActorAgent` and :class:`MirroredAgent`; :func:`is_remote`
+    tells). An agent trained in this process has none of it."""
+
+    @property
+    def started(self) -> bool:
+        """Whether its actors run (they are started on first use)."""
+        ...
+
+    def start(self) -> None:
+        """Starts its actors."""
+        ...
+
+    def actor_engine_syncs(self) -> dict[str, float] | None:
+        """The weight syncs into a rollout engine in its actor (``None`` without one)."""
+        ...
+
+    def shutdown(self) -> None:
+        """Stops its actors."""
+        ...
+
+    def restart(self) -> None:
+        """Starts new actors built as the first were (after one died): the caller loads a
+        checkpoint."""
         ...
 
 
@@ -228,13 +235,6 @@ class LocalAgent(_Owner):
         """The agent's frozen reference (``optim.ref_kl_coef > 0``), once frozen."""
         return self._local.reference
 
-    @property
-    def started(self) -> bool:
-        return True
-
-    def start(self) -> None:
-        pass
-
     def accept(self) -> None:
         self.version += 1  # the policy was updated in place
 
@@ -242,15 +242,6 @@ class LocalAgent(_Owner):
         if self._synced != self.version:
             runner.sync(self.name, self.policy, self.version)
             self._synced = self.version
-
-    def actor_engine_syncs(self) -> dict[str, float] | None:
-        return None
-
-    def shutdown(self) -> None:
-        pass
-
-    def restart(self) -> None:
-        pass
 
 
 class ActorAgent(_Owner):
@@ -326,6 +317,11 @@ class MirroredAgent(ActorAgent):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         super().load_state_dict(state)
         self.policy.load_state_dict(state["policy"])
+
+
+def is_remote(agent: TrainedAgent) -> TypeGuard[RemoteAgent]:
+    """Whether ``agent`` is trained in agent actors (a :class:`RemoteAgent`)."""
+    return isinstance(agent, ActorAgent)
 
 
 def score_temperature(sampling: SamplingParams) -> float:
