@@ -195,9 +195,9 @@ class VLLMPolicy:
         """Loads new weights into the engine after a trainer update; works with the
         multiprocess engine and the in-process one. An in-process engine is handed the tensors
         (no file); a multiprocess engine's workers read them from a safetensors file written
-        once (in ``/dev/shm`` where there is one; :mod:`adapters.vllm_worker`). The prefix cache
-        is then reset, so no KV block of the old weights is reused. ``self.syncs`` counts the
-        syncs, tensors, bytes and seconds.
+        once, a tensor at a time (in ``/dev/shm`` where there is one; :mod:`adapters.vllm_worker`).
+        The prefix cache is then reset, so no KV block of the old weights is reused.
+        ``self.syncs`` counts the syncs, tensors, bytes and seconds.
 
         Args:
             source: an ``HFPolicy`` (LoRA adapters are merged into a copy of the weights first) or
@@ -206,28 +206,35 @@ class VLLMPolicy:
         Returns:
             The number of tensors sent.
         """
-        from safetensors.torch import save_file
+        items = list(_hf_weights(source))
+        specs = [(name, tuple(t.shape), t.dtype) for name, t in items]
+        return self.sync_stream(specs, (t for _, t in items))
+
+    def sync_stream(self, specs: Sequence[tuple[str, Any, Any]], tensors: Iterable[Any]) -> int:
+        """:meth:`sync_weights` from tensors that arrive one at a time, in the order of ``specs``
+        (each tensor's name, shape and dtype): a sharded agent gathers each whole only when it
+        is written, so no process holds the whole model twice (a multiprocess engine's file is
+        written a tensor at a time). Returns the number of tensors sent."""
+        from adapters.weight_stream import write_safetensors
 
         llm = self._open()
         t0 = time.perf_counter()
-        weights = {
-            name: tensor.detach().to("cpu").contiguous() for name, tensor in _hf_weights(source)
-        }
-        nbytes = sum(t.numel() * t.element_size() for t in weights.values())
         if self.in_process:  # the engine's model is in this process: hand it the tensors
-            llm.collective_rpc("teamtr_load_tensors", args=(weights,))
+            pairs = [(name, t.detach().to("cpu")) for (name, _, _), t in zip(specs, tensors)]
+            nbytes = sum(t.numel() * t.element_size() for _, t in pairs)
+            llm.collective_rpc("teamtr_load_tensors", args=(pairs,))
         else:
             folder = tempfile.mkdtemp(prefix="teamtr-sync-", dir=_handoff_dir())
             try:
                 path = os.path.join(folder, "weights.safetensors")
-                save_file(weights, path)
+                nbytes = write_safetensors(path, specs, tensors)
                 llm.collective_rpc("teamtr_load_weights", args=(path,))
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
         if hasattr(llm, "reset_prefix_cache"):
             llm.reset_prefix_cache()  # cached KV blocks were computed with the old weights
-        self.syncs.add(len(weights), nbytes, time.perf_counter() - t0)
-        return len(weights)
+        self.syncs.add(len(specs), nbytes, time.perf_counter() - t0)
+        return len(specs)
 
     @property
     def in_process(self) -> bool:

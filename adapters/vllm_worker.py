@@ -36,11 +36,13 @@ class WeightSyncExtension:
 
     reload_weights: Any
 
-    def teamtr_load_tensors(self, weights: dict[str, Any]) -> int:
-        """Loads ``weights`` (Hugging Face names -> tensors, handed over in this process by an
-        in-process engine: no file, no copy) into the served model in place; returns how many."""
-        self.reload_weights(weights_iterator=list(weights.items()))
-        return len(weights)
+    def teamtr_load_tensors(self, weights: Any) -> int:
+        """Loads ``weights`` (``(name, tensor)`` pairs in Hugging Face names, or a mapping,
+        handed over in this process by an in-process engine: no file, no copy) into the served
+        model in place; returns how many."""
+        pairs = list(weights.items() if hasattr(weights, "items") else weights)
+        self.reload_weights(weights_iterator=pairs)
+        return len(pairs)
 
     def teamtr_load_weights(self, path: str) -> int:
         """Loads the tensors of the safetensors file at ``path`` (Hugging Face names) into the

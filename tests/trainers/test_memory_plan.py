@@ -137,8 +137,9 @@ def test_what_a_gang_cannot_train_yet_is_refused_before_anything_starts(
 ) -> None:
     gang = ["--set", "runner.agents=ray", "--set", "runner.agent_shards=2"]
     argv = ["train", "--run-dir", str(tmp_path / "run"), *gang, "--set", "rollout.engine=vllm"]
+    argv += ["--set", "rollout.in_process=true"]
     assert main(argv) == 2
-    assert "not from vLLM engines yet" in capsys.readouterr().err
+    assert "would join the gang's process group" in capsys.readouterr().err
     team = f"team={{default: {{backend: hf, path: {tiny_model_dir}, lora: {{r: 4}}}}}}"
     assert main(["train", "--run-dir", str(tmp_path / "run"), *gang, "--set", team]) == 2
     assert "shard full-weight agents only" in capsys.readouterr().err

@@ -181,3 +181,16 @@ def test_agent_actors_sample_through_their_own_engines(tmp_path: Path) -> None:
     agent with its engine, its own accepted updates mark the engine stale, and the driver's
     samplings (local runner) run there; the gap stays at float32 rounding."""
     run_on_ray(tmp_path, {"runner": {"agents": "ray", "agent_cpus": 0.5}})
+
+
+def test_sharded_agents_sync_their_gathered_weights_into_their_engines(tmp_path: Path) -> None:
+    """``runner.agent_shards: 2``: each agent is a gang of two agent actors (FSDP2 over gloo),
+    and its first rank's multiprocess engine samples; after every accepted update the ranks
+    gather the whole weights a tensor at a time and the first writes each into the engine's
+    hand-off file. The engine-trainer gap of every update stays at float32 rounding, which a
+    missed or partial sync would break."""
+    placement = {
+        "runner": {"agents": "ray", "agent_shards": 2, "agent_cpus": 0.25},
+        "rollout": {"engine": "vllm", "in_process": False},
+    }
+    run_on_ray(tmp_path, placement)

@@ -12,8 +12,10 @@ answer (every rank's is the same) comes back. Per call:
                        trust region reads are gathered, so every rank accepts, backtracks or
                        reverts alike (:func:`trainers.optim.update.update_agent`, ``group``)
 ``score``, ``logprobs``  each rank scores its share; the rows are gathered
-``generate``           every rank samples every prompt with the same seed (the same messages;
-                       rollouts at scale come from Ray workers or vLLM engines)
+``generate``           every rank samples every prompt with the same seed (the same messages);
+                       with ``rollout.engine: vllm`` the first rank's engine samples, synced
+                       with the whole weights gathered a tensor at a time (every rank gathers,
+                       the first writes each into the engine's hand-off file)
 ``state_dict``         whole weights, optimizer and reference, gathered tensor by tensor on
                        the first rank: the same checkpoint as an unsharded agent's, so a run
                        resumes, exports and evaluates as any other
@@ -36,7 +38,14 @@ from typing import Any, cast
 
 import torch
 
-from teamtr_core.policy import Completion, TokenLogprobs, TrainablePolicy
+from teamtr_core.policy import (
+    Completion,
+    Generation,
+    SamplingParams,
+    TokenLogprobs,
+    TrainablePolicy,
+    engine_syncs,
+)
 from trainers.config import TrainConfig
 from trainers.optim.collective import TorchGroup
 from trainers.optim.scoring import scored
@@ -99,6 +108,11 @@ class _GangRank(LocalUpdater):
         torch.manual_seed(0)  # every rank draws alike (generation without a seed)
         device = "cuda" if cuda else "cpu"
         policy = self._policy(device)
+        # With rollout.engine: vllm the first rank talks to the engine; every rank trains.
+        self._engine_mode = hasattr(policy, "engine_factory")
+        self._rollouts = policy if self._engine_mode and self.rank == 0 else None
+        self._stale = True  # the engine gets the weights before its first sampling
+        policy = getattr(policy, "trainable", policy)
         shard_policy(policy, init_device_mesh(device, (world,)))
         mb = self._config.optim.micro_batch_size  # one forward pass per micro-batch, everywhere
         policy.micro_batch_size = max(getattr(policy, "micro_batch_size", mb), mb)
@@ -113,9 +127,10 @@ class _GangRank(LocalUpdater):
 
     def _policy(self, device: str) -> Any:
         policy = self._build()
-        if device == "cuda" and hasattr(policy, "model"):
-            policy.model.to("cuda")
-            cast(Any, policy).device = torch.device("cuda")
+        trainable = getattr(policy, "trainable", policy)  # a rollout engine's trained policy
+        if device == "cuda" and hasattr(trainable, "model"):
+            trainable.model.to("cuda")
+            cast(Any, trainable).device = torch.device("cuda")
         if self._config.optim.gradient_checkpointing and hasattr(
             policy, "enable_gradient_checkpointing"
         ):
@@ -160,6 +175,7 @@ class _GangRank(LocalUpdater):
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._stale = True
         load_full_state(self._model.state_dict(), state["policy"])
         load_full_optimizer_state(self.optimizer, state["optimizer"])
         if "reference" in state:
@@ -173,13 +189,53 @@ class _GangRank(LocalUpdater):
         return full_state(self._model.state_dict(), self._keeper) or {}
 
     def load_weights(self, state: Mapping[str, Any]) -> None:
+        self._stale = True
         load_full_state(self._model.state_dict(), state)
+
+    def clone_steps(
+        self, agent: str, sft: Any, first: int, last: int, check: bool
+    ) -> tuple[list[float], float | None]:
+        self._stale = True
+        return super().clone_steps(agent, sft, first, last, check)
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
         return {k: tuple(v.shape) for k, v in self._model.state_dict().items()}
 
     def engine_syncs(self) -> dict[str, float] | None:
-        return None
+        return engine_syncs([self._rollouts]) if self._rollouts is not None else None
+
+    def update(self, messages: Any, advantages: Any, **settings: Any) -> Any:
+        """:meth:`LocalUpdater.update` on this rank's share; an accepted update makes the
+        rollout engine's weights stale."""
+        result = super().update(messages, advantages, **settings)
+        if result[0].changed_weights:
+            self._stale = True
+        return result
+
+    def generate(self, prompts: Sequence[str], sampling: SamplingParams) -> list[Generation]:
+        """Every rank samples every prompt alike; with a rollout engine, the first rank's engine
+        samples (after its weights are synced if they changed: :meth:`_sync_engine`)."""
+        if not self._engine_mode:
+            return super().generate(prompts, sampling)
+        if self._stale:
+            self._sync_engine()
+        if self._rollouts is None:
+            return []
+        return list(self._rollouts.engine.generate(prompts, sampling))
+
+    def _sync_engine(self) -> None:
+        """The whole weights into the first rank's engine, a tensor at a time: every rank takes
+        part in each tensor's gather and only the first writes it (no rank holds the whole model
+        at once)."""
+        state = self._model.state_dict()
+        specs = [(name, tuple(value.shape), value.dtype) for name, value in state.items()]
+        whole = (_full(value) for value in state.values())
+        if self._rollouts is not None:
+            self._rollouts.engine.sync_stream(specs, whole)
+        else:
+            for _ in whole:
+                pass
+        self._stale = False
 
     def logprobs(
         self, prompts: Sequence[str], completions: Sequence[Completion], **kwargs: Any
@@ -200,6 +256,11 @@ class _GangRank(LocalUpdater):
 
 def _local(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.to_local() if hasattr(tensor, "to_local") else tensor
+
+
+def _full(tensor: torch.Tensor) -> torch.Tensor:
+    full = getattr(tensor, "full_tensor", None)
+    return full() if callable(full) else tensor
 
 
 class GangUpdater(RayUpdater):

@@ -75,16 +75,16 @@ def check_before_writing(config: TrainConfig, env: Any) -> None:
 
 
 def _shard_errors(config: TrainConfig) -> list[str]:
-    """What a gang (``runner.agent_shards > 1``) cannot train yet: rollouts from vLLM engines
-    (each rank would start one), and LoRA agents (their adapters fit one device)."""
+    """What a gang (``runner.agent_shards > 1``) cannot train: an in-process vLLM engine (it
+    would join the gang's process group), and LoRA agents (their adapters fit one device)."""
     if config.runner.agent_shards <= 1:
         return []
     errors = []
-    if config.rollout.engine == "vllm":
+    if config.rollout.engine == "vllm" and config.rollout.in_process:
         errors.append(
-            "runner.agent_shards: a sharded agent's rollouts come from its gang (every rank "
-            "samples alike) or from Ray rollout workers (runner.backend: ray), not from vLLM "
-            "engines yet: set rollout.engine: hf"
+            "rollout.in_process: an in-process vLLM engine would join the gang's process group "
+            "(vLLM sets up its own): with runner.agent_shards, give the engine its own process "
+            "(rollout.in_process: false)"
         )
     team = config.team
     agents = [] if team is None else [team.default, *team.agents.values()]
