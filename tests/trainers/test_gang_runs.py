@@ -163,3 +163,18 @@ def test_a_rank_killed_mid_run_costs_a_replay_of_its_stage(
     assert "replaying stage 2 (restart 1 of at most 3)" in text
     _same_numbers(summary, local[1])
     built.shut_down()
+
+
+def test_ray_rollout_workers_play_a_gangs_gathered_weights(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, local: tuple[Path, dict[str, Any]]
+) -> None:
+    """With Ray rollout workers too, each accepted update's whole weights go from the gang's
+    first rank to the workers through the object store, and the run ends where the run in one
+    process does."""
+    built = BuiltTrainers(monkeypatch)
+    workers = {"runner__backend": "ray", "runner__workers": 1, "runner__num_cpus": 0.25}
+    summary = run_training(small(tmp_path / "gang", **RELAY, **GANG, **workers), console=QUIET)
+    _same_numbers(summary, local[1])
+    built.shut_down()
+    for trainer in built.trainers:
+        trainer.runner.shutdown()
