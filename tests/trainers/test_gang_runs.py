@@ -178,3 +178,21 @@ def test_ray_rollout_workers_play_a_gangs_gathered_weights(
     built.shut_down()
     for trainer in built.trainers:
         trainer.runner.shutdown()
+
+
+def test_a_gangs_frozen_reference_is_scored_as_one_process_scores_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``optim.ref_kl_coef > 0``: each rank freezes its shards of the team as training starts
+    (a second sharded copy), the reference's log-probs are gathered like the policy's, and the
+    updates' reference KL equals the run in one process."""
+    with_reference = {**RELAY, "optim__ref_kl_coef": 0.5}
+    one = run_training(small(tmp_path / "local", **with_reference), console=QUIET)
+    built = BuiltTrainers(monkeypatch)
+    summary = run_training(small(tmp_path / "gang", **with_reference, **GANG), console=QUIET)
+    _same_numbers(summary, one)
+    assert all(u["ref_kl"] == u["ref_kl"] for u in summary["updates"])  # measured (not NaN)
+    for ours, theirs in zip(summary["updates"], one["updates"], strict=True):
+        assert ours["ref_kl"] == pytest.approx(theirs["ref_kl"], rel=1e-3, abs=1e-6)
+    assert "reference" in _slots(tmp_path / "gang")["a1"]
+    built.shut_down()
