@@ -44,9 +44,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_train(args: argparse.Namespace, console: Console) -> int:
+    from trainers import train
     from trainers.config import TrainConfig
-    from trainers.run.config_file import load_train_config
-    from trainers.run.recipe import run_training
 
     if args.schema:
         console.print_json(json.dumps(json_schema(TrainConfig)))
@@ -58,6 +57,6 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
     path = args.config
     if path is None and args.resume and saved.exists():  # a resume continues with its own config
         path = saved
-    config = load_train_config(path, overrides)  # one rule with or without a file
-    run_training(config, resume=args.resume, overwrite=args.overwrite, console=console)
+    # one rule with or without a file; the path Python's trainers.train takes
+    train(path, overrides=overrides, resume=args.resume, overwrite=args.overwrite, console=console)
     return 0

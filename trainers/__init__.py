@@ -16,4 +16,19 @@ The package is in rooms that import one way (``pyproject.toml``'s import-linter 
 * :mod:`trainers.config`: the typed training configuration (the bottom floor).
 
 docs/architecture.md draws the tree and lists the public names.
+
+Training from Python is one call, :func:`train` (what ``teamtr train`` runs), which returns a
+:class:`RunResult`; both are imported when first used, so ``import trainers`` stays light.
 """
+
+from typing import Any
+
+__all__ = ["RunResult", "train"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from trainers.run import entry
+
+        return getattr(entry, name)
+    raise AttributeError(f"module 'trainers' has no attribute {name!r}")

@@ -1,0 +1,86 @@
+"""Training from Python in one call (``trainers.train``): its docstring example runs, it is the
+path ``teamtr train`` takes (the same summary from the same config), keyword settings become
+``--set`` overrides, and ``import trainers`` stays light."""
+
+from __future__ import annotations
+
+import doctest
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from teamtr_cli import main
+from teamtr_core.errors import ConfigError
+from trainers.run import entry
+from trainers.run.entry import settings_overrides
+
+TINY = """\
+task: teamtr/Pipeline-v0
+sft: {steps: 10}
+schedule: {stages: 1, problems_per_batch: 2, group_size: 2}
+eval: {problems: 4, k: 2, train_distribution: false}
+loggers: []
+plot: false
+progress: false
+"""
+
+
+def test_the_docstring_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = doctest.testmod(entry, verbose=False)
+    assert result.attempted >= 4 and result.failed == 0
+    assert (tmp_path / "runs" / "python-quickstart" / "summary.json").is_file()
+
+
+def test_train_is_the_path_teamtr_train_takes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same config from Python and from the command line: the same summary."""
+    from rich.console import Console
+
+    from trainers import RunResult, train
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tiny.yaml").write_text(TINY, encoding="utf-8")
+    result = train("tiny.yaml", run_dir="py", console=Console(quiet=True))
+    assert isinstance(result, RunResult) and result.run_dir == Path("py")
+    assert main(["train", "--config", "tiny.yaml", "--run-dir", "cli"]) == 0
+    cli = json.loads((tmp_path / "cli" / "summary.json").read_text())
+    for when in ("before", "after"):
+        for key, value in cli[when].items():
+            assert result.summary[when][key] == pytest.approx(value, abs=1e-9), key
+    assert result.after == result.summary["after"] and set(result.team) == {
+        "step1",
+        "step2",
+        "step3",
+    }
+    texts = result.team["step1"].generate(["Start: 1\n"], result.config.sampling)
+    assert len(texts) == 1  # the trained team samples
+
+
+def test_keyword_settings_are_overrides_and_bad_ones_are_all_named(tmp_path: Path) -> None:
+    from trainers import train
+    from trainers.config import TrainConfig
+
+    assert settings_overrides({"schedule": {"stages": 2}, "run_dir": "runs/x"}) == [
+        "schedule.stages=2",
+        'run_dir="runs/x"',
+    ]
+    assert settings_overrides({"task_options": {"max_value": 9}}) == [
+        'task_options={"max_value": 9}'
+    ]
+    with pytest.raises(ConfigError) as err:
+        train(TrainConfig(), run_dir=str(tmp_path / "r"), schedule={"stages": 0, "learner": "tmr"})
+    text = str(err.value)
+    assert "stages must be >= 1" in text and "tmr" in text
+    assert not (tmp_path / "r").exists()
+
+
+def test_import_trainers_does_not_import_torch() -> None:
+    code = "import sys, trainers; assert 'torch' not in sys.modules; print(trainers.__all__)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "train" in done.stdout
