@@ -4,6 +4,7 @@
 #                 slow end-to-end tests, marked `slow`, are left out)
 #   make test-all - everything, the slow tests too (what CI's .ci/run runs)
 #   make test-vllm - the real-vLLM-engine tests (tests/vllm), in their own venv .venv-vllm
+#   make docs      - the documentation site into site/ (strict); make docs-check opens it in Chromium
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -12,7 +13,7 @@ PIP    := $(BIN)/pip --disable-pip-version-check
 # own keeps any other package from resolving a multi-GB CUDA build.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: demo test test-all test-vllm golden lint install install-dev clean
+.PHONY: demo test test-all test-vllm golden lint install install-dev clean docs docs-serve docs-check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,10 +25,10 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-dev: pyproject.toml tests/fixtures/example_plugin/pyproject.toml | $(BIN)/python
 	$(PIP) install -q "$(TORCH_PIN)"
-	$(PIP) install -q -e ".[dev,models,ray,reasoning-gym]"
+	$(PIP) install -q -e ".[dev,docs,models,ray,reasoning-gym]"
 	# A real third-party plugin distribution, so entry-point registration is tested for real.
 	$(PIP) install -q ./tests/fixtures/example_plugin
-	@touch $(VENV)/.installed $@
+	@touch $(VENV)/.installed $(VENV)/.installed-docs $@
 
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
@@ -73,6 +74,26 @@ test-vllm: $(VLLM_VENV)/.installed
 golden: $(VENV)/.installed-dev
 	$(BIN)/python tests/trainers/golden_learners.py
 
+# The documentation site: MkDocs + Material + mkdocstrings (the `docs` extra; no torch needed).
+# --strict: a broken link, anchor, snippet or docstring reference fails the build.
+# docs-check serves the built site on localhost and checks it in headless Chromium (Debian's
+# chromium and chromium-driver packages): navigation, search, an API page, screenshots in
+# site-check/.
+$(VENV)/.installed-docs: pyproject.toml | $(BIN)/python
+	$(PIP) install -q -e ".[docs]"
+	@touch $@
+
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
+
+docs: $(VENV)/.installed-docs
+	$(MKDOCS) build --strict
+
+docs-serve: $(VENV)/.installed-docs
+	$(MKDOCS) serve
+
+docs-check: docs
+	$(BIN)/python tools/check_site.py --site site --out site-check
+
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -80,4 +101,4 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/lint-imports
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) runs .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VLLM_VENV) runs site site-check .pytest_cache .mypy_cache .ruff_cache

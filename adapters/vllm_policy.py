@@ -107,9 +107,13 @@ class VLLMPolicy:
         path: a local model directory (the same one the trainer's ``HFPolicy`` loads).
         max_prompt_tokens: left-truncation budget for prompts (match the trainer's ``HFPolicy``).
         chat_template: as in ``HFPolicy``.
-        dtype, gpu_memory_utilization, max_model_len, seed, enable_prefix_caching: passed to
-            ``vllm.LLM``. On a CPU engine, ``gpu_memory_utilization`` is unused: the KV cache
-            has ``VLLM_CPU_KVCACHE_SPACE`` GiB (set it to 1 for small models).
+        dtype: passed to ``vllm.LLM``, as are the four below.
+        gpu_memory_utilization: the engine's share of the GPU's memory. On a CPU engine it is
+            unused: the KV cache has ``VLLM_CPU_KVCACHE_SPACE`` GiB (set it to 1 for small
+            models).
+        max_model_len: the longest sequence, prompt and completion.
+        seed: the engine's sampling seed.
+        enable_prefix_caching: reuse the KV cache of shared prompt prefixes.
         llm: an existing engine (tests inject a fake one); built from ``path`` when ``None``.
         tokenizer: defaults to ``AutoTokenizer.from_pretrained(path)``.
         **engine_kwargs: more ``vllm.LLM`` arguments (e.g. ``enable_lora``, ``max_loras``).

@@ -383,7 +383,9 @@ class Registry(PluginRegistry[TaskSpec]):
         """The spec of ``id``; an id without ``-vN`` resolves to the highest registered version.
 
         Raises:
-            InvalidTaskIdError, UnknownTaskError, VersionNotFoundError.
+            InvalidTaskIdError: ``id`` is not ``namespace/Name-vN``.
+            UnknownTaskError: no task of that name is registered.
+            VersionNotFoundError: the name is registered, but not that version.
         """
         self._ensure_plugins()
         if id in self._specs:

@@ -1,4 +1,5 @@
-"""The docs' examples run verbatim: every ```python block of a page, in order, in a fresh process."""
+"""The docs' examples run verbatim: every ```python block of a page, in order, in a fresh process
+(the README's blocks, which the Quickstart page includes, are tests/test_readme.py's)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ PAGES = [
     "docs/adding-a-task.md",
     "docs/adding-a-trainer.md",
     "docs/trainers.md",
-    "README.md",
+    "docs/getting-started.md",
+    "docs/concepts.md",
     "docs/environment.md",
     "docs/runner-and-metrics.md",
     "docs/policies.md",
@@ -35,6 +37,7 @@ PAGES = [
 
 # Pages whose examples train teams (seconds to tens of seconds each): `make test-all` runs them.
 TRAINING_PAGES = {
+    "docs/getting-started.md",
     "docs/adding-a-trainer.md",
     "docs/policies.md",
     "docs/callbacks.md",

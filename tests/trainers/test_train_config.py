@@ -52,15 +52,32 @@ def test_a_files_own_task_options_are_kept_and_set_merges_into_them(tmp_path: Pa
     assert whole == {"steps": 2}
 
 
+def _record_runs(monkeypatch: pytest.MonkeyPatch) -> list:
+    """``teamtr train`` records the config it would run (``trainers.train``'s recipe) instead of
+    training; returns the list the configs go to."""
+    import trainers.run.entry
+
+    seen: list = []
+
+    class Recorded:
+        def __init__(self, config, **kwargs) -> None:
+            seen.append(config)
+            self.policies: dict = {}
+
+        def run(self, **kwargs) -> dict:
+            return {}
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(trainers.run.entry, "TrainingRecipe", Recorded)
+    return seen
+
+
 def test_the_cli_builds_the_same_config_with_and_without_a_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import trainers.run.recipe
-
-    seen = []
-    monkeypatch.setattr(
-        trainers.run.recipe, "run_training", lambda config, **kw: seen.append(config)
-    )
+    seen = _record_runs(monkeypatch)
     overrides = ["--set", "task_options.max_value=20", "--run-dir", str(tmp_path / "run")]
     assert main(["train", *overrides]) == 0
     assert main(["train", "--config", str(_file(tmp_path, "{}\n")), *overrides]) == 0
@@ -112,17 +129,13 @@ def test_learner_is_the_word_and_the_old_names_are_refused(
     """``schedule.learner``, ``--learner`` and ``teamtr learners``; the old ``schedule.method``
     is a config problem naming ``schedule.learner``, and argparse refuses ``--trainer`` and
     ``teamtr trainers`` (CHANGELOG.md lists the renames)."""
-    import trainers.run.recipe
     from teamtr_core.config import from_dict
     from trainers.config import TrainConfig
 
     with pytest.raises(ConfigError, match=r"schedule\.method was renamed to schedule\.learner"):
         from_dict(TrainConfig, {"schedule": {"method": "joint"}})
     assert from_dict(TrainConfig, {"schedule": {"learner": "joint"}}).schedule.learner == "joint"
-    seen = []
-    monkeypatch.setattr(
-        trainers.run.recipe, "run_training", lambda config, **kw: seen.append(config)
-    )
+    seen = _record_runs(monkeypatch)
     run = ["--run-dir", str(tmp_path / "run")]
     assert main(["train", "--learner", "joint", *run]) == 0
     assert seen[0].schedule.learner == "joint"
