@@ -327,6 +327,33 @@ def no_expert_reason(task: Any) -> str | None:
 
 
 @runtime_checkable
+class SupportsSeats(Protocol):
+    """Optional: a game whose players see different things and whose rules say who acts (a card
+    game where each player sees every hand but its own; a game that gives a player another try
+    after an invalid move).
+
+    ``TeamEnv`` then takes its agents from ``seats()`` (a user's ``agents`` must name the same
+    seats), asks ``to_act(state)`` for the active agent at every turn instead of a router, and
+    renders each agent's context from ``view(state, agent)``, the game's own prompt and the
+    messages that player has been shown, instead of the shared transcript. The transcript still
+    records every agent's message, for scoring and for the episode's log.
+    """
+
+    def seats(self) -> list[str]:
+        """The team's agents, one per player, in the game's seat order."""
+        ...
+
+    def to_act(self, state: Any) -> str:
+        """The seat whose turn it is, in the episode whose state ``start`` returned."""
+        ...
+
+    def view(self, state: Any, agent: str) -> tuple[str | None, list[Message]]:
+        """What ``agent`` has been shown: the game's prompt for that player (``None``: none) and
+        the messages since, oldest first."""
+        ...
+
+
+@runtime_checkable
 class SupportsStateKey(Protocol):
     """Optional: a task whose agents' contexts have a small exact state (a tabular game).
 

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from teamtr_cli.common import int_in, parse_option
@@ -85,7 +86,11 @@ def list_tasks(console: Console, pattern: str = "") -> int:
         if pattern.lower() not in task_id.lower():
             continue
         spec = registry[task_id]
-        table.add_row(task_id, spec.description, spec.plugin or spec.source or "built-in")
+        description = escape(spec.description)
+        reason = spec.unavailable_reason()
+        if reason is not None:  # listed, with why it cannot run on this machine
+            description = f"{description} [yellow]unavailable here: {escape(reason)}[/]"
+        table.add_row(task_id, description, spec.plugin or spec.source or "built-in")
     console.print(table)
     for err in registry.plugin_errors:
         console.print(f"[yellow]warning:[/] {err}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tasks.reasoning_gym.catalogue import CATALOGUE, NO_DEFAULT_BUILD
+from tasks.textarena.catalogue import GAMES, unavailable_reason
 from teamtr_env.registration import Registry
 
 REASONING_GYM_ENV = {"max_message_chars": 8000}
@@ -15,6 +16,7 @@ def register_builtin(registry: Registry) -> None:
     _register_team_games(registry)
     _register_benchmarks(registry)
     _register_reasoning_gym(registry)
+    _register_textarena(registry)
 
 
 def _register_team_games(registry: Registry) -> None:
@@ -169,4 +171,21 @@ def _register_reasoning_gym(registry: Registry) -> None:
             kwargs={"dataset": name},
             env_kwargs=REASONING_GYM_ENV,
             source="reasoning-gym",
+        )
+
+
+def _register_textarena(registry: Registry) -> None:
+    """TextArena's cooperative games as ``textarena/<Game>-v0`` (TextArena is imported only when
+    one is made); a game that cannot run here is listed with its reason."""
+    from functools import partial
+
+    for name, game in GAMES.items():
+        registry.register(
+            f"textarena/{name}-v0",
+            "tasks.textarena:make_task",
+            description=game.description,
+            kwargs={"game": name},
+            env_kwargs={"max_turns": game.max_turns, "max_message_chars": 2000},
+            source="textarena",
+            unavailable=partial(unavailable_reason, name),
         )

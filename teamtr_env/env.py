@@ -8,6 +8,9 @@ scores the episode and the team reward goes to every agent.
 Observations are ``{"observation": int64[3], "text": str}``: ``observation`` holds
 ``[turn, index of the observing agent, turns left]`` and ``text`` is the rendered context the agent
 would see (system prompt, problem, messages so far, a cue line with its name).
+
+A game whose players see different things (``tasks.base.SupportsSeats``: a TextArena card game)
+picks the active agent itself and gives each agent its own view in place of the shared context.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import AECEnv
 
-from tasks.base import Episode, Message, Problem, Score, Task
+from tasks.base import Episode, Message, Problem, Score, SupportsSeats, Task
 from teamtr_core.errors import ConfigError, EpisodeOverError
 from teamtr_env.context import ContextHistory
 from teamtr_env.protocol import TeamProtocol
@@ -78,6 +81,9 @@ class TeamEnv(AECEnv):
             )
         if problems_list is not None and not problems_list:
             errors.append("problems: expected a non-empty problem set or None, got an empty one")
+        self._seated = isinstance(task, SupportsSeats)
+        if isinstance(task, SupportsSeats):
+            errors += _seat_errors(task, self.protocol, router)
         if errors:
             raise ConfigError("TeamEnv", errors)
         self.render_mode = render_mode
@@ -203,6 +209,11 @@ class TeamEnv(AECEnv):
         """
         if self.problem is None:
             raise EpisodeOverError("No episode yet: call reset() before observing.")
+        if self._seated:  # the game's own view of this player
+            own_prompt, seen = self.task.view(self._state, agent)  # type: ignore[attr-defined]
+            text, truncated = self.protocol.render(own_prompt, seen, agent)
+            self._context_truncated |= truncated
+            return text
         prompt = self._prompt if self.protocol.shows_prompt(agent, self.turn) else None
         if self._incremental():
             text, truncated = self._history.render(prompt, agent, self.turn)
@@ -302,13 +313,17 @@ class TeamEnv(AECEnv):
         return self.task.sample(self._rng)
 
     def _route(self) -> str:
-        transcript = TranscriptView(self.transcript)  # not a copy: routing stays O(1)
-        state = RouterState(self.turn, tuple(self.possible_agents), transcript, self._rng)
-        agent = self.router.select(state)
+        if self._seated:
+            agent = self.task.to_act(self._state)  # type: ignore[attr-defined]
+            who = "the game"
+        else:
+            transcript = TranscriptView(self.transcript)  # not a copy: routing stays O(1)
+            state = RouterState(self.turn, tuple(self.possible_agents), transcript, self._rng)
+            agent = self.router.select(state)
+            who = "router"
         if agent not in self._index:
             raise ConfigError(
-                "router",
-                [f"selected {agent!r}, which is not one of the agents {self.possible_agents}"],
+                who, [f"selected {agent!r}, which is not one of the agents {self.possible_agents}"]
             )
         return agent
 
@@ -346,3 +361,19 @@ class TeamEnv(AECEnv):
             self.truncations[a] = truncated
             self.infos[a] = dict(info)
         self._deads_step_first()
+
+
+def _seat_errors(task: SupportsSeats, protocol: TeamProtocol, router: RouterLike) -> list[str]:
+    """What a game with seats (``SupportsSeats``) refuses: agents other than its seats, and a
+    router (the game says who acts)."""
+    errors = []
+    seats = list(task.seats())
+    if list(protocol.agents) != seats:
+        errors.append(
+            f"agents: {getattr(task, 'name', 'this game')} seats the agents {seats} (in that "
+            f"order); got {list(protocol.agents)}. Leave agents unset, or change the game's "
+            "options (e.g. num_players)"
+        )
+    if router is not None:
+        errors.append("router: the game decides who acts; leave router unset")
+    return errors

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from tasks.base import Task, UnknownOptionsError
+from tasks.base import SupportsSeats, Task, UnknownOptionsError
 from tasks.data_files import listed
 from teamtr_core.errors import (
     ConfigError,
@@ -56,6 +56,9 @@ class TaskSpec:
         loaded: the registry's cache of loaded data files (``None``: load every time).
         source: where the task comes from when it wraps another library (``"reasoning-gym"``),
             shown by ``teamtr tasks``; empty for teamtr's own and plugins' tasks.
+        unavailable: ``() -> reason | None``: why the task cannot run on this machine (a
+            dependency missing, a Python too old for the wrapped library), shown by ``teamtr
+            tasks``; ``None``: it can.
     """
 
     id: str
@@ -66,6 +69,11 @@ class TaskSpec:
     plugin: str | None = None
     loaded: LoadedProblems | None = field(default=None, compare=False, repr=False)
     source: str = ""
+    unavailable: Callable[[], str | None] | None = field(default=None, compare=False, repr=False)
+
+    def unavailable_reason(self) -> str | None:
+        """Why the task cannot run here, or ``None``."""
+        return self.unavailable() if self.unavailable is not None else None
 
     def __post_init__(self) -> None:
         parse_id(self.id)
@@ -146,6 +154,9 @@ class TaskSpec:
         errors += _data_path_errors(data_path)
         if errors or task is None:
             raise InvalidKwargsError(f"arguments for {self.id}", errors)
+        if isinstance(task, SupportsSeats) and "agents" not in env_kwargs:
+            # a game seats its own players (their number is the game's option)
+            protocol = _build_protocol({**env_kwargs, "agents": list(task.seats())})
         return TeamEnv(
             task,
             protocol=protocol,
@@ -338,6 +349,7 @@ class Registry(PluginRegistry[TaskSpec]):
         env_kwargs: Mapping[str, Any] | None = None,
         override: bool = False,
         source: str = "",
+        unavailable: Callable[[], str | None] | None = None,
     ) -> TaskSpec:
         """Registers a task under ``id`` (``namespace/Name-vN``).
 
@@ -349,6 +361,8 @@ class Registry(PluginRegistry[TaskSpec]):
             env_kwargs: default environment arguments (``agents``, ``max_turns``, ``router``...).
             override: replace an existing registration instead of raising.
             source: the library the task wraps, for ``teamtr tasks`` (``"reasoning-gym"``).
+            unavailable: ``() -> reason | None``, why the task cannot run on this machine, for
+                ``teamtr tasks`` (the factory still raises its own error when made).
 
         Raises:
             InvalidTaskIdError: malformed id or no version.
@@ -374,6 +388,7 @@ class Registry(PluginRegistry[TaskSpec]):
             self._loading,
             self.loaded,
             source,
+            unavailable,
         )
         self._specs[id] = spec
         return spec

@@ -1,0 +1,64 @@
+"""The ``textarena/<Game>-v0`` tasks: TextArena's cooperative games as team tasks.
+
+TextArena is an optional dependency (``pip install -e '.[textarena]'``), imported only when one
+of these tasks is made; the ids and the reasons a game cannot run come from a static catalogue
+(:mod:`tasks.textarena.catalogue`). docs/tasks/textarena.md describes each game's reward.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tasks.textarena import hanabi, public_goods
+from tasks.textarena.catalogue import GAMES, INSTALL, TEXTARENA_VERSION, unavailable_reason
+from tasks.textarena.task import OwnRandom, TextArenaExpertTask, TextArenaTask
+
+__all__ = [
+    "GAMES",
+    "INSTALL",
+    "TEXTARENA_VERSION",
+    "OwnRandom",
+    "TextArenaExpertTask",
+    "TextArenaTask",
+    "make_task",
+    "unavailable_reason",
+]
+
+_PLAYED = {  # game -> (scorer, scripted player, the reward that counts as solved, history)
+    "Hanabi": (hanabi.score, hanabi.expert, 0.4, "last_turn"),
+    "PublicGoods": (public_goods.score, public_goods.expert, 0.95, "all"),
+}
+
+
+def make_task(
+    game: str,
+    *,
+    num_players: int | None = None,
+    success: float | None = None,
+    split: str = "train",
+    history: str | None = None,
+    **game_options: Any,
+) -> TextArenaTask:
+    """The task of TextArena game ``game`` (the registry's entry point); ``game_options`` are the
+    TextArena environment's own arguments (Hanabi's ``info_tokens``, PublicGoods' ``num_rounds``).
+
+    Raises:
+        TaskConfigError: every problem of the options at once, or the reason the game cannot run
+            here.
+    """
+    reason = unavailable_reason(game)
+    if game not in _PLAYED or reason is not None:
+        from tasks.base import TaskConfigError
+
+        raise TaskConfigError(f"textarena/{game}-v0", [reason or f"{game} is not wired in yet"])
+    scorer, expert, default_success, default_history = _PLAYED[game]
+    return TextArenaExpertTask(
+        game,
+        scorer=scorer,
+        expert=expert,
+        num_players=num_players,
+        success=default_success if success is None else success,
+        split=split,
+        history=default_history if history is None else history,
+        game_options=game_options,
+    )

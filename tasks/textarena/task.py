@@ -1,0 +1,272 @@
+"""``textarena/<Game>-v0``: a TextArena game as a team task, one agent per player.
+
+Each TextArena player is a seat of the team (``player0``, ``player1``, ...). The game says who
+acts (``current_player_id``: a player who made an invalid move gets another try), and each agent
+sees what TextArena shows that player: the game's prompt for it and every message it has been
+shown since (in Hanabi, every hand but its own). The agent's message is its action, and the
+team reward is the game's shared outcome, normalised to [0, 1] (each game's module says how).
+
+A problem is a deal: ``data["seed"]`` seeds the game. TextArena draws its randomness from
+Python's global ``random`` (``State(seed)`` calls ``random.seed``), so every call into a game runs
+on that game's own saved random state and gives the caller's back (:class:`OwnRandom`): episodes
+played in lockstep do not change each other's deals or draws, nor anyone else's ``random``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tasks.base import (
+    InteractiveTask,
+    Message,
+    Problem,
+    Score,
+    TaskConfigError,
+    UnknownOptionsError,
+    is_int,
+)
+from tasks.textarena.catalogue import GAMES, Game, unavailable_reason
+
+GAME_ID = -1
+"""TextArena's sender id of the game's own messages."""
+
+
+class OwnRandom:
+    """A game's own state of Python's global ``random``: :meth:`active` runs a block on it and
+    restores the caller's state after, whatever the block does to ``random``."""
+
+    def __init__(self, seed: int) -> None:
+        saved = random.getstate()
+        random.seed(seed)
+        self.state = random.getstate()
+        random.setstate(saved)
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        saved = random.getstate()
+        random.setstate(self.state)
+        try:
+            yield
+        finally:
+            self.state = random.getstate()
+            random.setstate(saved)
+
+
+@dataclass
+class Match:
+    """One episode's game: the TextArena environment, its random state, and what each player has
+    been shown (the game's prompt for it and the messages since)."""
+
+    env: Any
+    rng: OwnRandom
+    seats: list[str]
+    prompts: dict[str, str | None] = field(default_factory=dict)
+    seen: dict[str, list[Message]] = field(default_factory=dict)
+    done: bool = False
+    steps: int = 0
+    invalid_moves: int = 0
+    error: str | None = None  # what the game's code raised on a move (the game ends there)
+
+    def collect(self) -> None:
+        """Moves the observations TextArena queued for each player into what it has seen."""
+        queued = self.env.state.observations
+        for pid, seat in enumerate(self.seats):
+            for sender, text, kind in queued.get(pid, ()):
+                if getattr(kind, "name", "") == "GAME_ADMIN" and "invalid move" in str(text):
+                    self.invalid_moves += 1  # TextArena's notice to the player who made one
+                if getattr(kind, "name", "") == "PROMPT" and self.prompts.get(seat) is None:
+                    self.prompts[seat] = str(text)
+                elif sender == GAME_ID:
+                    self.seen[seat].append(Message("env", "game", str(text)))
+                else:
+                    speaker = self.seats[sender] if 0 <= sender < len(self.seats) else str(sender)
+                    self.seen[seat].append(Message("agent", speaker, str(text)))
+            queued[pid] = []
+
+
+Scorer = Callable[[Any, Problem], tuple[float, dict[str, Any]]]
+"""A game's team outcome from its finished (or truncated) environment: ``(reward in [0, 1],
+details)``."""
+
+Expert = Callable[[str, str, np.random.Generator, bool], str]
+"""A game's scripted player: ``expert(seat, context, rng, make_error) -> action``."""
+
+
+class TextArenaTask(InteractiveTask):
+    """A TextArena game as a team task (``tasks.base.SupportsSeats``).
+
+    Args:
+        game: the catalogue's name (:data:`tasks.textarena.catalogue.GAMES`).
+        scorer: the game's team outcome (:data:`Scorer`).
+        expert: the game's scripted player, or ``None``.
+        num_players: the players, each a seat of the team.
+        success: the reward at which an episode counts as solved (pass@k, avg@k).
+        split: the split of generated deals.
+        history: what a player is shown besides the game's prompt: ``"all"`` (every message
+            since the start, as TextArena's own wrappers show it) or ``"last_turn"`` (from its own
+            last move on: a game that restates its board every turn needs no more, and a long
+            game's context stays short).
+        game_options: the TextArena environment's own keyword arguments.
+    """
+
+    def __init__(
+        self,
+        game: str,
+        *,
+        scorer: Scorer,
+        expert: Expert | None = None,
+        num_players: int | None = None,
+        success: float = 1.0,
+        split: str = "train",
+        history: str = "all",
+        game_options: dict[str, Any] | None = None,
+    ) -> None:
+        spec: Game = GAMES[game]
+        players = spec.default_players if num_players is None else num_players
+        errors = []
+        low, high = spec.players
+        if not is_int(players) or not low <= players <= high:
+            errors.append(
+                f"num_players: {game} is played by {low} to {high} players, got {players!r}"
+            )
+        if not isinstance(success, int | float) or not 0.0 < float(success) <= 1.0:
+            errors.append(f"success: expected a reward in (0, 1], got {success!r}")
+        if split not in ("train", "validation", "test"):
+            errors.append(f"split: expected 'train', 'validation' or 'test', got {split!r}")
+        if history not in ("all", "last_turn"):
+            errors.append(f"history: expected 'all' or 'last_turn', got {history!r}")
+        reason = unavailable_reason(game)
+        if reason is not None:
+            raise TaskConfigError(f"textarena/{game}-v0", [reason, *errors])
+        module, _, cls = spec.entry.partition(":")
+        env_class = getattr(importlib.import_module(module), cls)
+        own = [p for p in inspect.signature(env_class.__init__).parameters if p != "self"]
+        own = [p for p in own if p != "num_players"]  # the task's option, passed at reset
+        unknown = [k for k in (game_options or {}) if k not in own]
+        if unknown:
+            accepted = [*own, "num_players", "success", "split", "history"]
+            raise UnknownOptionsError(f"textarena/{game}-v0", unknown, accepted, errors)
+        if errors:
+            raise TaskConfigError(f"textarena/{game}-v0", errors)
+        self.game = spec
+        self.name = f"textarena/{game}-v0"
+        self.description = spec.description
+        self.num_players = int(players)
+        self.success = float(success)
+        self.split = split
+        self.history = history
+        self.game_options = dict(game_options or {})
+        self._scorer = scorer
+        self._expert = expert
+        self._env_class = env_class
+
+    # -- problems --------------------------------------------------------------------------------
+    def sample(self, rng: np.random.Generator) -> Problem:
+        def draw(r: np.random.Generator) -> Problem:
+            seed = int(r.integers(0, 2**31 - 1))
+            pid = f"{self.game.name.lower()}-{self.num_players}p-{seed}"
+            return Problem(pid, {"seed": seed, "num_players": self.num_players}, None)
+
+        return self.draw_in_split(rng, draw, self.split)  # type: ignore[arg-type]
+
+    def check_problem(self, problem: Problem) -> list[str]:
+        errors = []
+        if not is_int(problem.data.get("seed")):
+            errors.append("data['seed']: expected an integer, the game's seed")
+        players = problem.data.get("num_players", self.num_players)
+        if players != self.num_players:
+            errors.append(
+                f"data['num_players']: the deal is for {players} players; this task seats "
+                f"{self.num_players} (-o num_players={players})"
+            )
+        return errors
+
+    def prompt(self, problem: Problem) -> str:
+        return (
+            f"TextArena {self.game.name}, {self.num_players} players, deal {problem.data['seed']}: "
+            "each player sees the game's own view."
+        )
+
+    # -- the game --------------------------------------------------------------------------------
+    def seats(self) -> list[str]:
+        return [f"player{i}" for i in range(self.num_players)]
+
+    def start(self, problem: Problem, rng: np.random.Generator) -> Match:
+        seed = int(problem.data["seed"])
+        match = Match(self._env_class(**self.game_options), OwnRandom(seed), self.seats())
+        match.prompts = dict.fromkeys(match.seats)
+        match.seen = {seat: [] for seat in match.seats}
+        with match.rng.active():
+            match.env.reset(num_players=self.num_players, seed=seed)
+        match.collect()
+        return match
+
+    def to_act(self, state: Match) -> str:
+        return state.seats[int(state.env.state.current_player_id)]
+
+    def view(self, state: Match, agent: str) -> tuple[str | None, list[Message]]:
+        seen = state.seen.get(agent, [])
+        if self.history == "last_turn":  # from this player's last move on
+            last = max((i for i, m in enumerate(seen) if m.speaker == agent), default=0)
+            seen = seen[last:]
+        return state.prompts.get(agent), list(seen)
+
+    def respond(self, state: Match, speaker: str, text: str) -> str | None:
+        if state.done:
+            return None
+        with state.rng.active():
+            try:
+                done, _ = state.env.step(text)
+            except Exception as exc:  # a move the game's own code trips on ends the game, scored
+                state.error = f"{type(exc).__name__}: {exc}"[:300]
+                done = True
+        state.steps += 1
+        state.done = bool(done)
+        state.collect()
+        return None
+
+    def done(self, state: Match) -> bool:
+        return bool(state.done)
+
+    def score(self, episode: Any) -> Score:
+        state = episode.state
+        if not isinstance(state, Match):
+            return Score(0.0, False, None, {"reason": "no_episode_state"})
+        reward, details = self._scorer(state.env, episode.problem)
+        reward = min(max(float(reward), 0.0), 1.0)
+        solved = reward >= self.success
+        details = {
+            **details,
+            "game_over": state.done,
+            "steps": state.steps,
+            "invalid_moves": state.invalid_moves,
+            "reason": "solved" if solved else ("game_over" if state.done else "turn_limit"),
+        }
+        if state.error is not None:
+            details["reason"] = "game_error"
+            details["error"] = state.error
+        return Score(reward, solved, f"{reward:.4f}", details)
+
+
+class TextArenaExpertTask(TextArenaTask):
+    """A TextArena game with a scripted player (``tasks.base.SupportsExpert``)."""
+
+    def expert_reply(
+        self,
+        context: str,
+        rng: np.random.Generator,
+        *,
+        make_error: bool,
+        problem: Problem | None = None,
+    ) -> str:
+        assert self._expert is not None
+        seat = context.rstrip().rsplit("### ", 1)[-1].strip()
+        return self._expert(seat, context, rng, make_error)
