@@ -354,6 +354,17 @@ class SupportsSeats(Protocol):
 
 
 @runtime_checkable
+class SupportsOpening(Protocol):
+    """Optional: an interactive task whose episode opens with a message of the environment's,
+    known only once the episode has started (an external environment's first observation).
+    ``TeamEnv`` records it before the first agent acts, as an environment message."""
+
+    def opening(self, state: Any) -> str | None:
+        """The episode's first environment message (``None``: none), given ``start``'s state."""
+        ...
+
+
+@runtime_checkable
 class SupportsStateKey(Protocol):
     """Optional: a task whose agents' contexts have a small exact state (a tabular game).
 

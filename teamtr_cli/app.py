@@ -12,7 +12,18 @@ from typing import NoReturn
 
 from rich.console import Console
 
-from teamtr_cli import compare, diagnostics, export, listing, models, plan, play, swap, train
+from teamtr_cli import (
+    compare,
+    diagnostics,
+    export,
+    listing,
+    models,
+    plan,
+    play,
+    serve,
+    swap,
+    train,
+)
 from teamtr_cli import eval as evaluation
 from teamtr_core.errors import TeamTRError
 
@@ -36,7 +47,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="teamtr", description="Trainable, measurable multi-agent LLM teams.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     listing.add_parsers(sub)
-    for command in (play, evaluation, train, plan, compare, swap, export, diagnostics, models):
+    for command in (
+        play,
+        evaluation,
+        train,
+        plan,
+        compare,
+        swap,
+        export,
+        diagnostics,
+        models,
+        serve,
+    ):
         command.add_parser(sub)
     return parser
 
@@ -81,6 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return export.cmd_export(args, console)
         if args.command == "diagnostics":
             return diagnostics.cmd_diagnostics(args, console)
+        if args.command == "serve":
+            return serve.cmd_serve(args, console)
         return evaluation.cmd_eval(args, console)
     except (TeamTRError, OSError) as exc:  # user errors; any other exception is a bug
         err = Console(stderr=True, soft_wrap=True)  # no hard wraps: messages stay greppable

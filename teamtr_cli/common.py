@@ -98,16 +98,7 @@ def add_env_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--seed", type=non_negative_int, default=0, help="seeds problems, episodes, policies"
     )
-    p.add_argument(
-        "-o",
-        "--option",
-        type=parse_option,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="task or environment option passed to make() (JSON values), e.g. -o digits=3 "
-        '-o agents=\'["solver","judge"]\'; repeatable',
-    )
+    add_option_arg(p)
     p.add_argument("--data-path", help="load problems from this file instead of generating")
     p.add_argument(
         "--team",
@@ -281,4 +272,18 @@ def _backend(
         progress=progress,
         workers=args.workers if getattr(args, "workers", None) is not None else 2,
         address=address or None,
+    )
+
+
+def add_option_arg(p: argparse.ArgumentParser) -> None:
+    """``-o KEY=VALUE``: a task or environment option passed to ``make`` (repeatable)."""
+    p.add_argument(
+        "-o",
+        "--option",
+        type=parse_option,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="task or environment option passed to make() (JSON values), e.g. -o digits=3 "
+        '-o agents=\'["solver","judge"]\'; repeatable',
     )

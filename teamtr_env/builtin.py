@@ -17,6 +17,16 @@ def register_builtin(registry: Registry) -> None:
     _register_benchmarks(registry)
     _register_reasoning_gym(registry)
     _register_textarena(registry)
+    registry.register(
+        "openenv/Env-v0",
+        "tasks.openenv:OpenEnvTask",
+        description=(
+            "Any OpenEnv environment (-o url=... a server, or -o env=module:Class -o "
+            "action=module:Class in process): the actor agent's messages are its actions."
+        ),
+        env_kwargs={"max_turns": 30},
+        source="openenv",
+    )
 
 
 def _register_team_games(registry: Registry) -> None:

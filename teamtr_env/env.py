@@ -22,7 +22,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import AECEnv
 
-from tasks.base import Episode, Message, Problem, Score, SupportsSeats, Task
+from tasks.base import Episode, Message, Problem, Score, SupportsOpening, SupportsSeats, Task
 from teamtr_core.errors import ConfigError, EpisodeOverError
 from teamtr_env.context import ContextHistory
 from teamtr_env.protocol import TeamProtocol
@@ -140,6 +140,11 @@ class TeamEnv(AECEnv):
         self.terminations = {a: False for a in self.agents}
         self.truncations = {a: False for a in self.agents}
         self.infos = {a: self._step_info() for a in self.agents}
+        if isinstance(self.task, SupportsOpening):  # e.g. an external environment's first view
+            opening = self.task.opening(self._state)
+            if opening is not None:
+                cleaned = self.protocol.clean(opening)
+                self._record(Message("env", self.task.name, cleaned.text), self.possible_agents[0])
         self.agent_selection = self._route()
 
     def observe(self, agent: str) -> dict[str, Any]:

@@ -31,6 +31,7 @@ PAGES = [
     "docs/diagnostics.md",
     "docs/swap.md",
     "docs/compare.md",
+    "docs/openenv.md",
     *sorted(f"docs/tasks/{p.name}" for p in (ROOT / "docs" / "tasks").glob("*.md")),
 ]
 

@@ -35,6 +35,7 @@ ALL_IDS = sorted(teamtr_env.registry)
 NO_DEFAULT_BUILD = {f"reasoning_gym/{name}-v0": why for name, why in NO_DEFAULT_BUILD_RG.items()}
 # ids that cannot run on this machine, with the reason `teamtr tasks` shows (TextArena games whose
 # source needs a newer Python or nltk downloads; tests/tasks/textarena checks the reasons)
+NO_DEFAULT_BUILD["openenv/Env-v0"] = "needs url or env (tests/tasks/test_openenv_task.py checks it)"
 NO_DEFAULT_BUILD |= {
     task_id: why
     for task_id in ALL_IDS

@@ -1,0 +1,168 @@
+"""``openenv/Env-v0``: an OpenEnv environment as a team task, in process and served by OpenEnv's
+own ``create_app`` on 127.0.0.1 (started here): the actor's messages parsed against the action
+schema, observations and rewards back as environment messages, the episodes the same both ways."""
+
+from __future__ import annotations
+
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+import uvicorn
+from pettingzoo.test import api_test, seed_test
+
+import teamtr_env
+from tasks.openenv import parse_action
+from teamtr_core.errors import ConfigError
+from teamtr_core.policy import Generation, SamplingParams
+from teamtr_env.runners import Runner
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "openenv_guess"
+IN_PROCESS = {"env": "guess_env:GuessEnv", "action": "guess_env:GuessAction"}
+TEAM = {"agents": ["player"], "actor": "player", "max_turns": 8}
+pytestmark = [
+    pytest.mark.xdist_group("openenv"),
+    pytest.mark.filterwarnings("ignore:.*(space|named|NumPy).*"),
+]
+
+
+@pytest.fixture(autouse=True)
+def _guess_env_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(FIXTURES))
+
+
+class Bisect:
+    """Guesses the digit by bisection, reading its earlier guesses and the hints from its context;
+    with ``plain``, writes the bare number instead of JSON."""
+
+    def __init__(self, plain: bool = False) -> None:
+        self.plain = plain
+
+    def generate(self, prompts: Sequence[str], sampling: SamplingParams) -> list[Generation]:
+        out = []
+        for text in prompts:
+            low, high = 0, 9
+            turns = re.findall(r"(\d)\D*\n### [^\n]+\n(higher|lower|right)", text)
+            for guess, hint in turns:
+                if hint == "higher":
+                    low = max(low, int(guess) + 1)
+                elif hint == "lower":
+                    high = min(high, int(guess) - 1)
+            guess = (low + high) // 2
+            out.append(Generation(str(guess) if self.plain else f'{{"guess": {guess}}}'))
+        return out
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    """The guess environment served by OpenEnv's create_app under uvicorn on 127.0.0.1."""
+    from guess_env import GuessAction, GuessEnv, GuessObservation
+    from openenv.core import create_app
+
+    app = create_app(
+        GuessEnv, GuessAction, GuessObservation, env_name="guess", max_concurrent_envs=16
+    )
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    served = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=served.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not served.started:
+        assert time.monotonic() < deadline, "the OpenEnv server did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    served.should_exit = True
+    thread.join(10)
+
+
+def rewards(env_options: dict, policy: Bisect, seed: int = 0) -> list[float]:
+    make = lambda: teamtr_env.make("openenv/Env-v0", **env_options, **TEAM)  # noqa: E731
+    runner = Runner(make, policy, progress=False)
+    batch = runner.rollout(runner.sample_problems(6, seed=seed), group_size=2, seed=seed)
+    return [episode.reward for episode in batch.episodes]
+
+
+def test_an_in_process_environment_is_a_team_task() -> None:
+    env = teamtr_env.make("openenv/Env-v0", **IN_PROCESS, **TEAM)
+    env.reset(seed=1)
+    first = env.observe("player")["text"]
+    assert "Guess a digit from 0 to 9." in first and "'guess': 'integer'" in first
+    assert rewards(IN_PROCESS, Bisect()) == [1.0] * 12  # bisection finds any digit in 4 tries
+    assert rewards(IN_PROCESS, Bisect(plain=True)) == [1.0] * 12  # a one-number action
+    api_test(teamtr_env.make("openenv/Env-v0", **IN_PROCESS, **TEAM), num_cycles=20)
+    seed_test(lambda: teamtr_env.make("openenv/Env-v0", **IN_PROCESS, **TEAM), num_cycles=10)
+
+
+def test_a_server_made_by_openenvs_create_app_is_a_team_task(server: str) -> None:
+    remote = {"url": server}
+    env = teamtr_env.make("openenv/Env-v0", **remote, **TEAM)
+    assert env.task.name == "openenv/GuessAction"
+    assert rewards(remote, Bisect(), seed=3) == rewards(IN_PROCESS, Bisect(), seed=3) == [1.0] * 12
+    env.reset(seed=4)
+    env.step('{"guess": 12}')  # outside the schema's 0-9: answered, not stepped
+    env.step("I think it is a high digit")  # a number-less message: the plain form has none
+    context = env.observe("player")["text"]
+    assert "not an action" in context and "maximum" in context
+    env.step('{"guess": 4}')
+    assert "right" in env.observe("player")["text"]  # the seed's digit is 4
+    assert env.episode_over and env.score.reward == 1.0
+    assert env.score.details["invalid_actions"] == 2 and env.score.details["steps"] == 1
+
+
+def test_actions_are_parsed_against_the_schema() -> None:
+    schema = {
+        "properties": {"guess": {"type": "integer", "maximum": 9}, "metadata": {}},
+        "required": ["guess"],
+        "additionalProperties": False,
+    }
+    assert parse_action('I say ```json\n{"guess": 3}\n```', schema) == ({"guess": 3}, None)
+    assert parse_action("probably 7", schema) == ({"guess": 7}, None)
+    none, why = parse_action('{"guess": "x"}', schema)
+    assert none is None and "does not fit the action" in why and "'guess': 'integer'" in why
+    assert parse_action("{not json", schema)[0] is None
+    text_schema = {"properties": {"message": {"type": "string"}}, "required": ["message"]}
+    assert parse_action("  hello there ", text_schema) == ({"message": "hello there"}, None)
+
+
+def test_bad_options_are_clear() -> None:
+    with pytest.raises(ConfigError, match="give url .* or env"):
+        teamtr_env.make("openenv/Env-v0")
+    with pytest.raises(ConfigError, match="env needs action"):
+        teamtr_env.make("openenv/Env-v0", env="guess_env:GuessEnv")
+    with pytest.raises(ConfigError, match="cannot import"):
+        teamtr_env.make("openenv/Env-v0", env="nowhere:Env", action="nowhere:Action")
+    with pytest.raises(ConfigError, match="cannot read the action schema"):
+        teamtr_env.make("openenv/Env-v0", url="http://127.0.0.1:9")
+
+
+@pytest.mark.slow
+def test_the_command_line_evaluates_it(tmp_path: Path) -> None:
+    """``teamtr eval openenv/Env-v0 ...`` with a random team (whose text holds a digit now and
+    then: a plain-number action); the scripted default is refused with the reason."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    teamtr = str(Path(sys.executable).parent / "teamtr")
+    options = [
+        "-o", 'env="guess_env:GuessEnv"', "-o", 'action="guess_env:GuessAction"',
+        "-o", 'agents=["player"]', "-o", 'actor="player"',
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(FIXTURES), "COLUMNS": "200"}
+    run = lambda *more: subprocess.run(  # noqa: E731
+        [teamtr, "eval", "openenv/Env-v0", *options, *more],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    proc = run("--policy", "random", "--k", "2", "--problems", "5", "--out", "r.json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["n_problems"] == 5 and 0.0 <= report["metrics"]["avg@2"]["mean"] <= 1.0
+    proc = run("--k", "2")
+    assert proc.returncode == 2 and "has no scripted expert" in proc.stderr

@@ -1,0 +1,175 @@
+"""``teamtr serve``: a teamtr environment served as an OpenEnv environment, played by OpenEnv's own
+client (``GenericEnvClient``) over WebSocket on 127.0.0.1: every seat by the caller, one seat with
+the team config's policies on the others, concurrent sessions, malformed and oversized requests."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+from openenv.core import GenericEnvClient
+
+import teamtr_env
+from adapters.scripted import ScriptedExpert
+from teamtr_core.policy import SamplingParams
+
+TEAMTR = str(Path(sys.executable).parent / "teamtr")
+pytestmark = pytest.mark.xdist_group("openenv")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serving(*args: str, cwd: Path | None = None) -> Iterator[str]:
+    """``teamtr serve ARGS`` on a free port; yields its base URL, stops it after."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [TEAMTR, "serve", *args, "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise AssertionError(f"teamtr serve exited: {proc.communicate()}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/health", timeout=1).json()["status"] == "healthy":
+                    break
+            assert time.monotonic() < deadline, "teamtr serve did not come up"
+            time.sleep(0.2)
+        yield url
+        assert httpx.get(f"{url}/health", timeout=5).json()["status"] == "healthy"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def answer(text: str) -> str:
+    """A correct answer to the ``Compute: a + b`` an Arith context shows."""
+    a, b = re.search(r"Compute: (\d+) \+ (\d+)", text).groups()  # type: ignore[union-attr]
+    return f"Answer: {int(a) + int(b)}"
+
+
+def play_remote(url: str, seed: int, moves: list[str] | None = None) -> tuple[float, list[str]]:
+    """One episode through OpenEnv's client, every seat played by the caller: ``moves`` in turn,
+    else a correct answer. Returns the reward and the agents that were asked to act."""
+    asked = []
+    with GenericEnvClient(base_url=url).sync() as client:
+        result = client.reset(seed=seed)
+        turn = 0
+        while not result.done:
+            asked.append(result.observation["agent"])
+            text = moves[turn] if moves else answer(result.observation["text"])
+            result = client.step({"text": text})
+            turn += 1
+        assert result.observation["metadata"]["score"]["reward"] == result.reward
+        return float(result.reward), asked
+
+
+def play_local(seed: int, moves: list[str] | None = None) -> float:
+    env = teamtr_env.make("teamtr/Arith-v0")
+    env.reset(seed=seed)
+    turn = 0
+    while not env.episode_over:
+        text = moves[turn] if moves else answer(env.observe(env.agent_selection)["text"])
+        env.step(text)
+        turn += 1
+    assert env.score is not None
+    return float(env.score.reward)
+
+
+def test_a_served_team_is_played_by_openenvs_client_as_in_process() -> None:
+    wrong = ["Answer: 1", "Answer: 2", "Answer: 3"]
+    with serving("teamtr/Arith-v0") as url:
+        reward, asked = play_remote(url, seed=3)
+        assert asked == ["solver", "critic", "aggregator"] and reward == 1.0 == play_local(3)
+        assert play_remote(url, seed=3, moves=wrong)[0] == play_local(3, wrong) == 0.0
+        schema = httpx.get(f"{url}/schema", timeout=5).json()
+        assert schema["action"]["required"] == ["text"]
+
+        # Concurrent sessions are isolated: each ends as the same episode does in process.
+        seeds = list(range(10, 18))
+        with ThreadPoolExecutor(8) as pool:
+            remote = list(pool.map(lambda s: play_remote(url, s, wrong[:1] * 3)[0], seeds))
+        assert remote == [play_local(s, wrong[:1] * 3) for s in seeds]
+
+
+def test_malformed_and_oversized_requests_get_clear_errors_and_the_server_lives_on() -> None:
+    with serving("teamtr/Arith-v0") as url:
+        with GenericEnvClient(base_url=url).sync() as client:
+            result = client.reset(seed=1)
+            for bad in ({"text": 5}, {"message": "x"}, {"text": "x" * 100_001}):
+                with pytest.raises(RuntimeError, match="VALIDATION_ERROR"):
+                    client.step(bad)
+            result = client.step({"text": answer(result.observation["text"])})
+            assert result.observation["agent"] == "critic"  # the session went on
+        big = httpx.post(f"{url}/step", content=b"{" + b" " * 2_000_000 + b"}", timeout=10)
+        assert big.status_code == 413 and "request body over" in big.text
+        bad_json = httpx.post(
+            f"{url}/step", content=b"{not json", headers={"content-type": "application/json"}
+        )
+        assert bad_json.status_code == 422
+
+
+def test_one_seat_with_the_team_config_on_the_others(tmp_path: Path) -> None:
+    """The caller plays the aggregator; the scripted experts of the team config play the solver
+    and the critic between its turns, as they do in process."""
+    (tmp_path / "team.yaml").write_text("default: {backend: scripted}\n", encoding="utf-8")
+    with (
+        serving(
+            "teamtr/Arith-v0", "--seat", "aggregator", "--team", "team.yaml", cwd=tmp_path
+        ) as url,
+        GenericEnvClient(base_url=url).sync() as client,
+    ):
+        result = client.reset(seed=5)
+        assert result.observation["agent"] == "aggregator"
+        context = result.observation["text"]
+        assert "### solver\n" in context and "### critic\n" in context
+        result = client.step({"text": answer(context)})
+        assert result.done and result.reward == 1.0
+    env = teamtr_env.make("teamtr/Arith-v0")
+    env.reset(seed=5)
+    expert = ScriptedExpert(env.task, seed=0)
+    for _ in range(2):
+        text = env.observe(env.agent_selection)["text"]
+        generated = expert.generate_privileged([text], [env.problem], SamplingParams())
+        env.step(generated[0].text)
+    assert env.observe("aggregator")["text"] == context
+
+
+@pytest.mark.slow
+def test_serve_refuses_bad_flags_before_listening(tmp_path: Path) -> None:
+    cases = [
+        (
+            ["teamtr/Arith-v0", "--seat", "judge", "--team", "t.yaml"],
+            "not one of the team's agents",
+        ),
+        (["teamtr/Arith-v0", "--seat", "critic"], "--seat and --team go together"),
+        (["teamtr/Arith-v0", "--port", "0"], "expected 1-65535"),
+        (["teamtr/Nope-v0"], "Nope"),
+    ]
+    (tmp_path / "t.yaml").write_text("default: {backend: scripted}\n", encoding="utf-8")
+    for argv, message in cases:
+        proc = subprocess.run(
+            [TEAMTR, "serve", *argv], capture_output=True, text=True, timeout=60, cwd=tmp_path
+        )
+        assert proc.returncode == 2 and message in proc.stderr, (argv, proc.stderr)
