@@ -18,6 +18,7 @@ import contextlib
 import importlib
 import inspect
 import random
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,25 +40,33 @@ GAME_ID = -1
 """TextArena's sender id of the game's own messages."""
 
 
+_GLOBAL_RANDOM = threading.RLock()
+"""Held while a game runs on Python's global ``random``: games served to concurrent sessions
+(``teamtr serve``'s threads) take turns with it."""
+
+
 class OwnRandom:
     """A game's own state of Python's global ``random``: :meth:`active` runs a block on it and
-    restores the caller's state after, whatever the block does to ``random``."""
+    restores the caller's state after, whatever the block does to ``random`` (one thread at a
+    time)."""
 
     def __init__(self, seed: int) -> None:
-        saved = random.getstate()
-        random.seed(seed)
-        self.state = random.getstate()
-        random.setstate(saved)
+        with _GLOBAL_RANDOM:
+            saved = random.getstate()
+            random.seed(seed)
+            self.state = random.getstate()
+            random.setstate(saved)
 
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
-        saved = random.getstate()
-        random.setstate(self.state)
-        try:
-            yield
-        finally:
-            self.state = random.getstate()
-            random.setstate(saved)
+        with _GLOBAL_RANDOM:
+            saved = random.getstate()
+            random.setstate(self.state)
+            try:
+                yield
+            finally:
+                self.state = random.getstate()
+                random.setstate(saved)
 
 
 @dataclass

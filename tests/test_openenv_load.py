@@ -1,0 +1,42 @@
+"""benchmarks/openenv_load.py: the quick load test on loopback (4 concurrent OpenEnv sessions of
+``teamtr serve textarena/Hanabi-v0``) loses and mixes nothing: every served episode equals the
+same moves played in process, and the server is healthy after."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("openenv")
+def test_the_quick_load_test_matches_in_process_play(tmp_path: Path) -> None:
+    out = tmp_path / "load.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "openenv_load.py"),
+            "--quick",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(out.read_text())
+    assert result["sessions"] == 4 and result["episodes"] == 8
+    assert result["mismatched_episodes"] == [] and result["server_healthy_after"]
+    assert (
+        result["steps"] >= 8
+        and 0 < result["step_latency_ms"]["p50"] <= result["step_latency_ms"]["p99"]
+    )
+    assert "| mismatched |" in " ".join(proc.stdout.split()) or "mismatched" in proc.stdout
