@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tasks.textarena import hanabi, public_goods
+from tasks.textarena import codenames, hanabi, public_goods
 from tasks.textarena.catalogue import GAMES, INSTALL, TEXTARENA_VERSION, unavailable_reason
-from tasks.textarena.task import OwnRandom, TextArenaExpertTask, TextArenaTask
+from tasks.textarena.task import OwnRandom, Players, TextArenaExpertTask, TextArenaTask
 
 __all__ = [
     "GAMES",
@@ -27,6 +27,7 @@ __all__ = [
 _PLAYED = {  # game -> (scorer, scripted player, the reward that counts as solved, history)
     "Hanabi": (hanabi.score, hanabi.expert, 0.4, "last_turn"),
     "PublicGoods": (public_goods.score, public_goods.expert, 0.95, "all"),
+    "Codenames": (codenames.score, codenames.expert, 1.0, "last_turn"),
 }
 
 
@@ -52,6 +53,14 @@ def make_task(
 
         raise TaskConfigError(f"textarena/{game}-v0", [reason or f"{game} is not wired in yet"])
     scorer, expert, default_success, default_history = _PLAYED[game]
+    extra: dict[str, Any] = {}
+    if game == "Codenames":  # red is the team; blue, the task's scripted opponent
+        names = codenames.SEATS
+        extra = {
+            "env_class": codenames.env_class(),
+            "players": Players(names, frozenset(names[2:])),
+            "opponent_error_rate": game_options.pop("opponent_error_rate", 0.0),
+        }
     return TextArenaExpertTask(
         game,
         scorer=scorer,
@@ -61,4 +70,5 @@ def make_task(
         split=split,
         history=default_history if history is None else history,
         game_options=game_options,
+        **extra,
     )

@@ -83,6 +83,7 @@ class Match:
     steps: int = 0
     invalid_moves: int = 0
     error: str | None = None  # what the game's code raised on a move (the game ends there)
+    opponent_rng: Any = None  # the opponent seats' moves (a generator seeded by the deal)
 
     def collect(self) -> None:
         """Moves the observations TextArena queued for each player into what it has seen."""
@@ -99,6 +100,15 @@ class Match:
                     speaker = self.seats[sender] if 0 <= sender < len(self.seats) else str(sender)
                     self.seen[seat].append(Message("agent", speaker, str(text)))
             queued[pid] = []
+
+
+@dataclass(frozen=True)
+class Players:
+    """A game's players by TextArena id: their names, and those the task plays itself (an
+    opponent team: ``opponents``, by the game's scripted player) rather than the team's agents."""
+
+    names: list[str]
+    opponents: frozenset[str] = frozenset()
 
 
 Scorer = Callable[[Any, Problem], tuple[float, dict[str, Any]]]
@@ -124,6 +134,10 @@ class TextArenaTask(InteractiveTask):
             last move on: a game that restates its board every turn needs no more, and a long
             game's context stays short).
         game_options: the TextArena environment's own keyword arguments.
+        env_class: the TextArena environment class (default: the catalogue's ``entry``).
+        players: the players' names, and the opponents the task plays itself (default:
+            ``player0``, ``player1``, ... all of them the team's).
+        opponent_error_rate: how often the opponents' scripted moves are wrong.
     """
 
     def __init__(
@@ -137,14 +151,17 @@ class TextArenaTask(InteractiveTask):
         split: str = "train",
         history: str = "all",
         game_options: dict[str, Any] | None = None,
+        env_class: Callable[..., Any] | None = None,
+        players: Players | None = None,
+        opponent_error_rate: float = 0.0,
     ) -> None:
         spec: Game = GAMES[game]
-        players = spec.default_players if num_players is None else num_players
+        count = spec.default_players if num_players is None else num_players
         errors = []
         low, high = spec.players
-        if not is_int(players) or not low <= players <= high:
+        if not is_int(count) or not low <= count <= high:
             errors.append(
-                f"num_players: {game} is played by {low} to {high} players, got {players!r}"
+                f"num_players: {game} is played by {low} to {high} players, got {count!r}"
             )
         if not isinstance(success, int | float) or not 0.0 < float(success) <= 1.0:
             errors.append(f"success: expected a reward in (0, 1], got {success!r}")
@@ -155,20 +172,26 @@ class TextArenaTask(InteractiveTask):
         reason = unavailable_reason(game)
         if reason is not None:
             raise TaskConfigError(f"textarena/{game}-v0", [reason, *errors])
-        module, _, cls = spec.entry.partition(":")
-        env_class = getattr(importlib.import_module(module), cls)
+        if not isinstance(opponent_error_rate, int | float) or not 0 <= opponent_error_rate <= 1:
+            errors.append(
+                f"opponent_error_rate: expected a number in [0, 1], got {opponent_error_rate!r}"
+            )
+        if env_class is None:
+            module, _, cls = spec.entry.partition(":")
+            env_class = getattr(importlib.import_module(module), cls)
         own = [p for p in inspect.signature(env_class.__init__).parameters if p != "self"]
         own = [p for p in own if p != "num_players"]  # the task's option, passed at reset
         unknown = [k for k in (game_options or {}) if k not in own]
         if unknown:
             accepted = [*own, "num_players", "success", "split", "history"]
+            accepted += ["opponent_error_rate"] if players is not None else []  # a Players
             raise UnknownOptionsError(f"textarena/{game}-v0", unknown, accepted, errors)
         if errors:
             raise TaskConfigError(f"textarena/{game}-v0", errors)
         self.game = spec
         self.name = f"textarena/{game}-v0"
         self.description = spec.description
-        self.num_players = int(players)
+        self.num_players = int(count)
         self.success = float(success)
         self.split = split
         self.history = history
@@ -176,6 +199,8 @@ class TextArenaTask(InteractiveTask):
         self._scorer = scorer
         self._expert = expert
         self._env_class = env_class
+        self.players = players or Players([f"player{i}" for i in range(self.num_players)])
+        self.opponent_error_rate = float(opponent_error_rate)
 
     # -- problems --------------------------------------------------------------------------------
     def sample(self, rng: np.random.Generator) -> Problem:
@@ -206,17 +231,32 @@ class TextArenaTask(InteractiveTask):
 
     # -- the game --------------------------------------------------------------------------------
     def seats(self) -> list[str]:
-        return [f"player{i}" for i in range(self.num_players)]
+        return [n for n in self.players.names if n not in self.players.opponents]
 
     def start(self, problem: Problem, rng: np.random.Generator) -> Match:
         seed = int(problem.data["seed"])
-        match = Match(self._env_class(**self.game_options), OwnRandom(seed), self.seats())
-        match.prompts = dict.fromkeys(match.seats)
-        match.seen = {seat: [] for seat in match.seats}
+        names = list(self.players.names)
+        match = Match(self._env_class(**self.game_options), OwnRandom(seed), names)
+        match.prompts = dict.fromkeys(names)
+        match.seen = {name: [] for name in names}
+        match.opponent_rng = np.random.default_rng([seed, 1])
         with match.rng.active():
             match.env.reset(num_players=self.num_players, seed=seed)
         match.collect()
+        self._play_opponents(match)
         return match
+
+    def _play_opponents(self, match: Match) -> None:
+        """Plays the seats the task holds (the opponent team) until a team seat is to act."""
+        while not match.done and self.to_act(match) in self.players.opponents:
+            name = self.to_act(match)
+            prompt, seen = self.view(match, name)
+            context = (prompt or "") + "".join(f"### {m.speaker}\n{m.text}\n" for m in seen)
+            context += f"### {name}\n"
+            rng = match.opponent_rng
+            error = bool(rng.random() < self.opponent_error_rate)
+            assert self._expert is not None
+            self._step(match, self._expert(name, context, rng, error))
 
     def to_act(self, state: Match) -> str:
         return state.seats[int(state.env.state.current_player_id)]
@@ -231,6 +271,11 @@ class TextArenaTask(InteractiveTask):
     def respond(self, state: Match, speaker: str, text: str) -> str | None:
         if state.done:
             return None
+        self._step(state, text)
+        self._play_opponents(state)
+        return None
+
+    def _step(self, state: Match, text: str) -> None:
         with state.rng.active():
             try:
                 done, _ = state.env.step(text)
@@ -240,7 +285,6 @@ class TextArenaTask(InteractiveTask):
         state.steps += 1
         state.done = bool(done)
         state.collect()
-        return None
 
     def done(self, state: Match) -> bool:
         return bool(state.done)

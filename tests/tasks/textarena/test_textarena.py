@@ -172,7 +172,7 @@ def test_games_that_cannot_run_here_are_listed_with_their_reasons() -> None:
     stag = unavailable_reason("StagHunt")
     if sys.version_info < (3, 12):
         assert "Python 3.12 syntax" in stag
-    assert "nltk" in unavailable_reason("Codenames")
+    assert "nltk" in unavailable_reason("Taboo") and unavailable_reason("Codenames") is None
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "teamtr"), "tasks", "textarena"],
         capture_output=True,
@@ -185,7 +185,7 @@ def test_games_that_cannot_run_here_are_listed_with_their_reasons() -> None:
         assert f"textarena/{name}-v0" in proc.stdout
     assert "unavailable" in proc.stdout and "nltk" in proc.stdout
     with pytest.raises(ConfigError, match="nltk"):
-        teamtr_env.make("textarena/Codenames-v0")
+        teamtr_env.make("textarena/Taboo-v0")
 
 
 def test_the_scripted_evaluation_of_the_issue_runs(tmp_path: Path) -> None:
@@ -214,3 +214,51 @@ def test_the_scripted_evaluation_of_the_issue_runs(tmp_path: Path) -> None:
     assert evaluate(perfect, perfect.sample_problems(40, seed=0), k=1).metrics["avg@1"].mean > (
         report.metrics["avg@4"].mean
     )
+
+
+def test_codenames_runs_offline_with_its_own_word_list() -> None:
+    """TextArena's Codenames calls nltk.download at import; the task imports it with downloads
+    switched off and draws the board from teamtr's word list."""
+    code = (
+        "import nltk\n"
+        "calls = []\n"
+        "nltk.download = lambda *a, **k: calls.append(a)\n"
+        "import teamtr_env\n"
+        "env = teamtr_env.make('textarena/Codenames-v0')\n"
+        "env.reset(seed=1)\n"
+        "print(len(calls), env.possible_agents)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[0] == "0 ['spymaster', 'operative']"
+
+
+def test_codenames_red_is_the_team_and_blue_a_scripted_opponent() -> None:
+    from tasks.textarena.codenames import categories
+
+    env = teamtr_env.make("textarena/Codenames-v0")
+    env.reset(seed=2)
+    words = {w for ws in categories().values() for w in ws}
+    spymaster = env.observe("spymaster")["text"]
+    board = [line.split() for line in spymaster.split("Codenames Words:\n")[-1].splitlines()[:25]]
+    assert len(board) == 25 and all(row[0] in words and row[1] in "RBNA" for row in board)
+    env.step("[fruit 1]")
+    operative = env.observe("operative")["text"]
+    assert "submitted [fruit 1]" in operative
+    unlabelled = operative.split("Codenames Words:\n")[-1].splitlines()[:25]
+    assert all(len(line.split()) == 1 for line in unlabelled)  # nothing revealed yet
+    for error, opponent in ((0.0, 0.3), (0.3, 0.0)):
+        env_fn = lambda o=opponent: teamtr_env.make(  # noqa: E731
+            "textarena/Codenames-v0", opponent_error_rate=o
+        )
+        runner = Runner(
+            env_fn, ScriptedExpert(env_fn().task, error_rate=error, seed=0), progress=False
+        )
+        mean = evaluate(runner, runner.sample_problems(40, seed=0), k=2).metrics["avg@2"].mean
+        if error == 0.0:
+            strong = mean
+        else:
+            assert mean < strong  # the noisier side loses more often
+    make = lambda: teamtr_env.make("textarena/Codenames-v0", max_message_chars=300)  # noqa: E731
+    api_test(make(), num_cycles=30)
+    seed_test(make, num_cycles=20)
