@@ -59,7 +59,7 @@ def settings_overrides(settings: Mapping[str, Any], prefix: str = "") -> list[st
     out = []
     for key, value in settings.items():
         name = f"{prefix}{key}"
-        if isinstance(value, Mapping) and value and name.count(".") < 1 and key != "task_options":
+        if isinstance(value, Mapping) and value and not prefix and key != "task_options":
             out += settings_overrides(value, f"{name}.")
         else:
             out.append(f"{name}={json.dumps(value, default=str)}")
