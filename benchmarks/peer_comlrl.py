@@ -5,7 +5,8 @@ Usage::
     PYTHONPATH=. .venv/bin/python benchmarks/peer_comlrl.py [--steps 3] [--digits 1] [--json OUT]
 
 The peer is CoMLRL's ``MAGRPOTrainer`` (multi-agent GRPO, https://github.com/OpenMLRL/CoMLRL,
-``pip install comlrl``; not a dependency of teamtr: without it :func:`comlrl_stages` returns
+the ``peers`` extra, ``pip install -e ".[peers]"``, which ``make test`` installs; not a
+dependency of teamtr: without it :func:`comlrl_stages` returns
 ``None`` and only teamtr is measured). Both sides train the same two-agent team on the settings
 of ``update_speed.py``: a solver and an aggregator, each its own copy of the tiny char-level Llama
 (built offline), on ``teamtr/Arith-v0`` sums (``--digits``), 16 prompts x 4 samples per update,
@@ -488,7 +489,9 @@ def main() -> int:
         else None
     )
     if comlrl is None:
-        console.print("comlrl is not installed (pip install comlrl): MAGRPO was not measured")
+        console.print(
+            'comlrl is not installed (pip install -e ".[peers]"): MAGRPO was not measured'
+        )
     if ratio is not None and per_sample is not None:
         console.print(
             f"teamtr / CoMLRL: {ratio:.2f} per step (each updates both agents once), "

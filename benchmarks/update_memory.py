@@ -16,8 +16,8 @@ for every row of a setting:
 
 Rows: teamtr with the trust region on (``delta_mode: fixed``) and off (``none``), and TRL's
 ``GRPOTrainer`` at equal settings (:data:`update_speed.TRL_SETTINGS`: fp32, no checkpointing,
-``num_iterations=1``, ``beta=0``) when ``trl`` is importable (``.venv/bin/pip install trl``; not a
-teamtr dependency). Each row runs in a fresh process and takes two steps: the first makes the
+``num_iterations=1``, ``beta=0``) when ``trl`` is importable (the ``peers`` extra, which
+``make test`` installs; not a teamtr dependency). Each row runs in a fresh process and takes two steps: the first makes the
 optimizer's state (AdamW's moments exist from the first step on), and the figure is the second
 step's peak resident memory (``/proc/self/clear_refs`` resets the peak before it) over the
 resident memory after the imports, the model load (every weight read once, so that the mapped

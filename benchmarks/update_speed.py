@@ -14,14 +14,14 @@ one-agent team, no system prompt), score them, and make one update at lr 1e-4. t
 - ``no trust region, 1 epoch``: ``delta_mode: none`` (the post-update check is skipped);
 - ``as shipped (4 epochs)``: the default ``optim.epochs``.
 
-With ``trl`` importable (not a dependency: ``.venv/bin/pip install trl`` adds it and ``datasets``
+With ``trl`` importable (the ``peers`` extra, which ``make test`` installs, adds it and ``datasets``
 to the virtual environment), TRL's ``GRPOTrainer`` runs the same model, prompts (the contexts the
 solver sees), reward (the task's grader) and settings (``num_iterations=1``, ``beta=0``: no
 reference model, one optimizer step per generation batch) for the same number of steps, and the
 ratios teamtr / TRL are reported (``ratio_vs_trl``: trust region on; ``ratio_vs_trl_no_tr``).
 Every figure is the median over ``--steps`` steps after one warm-up step, with one torch thread.
 
-With ``comlrl`` importable (``.venv/bin/pip install comlrl``), CoMLRL's MAGRPO and teamtr train the
+With ``comlrl`` importable (the ``peers`` extra), CoMLRL's MAGRPO and teamtr train the
 same two-agent team at the same settings (:func:`two_agent_peers`, ``benchmarks/peer_comlrl.py``),
 and ``ratio_vs_comlrl`` is teamtr's seconds per stage over MAGRPO's per step.
 
@@ -419,7 +419,7 @@ def two_agent_peers(model_dir: Path, args: argparse.Namespace, console: Console)
 
     comlrl = comlrl_stages(model_dir, steps, args.digits)
     if comlrl is None:
-        console.print("CoMLRL arm skipped: comlrl is not installed (.venv/bin/pip install comlrl)")
+        console.print('CoMLRL arm skipped: comlrl is not installed (pip install -e ".[peers]")')
         return None
     teamtr = teamtr_two_agent_stages(model_dir, steps, args.digits)
     ratio = teamtr["stage_s"] / comlrl["stage_s"]
@@ -481,7 +481,7 @@ def main() -> int:
     }
     trl = trl_steps(model_dir, args.steps)
     if trl is None:
-        console.print("TRL arm skipped: trl is not installed (.venv/bin/pip install trl)")
+        console.print('TRL arm skipped: trl is not installed (pip install -e ".[peers]")')
     sums = "one-digit" if args.digits == 1 else f"{args.digits}-digit"
     table = Table(
         title=f"s/step: {PROMPTS} prompts x {GENERATIONS} generations, {NEW_TOKENS} new tokens, "

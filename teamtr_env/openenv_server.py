@@ -10,7 +10,8 @@ taking turns; a session serves it in one of two modes:
   (``text``); the caller's next action is that agent's message.
 * **one seat** (``seat=NAME`` with ``policies`` for the others): the caller plays ``NAME``, and
   the project's policies (a team config's agents: models, scripted experts) play the other
-  seats between the caller's turns.
+  seats between the caller's turns, seeded by the episode's seed, the turn and the agent (a
+  served episode is a function of its seed).
 
 The reward is the team reward, given on the step that ends the episode (``done``), with the
 task's score in the observation's ``metadata``. Every WebSocket session gets its own
@@ -22,6 +23,7 @@ unpickled (OpenEnv parses JSON into the model).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import uuid
 from collections.abc import Callable, Mapping
@@ -32,6 +34,7 @@ from pydantic import Field
 
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import Policy, PrivilegedPolicy, SamplingParams
+from teamtr_core.seeds import CALL_STREAM, derive_seed
 from teamtr_env.env import TeamEnv
 
 MAX_ACTION_CHARS = 100_000
@@ -96,13 +99,15 @@ class TeamEnvironment(Environment[TeamAction, TeamObservation, TeamState]):
         if errors:
             raise ConfigError("teamtr serve", errors)
         self._episode_id: str | None = None
+        self._seed: int | None = None
 
     def reset(
         self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
     ) -> TeamObservation:
-        """Starts an episode (``seed`` draws its problem) and plays the other seats up to the
-        caller's first turn."""
+        """Starts an episode (``seed`` draws its problem and seeds the served seats' messages)
+        and plays the other seats up to the caller's first turn."""
         self.env.reset(seed=seed)
+        self._seed = seed
         self._episode_id = episode_id or uuid.uuid4().hex
         return self._advance()
 
@@ -137,6 +142,10 @@ class TeamEnvironment(Environment[TeamAction, TeamObservation, TeamState]):
     def _generate(self, agent: str, context: str) -> str:
         policy = self.policies[agent]
         sampling = self.sampling.get(agent, SamplingParams())
+        if self._seed is not None and sampling.seed is None:  # the episode's seed decides
+            agents = self.env.possible_agents
+            seed = derive_seed(self._seed, int(self.env.turn), agents.index(agent), CALL_STREAM)
+            sampling = dataclasses.replace(sampling, seed=seed)
         with _POLICY_LOCK:  # the sessions share the policies; a model generates for one at a time
             if isinstance(policy, PrivilegedPolicy):
                 return policy.generate_privileged([context], [self.env.problem], sampling)[0].text

@@ -32,6 +32,7 @@ PAGES = [
     "docs/swap.md",
     "docs/compare.md",
     "docs/openenv.md",
+    "docs/openenv-trl.md",
     *sorted(f"docs/tasks/{p.name}" for p in (ROOT / "docs" / "tasks").glob("*.md")),
 ]
 
@@ -48,6 +49,7 @@ TRAINING_PAGES = {
     "docs/swap.md",
     "docs/trainers.md",
     "docs/scaling.md",
+    "docs/openenv-trl.md",
 }
 
 

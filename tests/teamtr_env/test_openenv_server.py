@@ -156,6 +156,30 @@ def test_one_seat_with_the_team_config_on_the_others(tmp_path: Path) -> None:
     assert env.observe("aggregator")["text"] == context
 
 
+def test_a_served_seat_episode_is_a_function_of_its_seed() -> None:
+    """The seats the server plays draw their messages from the episode's seed, not from a
+    generator shared across sessions: ``reset(seed=s)`` shows the caller the same context every
+    time (what a TRL reward function replaying a prompt's seed relies on, docs/openenv-trl.md)."""
+    from teamtr_env.openenv_server import TeamAction, TeamEnvironment
+
+    def make() -> teamtr_env.TeamEnv:
+        return teamtr_env.make("teamtr/Arith-v0")
+
+    env = make()
+    expert = ScriptedExpert(env.task, error_rate=0.5, seed=0)
+    policies = {"solver": expert, "critic": expert}
+    first, second = (TeamEnvironment(make, seat="aggregator", policies=policies) for _ in range(2))
+    contexts = [first.reset(seed=s).text for s in range(12)]
+    for s in reversed(range(12)):  # another session, other episodes in between
+        assert second.reset(seed=s).text == contexts[s]
+        second.step(TeamAction(text="Answer: 0"))
+    solver_right = [
+        answer(c).removeprefix("Answer: ") == c.split("### solver\n")[1].split("\n")[0].split()[-1]
+        for c in contexts
+    ]
+    assert any(solver_right) and not all(solver_right)  # the error rate is at work
+
+
 @pytest.mark.slow
 def test_serve_refuses_bad_flags_before_listening(tmp_path: Path) -> None:
     cases = [
