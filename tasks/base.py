@@ -354,6 +354,22 @@ class SupportsSeats(Protocol):
 
 
 @runtime_checkable
+class SupportsLocalRewards(Protocol):
+    """Optional: a task that gives each agent a local reward of its own besides the team reward
+    (credit for the agent's own part: a valid tool call, a correct step of a relay).
+
+    ``TeamEnv`` calls it once an episode has been scored and keeps the result beside the team
+    score (``EpisodeRecord.local_rewards``, the final ``info["local_rewards"]``); a training
+    config mixes the two per agent (``reward: {team: 1.0, local: 0.5}``), evaluations log each
+    agent's mean. The team reward stays what the team is evaluated on. Like ``score``, it must
+    never raise on any model output; an agent it leaves out gets no local reward (0)."""
+
+    def local_rewards(self, episode: Episode) -> Mapping[str, float]:
+        """Each agent's local reward for ``episode`` (finite numbers; usually in [0, 1])."""
+        ...
+
+
+@runtime_checkable
 class SupportsOpening(Protocol):
     """Optional: an interactive task whose episode opens with a message of the environment's,
     known only once the episode has started (an external environment's first observation).

@@ -481,6 +481,9 @@ def _print_report(console: Console, report: EvalReport, title: str, runner: Runn
         console.print(_coordination_line(report.coordination))
     for name, value in report.task_metrics.items():
         console.print(f"{name}: {value:.3f}" if isinstance(value, float) else f"{name}: {value}")
+    if report.local_rewards:
+        shares = ", ".join(f"{a} {v:.3f}" for a, v in report.local_rewards.items())
+        console.print(f"local rewards (each agent's own part, mean): {shares}", highlight=False)
     console.print(
         f"{stats.envs} episodes, {stats.steps} steps, {stats.total_policy_calls} policy calls, "
         f"{stats.tokens_generated} tokens ({stats.tokens_generated / max(stats.envs, 1):.1f} per "

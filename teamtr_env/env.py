@@ -15,6 +15,7 @@ picks the active agent itself and gives each agent its own view in place of the 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -22,7 +23,16 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import AECEnv
 
-from tasks.base import Episode, Message, Problem, Score, SupportsOpening, SupportsSeats, Task
+from tasks.base import (
+    Episode,
+    Message,
+    Problem,
+    Score,
+    SupportsLocalRewards,
+    SupportsOpening,
+    SupportsSeats,
+    Task,
+)
 from teamtr_core.errors import ConfigError, EpisodeOverError
 from teamtr_env.context import ContextHistory
 from teamtr_env.protocol import TeamProtocol
@@ -110,6 +120,7 @@ class TeamEnv(AECEnv):
         self.problem: Problem | None = None
         self.transcript: list[Message] = []
         self.score: Score | None = None
+        self.local_rewards: dict[str, float] = {}
         self.turn = 0
         self.agents: list[str] = []
 
@@ -131,6 +142,7 @@ class TeamEnv(AECEnv):
         self._origin: list[tuple[str, int]] = []  # per message: (the turn's agent, turn)
         self._history = ContextHistory(self.protocol)
         self.score = None
+        self.local_rewards = {}
         self.turn = 0
         self._notes: list[dict[str, Any]] = []
         self._context_truncated = False
@@ -336,6 +348,31 @@ class TeamEnv(AECEnv):
         assert self.problem is not None
         return {"problem_id": self.problem.id, "turn": self.turn}
 
+    def _score_locally(self, final_text: str | None) -> str | None:
+        """Each agent's local reward from a task that gives them (:class:`SupportsLocalRewards`)
+        into ``self.local_rewards``; what went wrong, if anything: a task error or a value that is
+        not a finite number for a known agent gives no local rewards for the episode."""
+        if not isinstance(self.task, SupportsLocalRewards):
+            return None
+        assert self.problem is not None
+        episode = Episode(self.problem, tuple(self.transcript), final_text, self._state)
+        try:
+            given = dict(self.task.local_rewards(episode))
+        except Exception as exc:  # like a verifier bug: logged in the info, never fatal
+            return f"local_rewards raised {exc!r:.300}"
+        bad = [
+            f"{agent!r}: {value!r:.40}"
+            for agent, value in given.items()
+            if agent not in self._index
+            or isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ]
+        if bad:
+            return "local_rewards: not a finite number for an agent of the team: " + ", ".join(bad)
+        self.local_rewards = {agent: float(value) for agent, value in given.items()}
+        return None
+
     def _finish(self, truncated: bool) -> None:
         assert self.problem is not None
         final_text = self.final_text()
@@ -349,6 +386,7 @@ class TeamEnv(AECEnv):
             self.score = Score(
                 0.0, False, None, {"reason": "verifier_error", "error": repr(exc)[:500]}
             )
+        local_error = self._score_locally(final_text)
         reward = float(self.score.reward)
         info = {
             "problem_id": self.problem.id,
@@ -360,6 +398,10 @@ class TeamEnv(AECEnv):
             "context_truncated": self._context_truncated,
             "turn_limit_reached": self.turn >= self.protocol.turn_limit,
         }
+        if isinstance(self.task, SupportsLocalRewards):
+            info["local_rewards"] = dict(self.local_rewards)
+            if local_error:
+                info["local_rewards_error"] = local_error
         for a in self.agents:
             self.rewards[a] = reward
             self.terminations[a] = not truncated

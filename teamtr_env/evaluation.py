@@ -178,6 +178,17 @@ class EvalReport:
         return self.batch.clipped_ratios()
 
     @property
+    def local_rewards(self) -> dict[str, float]:
+        """Per agent, its mean local reward over the evaluated episodes (a task that gives local
+        rewards, :class:`tasks.SupportsLocalRewards`; empty otherwise). Logged beside the team's
+        metrics, never in their place."""
+        episodes = self.batch.episodes
+        if not self.batch.has_local_rewards():
+            return {}
+        agents = sorted({a for e in episodes for a in e.local_rewards})
+        return {a: float(self.batch.local_rewards(a).mean()) for a in agents}
+
+    @property
     def grader_failures(self) -> GraderFailures:
         """The episodes whose answer the grader failed on (a timeout, an error of its code):
         scored 0, but not the team's failure (:data:`tasks.base.GRADER_FAILED`)."""
@@ -218,6 +229,7 @@ class EvalReport:
             "wall_s": stats.wall_s,
             "context_truncated": self.context_truncated,
             "clipped_ratio": self.clipped_ratio,
+            "local_rewards": self.local_rewards,
             "grader_failures": self.grader_failures.to_dict(),
             "per_problem": self.per_problem,
             "stats": {

@@ -58,6 +58,8 @@ class EpisodeRecord:
         context_truncated: some agent's context was cut to the protocol's ``max_context_chars``
             (old messages dropped, or the start of the problem cut off): that agent did not see
             everything.
+        local_rewards: each agent's local reward, from a task that gives them
+            (:class:`tasks.SupportsLocalRewards`; empty otherwise).
     """
 
     episode: int
@@ -74,6 +76,7 @@ class EpisodeRecord:
     split: str = "train"
     meta: Mapping[str, Any] = field(default_factory=dict)
     context_truncated: bool = False
+    local_rewards: Mapping[str, float] = field(default_factory=dict)
 
 
 def format_episode(episode: EpisodeRecord) -> str:
@@ -157,6 +160,15 @@ class RolloutBatch:
     def group_rewards(self) -> np.ndarray:
         """Team rewards, shape ``(num_problems, group_size)`` (the layout of group advantages)."""
         return self.rewards().reshape(-1, self.group_size)
+
+    def local_rewards(self, agent: str) -> np.ndarray:
+        """``agent``'s local reward in each episode (0 where the task gave it none), shape
+        ``(num_episodes,)``."""
+        return np.array([float(e.local_rewards.get(agent, 0.0)) for e in self.episodes])
+
+    def has_local_rewards(self) -> bool:
+        """Whether any episode carries local rewards."""
+        return any(e.local_rewards for e in self.episodes)
 
     @property
     def num_groups(self) -> int:

@@ -33,6 +33,7 @@ PAGES = [
     "docs/compare.md",
     "docs/openenv.md",
     "docs/openenv-trl.md",
+    "docs/rewards.md",
     *sorted(f"docs/tasks/{p.name}" for p in (ROOT / "docs" / "tasks").glob("*.md")),
 ]
 

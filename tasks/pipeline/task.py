@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from tasks.arith.rules import extract_answer
-from tasks.base import Problem, Score, SingleAnswerTask, Split, TaskConfigError, is_int
+from tasks.base import (
+    Episode,
+    Problem,
+    Score,
+    SingleAnswerTask,
+    Split,
+    TaskConfigError,
+    is_int,
+)
 from tasks.pipeline import rules
 from teamtr_core.choices import choice_errors
 
@@ -105,6 +115,21 @@ class PipelineTask(SingleAnswerTask):
         details = {"reason": "correct" if correct else "wrong_answer", "extraction": how}
         return Score(float(correct), correct, str(value), details)
 
+    def local_rewards(self, episode: Episode) -> Mapping[str, float]:
+        """Each agent's share of its messages that did their own step right: applied the first
+        operation of the chain the agent was given (the problem's for the first message, the
+        message before for the others) and passed the rest on, or, on the last operation, gave
+        ``Answer: <value>``. A message whose input held no chain cannot do a step: 0. Credit for
+        the agent's own work alone, whatever its predecessors did."""
+        done: dict[str, list[float]] = {}
+        given = str(episode.problem.data["chain"])
+        for message in episode.transcript:
+            if message.role != "agent":
+                continue
+            done.setdefault(message.speaker, []).append(float(_did_step(given, message.text)))
+            given = message.text
+        return {agent: sum(v) / len(v) for agent, v in done.items()}
+
     def expert_reply(
         self,
         context: str,
@@ -123,3 +148,17 @@ class PipelineTask(SingleAnswerTask):
             return rules.step(*chain, drop_rest=True)
         error = int(rng.choice([-1, 1])) * int(rng.integers(1, 4)) if make_error else 0
         return rules.step(*chain, error=error)
+
+
+def _did_step(given: str, text: str) -> bool:
+    """Whether ``text`` is the right step of the last chain in ``given`` (see
+    :meth:`PipelineTask.local_rewards`)."""
+    chain = rules.last_chain(given)
+    if chain is None:
+        return False
+    value, ops = chain
+    new = value + ops[0]
+    if len(ops) == 1:
+        answer, how = extract_answer(text)
+        return how == "answer_tag" and answer == new
+    return rules.last_chain(text) == (new, list(ops[1:]))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -75,6 +76,8 @@ class EpisodeState:
     ignored_calls: int = 0
     done: bool = False
     end_reason: str | None = None  # "user_stop" or "transfer"
+    # per agent: whether each of its messages was a valid action (ToolUseTask.local_rewards)
+    valid_actions: dict[str, list[bool]] = field(default_factory=dict)
 
 
 class ToolUseTask(InteractiveTask):
@@ -237,13 +240,16 @@ class ToolUseTask(InteractiveTask):
         if action.ignored_calls:
             state.ignored_calls += action.ignored_calls
             note = f"\n(Only the first tool call of a message runs; {action.ignored_calls} more ignored.)"
+        valid = state.valid_actions.setdefault(speaker, [])
         if action.kind == "invalid":
             state.invalid_calls += 1
+            valid.append(False)
             return render_feedback("invalid", action.text)
         if action.kind == "tool" and action.name is not None:
             state.tool_calls += 1
             outcome = self.toolbox.execute(state.db, action.name, action.arguments)
-            if outcome.outcome in ("invalid", "unknown_tool"):
+            valid.append(outcome.outcome not in ("invalid", "unknown_tool"))
+            if not valid[-1]:
                 state.invalid_calls += 1
                 return render_feedback("invalid", outcome.text) + note
             if not outcome.ok:
@@ -252,6 +258,7 @@ class ToolUseTask(InteractiveTask):
             if outcome.terminal:
                 state.done, state.end_reason = True, "transfer"
             return render_feedback("ok", outcome.text, outcome.name) + note
+        valid.append(True)
         message = action.text[:RESPOND_MAX_CHARS]
         state.said.append(message)
         state.conversation.append(Turn("agent", message))
@@ -305,6 +312,17 @@ class ToolUseTask(InteractiveTask):
         }
         correct = reason == "correct"
         return Score(float(correct), correct, final_hash[:16], details)
+
+    def local_rewards(self, episode: Episode) -> Mapping[str, float]:
+        """Each agent's share of its messages that were valid actions: a tool call the tools
+        accepted (a known tool with arguments that fit its schema; it may still fail on the
+        data, e.g. an order that does not exist) or a message to the user. A malformed call, an
+        unknown tool or arguments that do not fit score 0. It rewards speaking the protocol,
+        not progress: mix it with the team reward (``reward: {team: 1, local: 0.2}``)."""
+        state = episode.state
+        if not isinstance(state, EpisodeState):
+            return {}
+        return {agent: sum(v) / len(v) for agent, v in state.valid_actions.items() if v}
 
     # -- the scripted expert ------------------------------------------------------------------
     def expert_reply(

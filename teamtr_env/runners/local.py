@@ -426,4 +426,5 @@ def _episode_record(i: int, group: int, env: TeamEnv) -> EpisodeRecord:
         split=env.problem.split,
         meta=dict(env.problem.meta),
         context_truncated=env.context_truncated,
+        local_rewards=dict(env.local_rewards),
     )

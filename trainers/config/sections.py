@@ -172,6 +172,33 @@ class TrustRegionConfig:
 
 
 @dataclass(frozen=True)
+class RewardConfig:
+    """What each agent learns from: ``team`` x the team reward + ``local`` x the agent's local
+    reward, from a task that gives local rewards (:class:`tasks.SupportsLocalRewards`;
+    docs/rewards.md). The default (1, 0) is the team reward alone, as in the paper; evaluation
+    always reports the team's metrics."""
+
+    team: float = _help("weight of the team reward every agent shares", 1.0)
+    local: float = _help(
+        "weight of the agent's own local reward (0 = off; needs a task that gives local rewards)",
+        0.0,
+    )
+
+    def __post_init__(self) -> None:
+        errors = []
+        for name in ("team", "local"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                errors.append(f"reward.{name} must be a number, got {value!r}")
+            elif not math.isfinite(value) or value < 0:
+                errors.append(f"reward.{name} must be a finite number >= 0, got {value}")
+        if not errors and self.team == 0 and self.local == 0:
+            errors.append("reward: team and local are both 0: the agents would learn from nothing")
+        if errors:
+            raise ValueError("; ".join(errors))
+
+
+@dataclass(frozen=True)
 class OptimConfig:
     """The per-agent policy update (clipped surrogate + KL penalty, Adam)."""
 

@@ -21,6 +21,7 @@ from trainers.config.sections import (
     EvalConfig,
     LoggerName,
     OptimConfig,
+    RewardConfig,
     RolloutConfig,
     RunnerConfig,
     ScheduleConfig,
@@ -120,6 +121,13 @@ class TrainConfig:
     )
     trust_region: TrustRegionConfig = field(default_factory=TrustRegionConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
+    reward: RewardConfig = field(
+        default_factory=RewardConfig,
+        metadata={
+            "help": "each agent's reward: team x the team reward + local x its local reward "
+            "(tasks with local rewards; docs/rewards.md). Default: the team reward alone"
+        },
+    )
     eval: EvalConfig = field(default_factory=EvalConfig)
     diagnostics: DiagnosticsConfig = field(
         default_factory=DiagnosticsConfig,

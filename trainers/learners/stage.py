@@ -168,10 +168,11 @@ class Stage:
         model lives."""
         return self.agents[agent].score(messages)
 
-    def advantages(self, batch: RolloutBatch) -> GroupAdvantages:
-        """Group advantages of ``batch``'s team rewards (the config's ``optim`` baseline,
-        normalisation and clipping)."""
-        return batch_advantages(batch, self.config)
+    def advantages(self, batch: RolloutBatch, agent: str | None = None) -> GroupAdvantages:
+        """Group advantages of ``batch``'s rewards (the config's ``optim`` baseline,
+        normalisation and clipping): of ``agent``'s mixed reward (``reward.team`` x the team
+        reward + ``reward.local`` x its local reward) when given, of the team reward when not."""
+        return batch_advantages(batch, self.config, agent)
 
     def message_advantages(
         self, batch: RolloutBatch, agent: str, groups: GroupAdvantages | None = None
@@ -180,7 +181,7 @@ class Stage:
         episode's group advantage (``groups``: :meth:`advantages` of ``batch``, computed when
         not given)."""
         return message_advantages(
-            batch, agent, self.advantages(batch) if groups is None else groups
+            batch, agent, self.advantages(batch, agent) if groups is None else groups
         )
 
     def trajectory_weights(
@@ -232,7 +233,7 @@ class Stage:
             trust_region: enforce the trust region for this update.
         """
         owner = self.agents[agent]
-        groups = self.advantages(batch)
+        groups = self.advantages(batch, agent)
         messages, msg_adv = self.message_advantages(batch, agent, groups)
         if self.diag is not None:
             self.diag.before_update(self, agent, index)
@@ -252,6 +253,8 @@ class Stage:
             record = record.with_fields(
                 self.diag.after_update(self, agent, groups, batch, messages, weights, result)
             )
+        if batch.has_local_rewards():  # the agent's own credit, beside the team's reward
+            self.log(f"agent/{agent}/local_reward", float(batch.local_rewards(agent).mean()))
         self.report.updates.append(record)
         self._callbacks.on_update(record)
         return record
@@ -348,11 +351,24 @@ class Stage:
                 report.metrics[prefix + key] = float(value)
 
 
-def batch_advantages(batch: RolloutBatch, config: TrainConfig) -> GroupAdvantages:
-    """Group advantages of ``batch``'s team rewards (``config.optim``'s baseline, normalisation
-    and clipping)."""
+def agent_rewards(batch: RolloutBatch, config: TrainConfig, agent: str | None) -> np.ndarray:
+    """``[B, G]`` rewards ``agent`` learns from: ``reward.team`` x the team reward +
+    ``reward.local`` x its local reward (:class:`~trainers.config.RewardConfig`). The team
+    reward as it is with the default mix (1, 0) or no ``agent``."""
+    mix = config.reward
+    if agent is None or (mix.team == 1.0 and mix.local == 0.0):
+        return batch.group_rewards()
+    mixed = mix.team * batch.rewards() + mix.local * batch.local_rewards(agent)
+    return mixed.reshape(-1, batch.group_size)
+
+
+def batch_advantages(
+    batch: RolloutBatch, config: TrainConfig, agent: str | None = None
+) -> GroupAdvantages:
+    """Group advantages of ``batch``'s rewards for ``agent`` (:func:`agent_rewards`; the team
+    reward without ``agent``), with ``config.optim``'s baseline, normalisation and clipping."""
     o = config.optim
-    rewards = torch.tensor(batch.group_rewards(), dtype=torch.float32)
+    rewards = torch.tensor(agent_rewards(batch, config, agent), dtype=torch.float32)
     return group_advantages(
         rewards,
         eps_std=o.eps_std,
@@ -366,7 +382,7 @@ def message_advantages(
     batch: RolloutBatch, agent: str, groups: GroupAdvantages
 ) -> tuple[list[MessageRecord], torch.Tensor]:
     """``agent``'s messages in ``batch`` and ``[N]`` advantages: each message gets its episode's
-    group advantage (``groups``: :func:`batch_advantages` of ``batch``)."""
+    group advantage (``groups``: :func:`batch_advantages` of ``batch`` for ``agent``)."""
     messages = batch.messages_of(agent)
     adv = groups.advantages.flatten()
     return messages, torch.tensor([float(adv[m.episode]) for m in messages], dtype=torch.float32)

@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 
 import teamtr_env
-from tasks.base import no_expert_reason
+from tasks.base import SupportsLocalRewards, no_expert_reason
 from teamtr_core.config import from_dict, to_dict
 from teamtr_core.errors import ConfigError
 from trainers.config import TrainConfig
@@ -52,6 +52,11 @@ def check_before_writing(config: TrainConfig, env: Any) -> None:
     for key, where in on_ray.items():
         if where == "ray" and missing_package("ray"):
             errors.append(f"{key}: ray needs Ray, not installed here: pip install -e '.[ray]'")
+    if config.reward.local and not isinstance(env.task, SupportsLocalRewards):
+        errors.append(
+            f"reward.local: {config.task} gives no local rewards (tasks that do: "
+            "docs/rewards.md); set reward.local to 0"
+        )
     missing = no_expert_reason(env.task)
     if config.sft is not None and missing:
         errors.append(f"sft: nothing to behaviour-clone: {missing}; set sft: null (--set sft=null)")

@@ -284,11 +284,19 @@ def evaluate_team(
     for agent, ratio in report.clipped_ratio.items():
         out[clipped_key(prefix, agent)] = ratio
     out[grader_key(prefix)] = report.grader_failures.share
+    for agent, value in report.local_rewards.items():
+        out[local_key(prefix, agent)] = value
     if is_tabular_team(policies):  # an environment is made only for a team that can have J
         exact = exact_team_reward(env_fn(), policies, runner.sampling)
         if exact is not None:
             out[exact_key(prefix)] = exact
     return out
+
+
+def local_key(prefix: str, agent: str) -> str:
+    """The metric key of an agent's mean local reward in an evaluation
+    (``eval/local_reward/<agent>``)."""
+    return f"{prefix}/local_reward/{agent}"
 
 
 def exact_key(prefix: str) -> str:
