@@ -79,6 +79,28 @@ class EpisodeRecord:
     local_rewards: Mapping[str, float] = field(default_factory=dict)
 
 
+def episode_record(i: int, group: int, env: Any) -> EpisodeRecord:
+    """The record of a finished episode ``i`` of ``group`` in ``env`` (a ``TeamEnv``)."""
+    assert env.score is not None and env.problem is not None
+    return EpisodeRecord(
+        episode=i,
+        group=group,
+        problem_id=env.problem.id,
+        prompt=env.task.prompt(env.problem),
+        reward=float(env.score.reward),
+        correct=bool(env.score.correct),
+        answer=env.score.answer,
+        details=dict(env.score.details),
+        transcript=tuple(m.to_dict() for m in env.transcript),
+        turns=env.turn,
+        truncated=any(env.truncations.values()),
+        split=env.problem.split,
+        meta=dict(env.problem.meta),
+        context_truncated=env.context_truncated,
+        local_rewards=dict(env.local_rewards),
+    )
+
+
 def format_episode(episode: EpisodeRecord) -> str:
     """A readable transcript: the prompt, every message with its speaker, and the score."""
     lines = [f"[problem] {episode.prompt}"]

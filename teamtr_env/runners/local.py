@@ -26,7 +26,13 @@ from teamtr_core.errors import ConfigError, PolicyError
 from teamtr_core.policy import Generation, Policy, PrivilegedPolicy, SamplingParams
 from teamtr_core.seeds import CALL_STREAM, SHARD_STREAM, derive_seed
 from teamtr_env.env import TeamEnv
-from teamtr_env.rollout import EpisodeRecord, MessageRecord, RolloutBatch, RolloutStats
+from teamtr_env.rollout import (
+    MessageRecord,
+    RolloutBatch,
+    RolloutStats,
+    episode_record,
+)
+from teamtr_env.runners.tree import Select, play_tree, team_reward
 
 PolicyMap = Policy | Mapping[str, Policy]
 SamplingMap = SamplingParams | Mapping[str, SamplingParams]
@@ -232,6 +238,21 @@ class Runner:
             return parts[0]
         return merge_batches(parts, group_size, wall_s=time.perf_counter() - start)
 
+    def rollout_tree(
+        self,
+        problems: Sequence[Problem],
+        width: int,
+        seed: int = 0,
+        select: Select = team_reward,
+    ) -> RolloutBatch:
+        """Tree-structured sampling (AT-GRPO's; :mod:`teamtr_env.runners.tree`): at every turn of
+        each problem's main path, the acting agent writes ``width`` candidates, each finished
+        under the current team and scored by ``select``; the best continues. The batch's groups
+        are the nodes (``width`` episodes each), its messages the candidates alone. The same
+        ``seed`` with the same policies gives the same batch."""
+        check_rollout(problems, width)
+        return play_tree(self, problems, width, seed, select)
+
     def play_shard(
         self,
         problems: Sequence[Problem],
@@ -281,7 +302,7 @@ class Runner:
                 bar.advance(task_id, len(active) - len(still))
                 active = still
         episodes = tuple(
-            _episode_record(first + i, first_group + i // group_size, env)
+            episode_record(first + i, first_group + i // group_size, env)
             for i, env in enumerate(envs)
         )
         stats = RolloutStats(
@@ -406,25 +427,4 @@ def _message(i: int, group: int, env: TeamEnv, prompt: str, gen: Generation) -> 
         token_ids=gen.token_ids,
         clipped=bool(gen.clipped),
         logprobs=tuple(getattr(gen, "logprobs", ())),
-    )
-
-
-def _episode_record(i: int, group: int, env: TeamEnv) -> EpisodeRecord:
-    assert env.score is not None and env.problem is not None
-    return EpisodeRecord(
-        episode=i,
-        group=group,
-        problem_id=env.problem.id,
-        prompt=env.task.prompt(env.problem),
-        reward=float(env.score.reward),
-        correct=bool(env.score.correct),
-        answer=env.score.answer,
-        details=dict(env.score.details),
-        transcript=tuple(m.to_dict() for m in env.transcript),
-        turns=env.turn,
-        truncated=any(env.truncations.values()),
-        split=env.problem.split,
-        meta=dict(env.problem.meta),
-        context_truncated=env.context_truncated,
-        local_rewards=dict(env.local_rewards),
     )

@@ -67,6 +67,11 @@ class ScheduleConfig:
         "naive_sequential ablation: reweight stale rollouts by the already-updated agents' ratios",
         False,
     )
+    tree_trust_region: bool = _help(
+        "at_grpo: keep each agent's update inside the token-KL trust region (trust_region.*); "
+        "off by default, as in AT-GRPO",
+        False,
+    )
 
     _renamed_keys: ClassVar[dict[str, str]] = {"method": "learner"}
 

@@ -9,7 +9,7 @@ A plugin's entry point names a function ``register(registry)`` that calls
 
 ``schedule.learner`` in a training config, ``teamtr train --learner`` and
 ``teamtr compare --learners`` take any registered id, or one of the short names
-``teamtr``, ``naive_sequential``, ``joint`` and ``independent`` of the built-ins.
+``teamtr``, ``naive_sequential``, ``joint``, ``independent`` and ``at_grpo`` of the built-ins.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ ALIASES = {
     "naive_sequential": "teamtr/NaiveSequential-v0",
     "joint": "teamtr/Joint-v0",
     "independent": "teamtr/IndependentGRPO-v0",
+    "at_grpo": "teamtr/ATGRPO-v0",
 }
 
 
@@ -204,6 +205,11 @@ registry.register(
     "teamtr/IndependentGRPO-v0",
     "trainers.learners.independent:IndependentGRPO",
     description="independent per-agent GRPO on one stage-start batch, no trust region (MAGRPO)",
+)
+registry.register(
+    "teamtr/ATGRPO-v0",
+    "trainers.learners.at_grpo:ATGRPO",
+    description="AT-GRPO: a tree of candidates per turn, groups per agent and turn (PettingLLMs)",
 )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from teamtr_core.seeds import DIAG_STREAM, PROBLEM_STREAM, TRAIN_STREAM, derive_seed
 from teamtr_env.rollout import RolloutBatch
+from teamtr_env.runners.tree import Select
 from trainers.config import TrainConfig
 from trainers.learners.stage import SampleEvent
 from trainers.placement.agents import TrainedAgent
@@ -33,22 +34,30 @@ class TeamSampler:
         self.config, self.runner, self.agents = config, runner, agents
 
     def __call__(
-        self, stage: int, index: int, prompts: int, purpose: str = "train"
+        self,
+        stage: int,
+        index: int,
+        prompts: int,
+        purpose: str = "train",
+        *,
+        select: Select | None = None,
     ) -> tuple[RolloutBatch, SampleEvent]:
         """``prompts`` prompts x G rollouts under the CURRENT parameters of every agent (seeded
-        by stage and index), and what was sampled."""
+        by stage and index), and what was sampled; with ``select``, a tree of G candidates per
+        turn instead (:meth:`~teamtr_env.runners.local.Runner.rollout_tree`)."""
         stream = TRAIN_STREAM if purpose == "train" else DIAG_STREAM
         seed = derive_seed(self.config.seed, stream, stage, index)
         self.sync_workers()
-        batch = self.runner.rollout(
-            # i.i.d. draws: a training batch samples the distribution the objective averages
-            # over (a problem may repeat), unlike an evaluation set.
-            self.runner.sample_problems(
-                prompts, seed=derive_seed(seed, PROBLEM_STREAM), distinct=False
-            ),
-            group_size=self.config.schedule.group_size,
-            seed=seed,
+        # i.i.d. draws: a training batch samples the distribution the objective averages over (a
+        # problem may repeat), unlike an evaluation set.
+        problems = self.runner.sample_problems(
+            prompts, seed=derive_seed(seed, PROBLEM_STREAM), distinct=False
         )
+        group_size = self.config.schedule.group_size
+        if select is not None:
+            batch = self.runner.rollout_tree(problems, group_size, seed, select)
+        else:
+            batch = self.runner.rollout(problems, group_size=group_size, seed=seed)
         tokens = batch.stats.tokens_generated or batch.stats.chars_generated
         played = getattr(self.runner, "last_versions", None)
         versions = {a: s.version for a, s in self.agents.items()}

@@ -28,7 +28,8 @@ import numpy as np
 import torch
 
 from teamtr_core.policy import syncs_since
-from teamtr_env.rollout import MessageRecord, RolloutBatch
+from teamtr_env.rollout import EpisodeRecord, MessageRecord, RolloutBatch
+from teamtr_env.runners.tree import Select
 from trainers.config import ScheduleConfig, TrainConfig
 from trainers.learners.callbacks import CallbackList
 from trainers.learners.stage_diagnostics import RunDiagnostics, StageDiagnostics
@@ -59,7 +60,7 @@ class Sampler(Protocol):
     stage and ``index`` (:meth:`trainers.learners.team_trainer.TeamTrainer.sample`)."""
 
     def __call__(
-        self, stage: int, index: int, prompts: int, purpose: str
+        self, stage: int, index: int, prompts: int, purpose: str, *, select: Select | None = None
     ) -> tuple[RolloutBatch, SampleEvent]: ...
 
 
@@ -128,11 +129,20 @@ class Stage:
         if self.diag is not None:
             self.diag.stage_started(self)
 
-    def sample(self, index: int, prompts: int) -> RolloutBatch:
+    def sample(self, index: int, prompts: int, *, select: Select | None = None) -> RolloutBatch:
         """``prompts`` prompts x G rollouts under the team's current parameters (seeded by the
-        stage and ``index``; counted in the training budget and the stage's mean reward)."""
+        stage and ``index``; counted in the training budget and the stage's mean reward).
+
+        With ``select``, tree-structured sampling instead (AT-GRPO's,
+        :mod:`teamtr_env.runners.tree`): at every turn of each prompt's main path the acting
+        agent writes G candidates, each finished under the current team and scored by
+        ``select(episode, agent)``, the best continuing; the batch's groups are the tree's nodes
+        and its messages the candidates."""
         t0 = time.perf_counter()
-        batch, event = self._sampler(self.index, index, prompts, "train")
+        if select is None:  # a sampler of its own may not take trees
+            batch, event = self._sampler(self.index, index, prompts, "train")
+        else:
+            batch, event = self._sampler(self.index, index, prompts, "train", select=select)
         self.report.samples.append(event)
         self.timing["rollout_s"] += time.perf_counter() - t0
         for m in batch.messages:
@@ -360,6 +370,17 @@ def agent_rewards(batch: RolloutBatch, config: TrainConfig, agent: str | None) -
         return batch.group_rewards()
     mixed = mix.team * batch.rewards() + mix.local * batch.local_rewards(agent)
     return mixed.reshape(-1, batch.group_size)
+
+
+def agent_rewards_of(config: TrainConfig) -> Callable[[EpisodeRecord, str], float]:
+    """How an episode scores for an agent under ``config.reward``'s mix: ``team`` x its team
+    reward + ``local`` x the agent's local reward (a tree rollout's ``select``)."""
+    mix = config.reward
+
+    def mixed(episode: EpisodeRecord, agent: str) -> float:
+        return mix.team * episode.reward + mix.local * float(episode.local_rewards.get(agent, 0.0))
+
+    return mixed
 
 
 def batch_advantages(

@@ -51,6 +51,7 @@ from teamtr_core.seeds import ORDER_STREAM, derive_seed
 from teamtr_env.env import TeamEnv
 from teamtr_env.rollout import RolloutBatch
 from teamtr_env.runners import Runner, make_runner
+from teamtr_env.runners.tree import Select
 from trainers.config import TrainConfig
 from trainers.learners.base import Learner
 from trainers.learners.callbacks import Callback, CallbackList
@@ -164,11 +165,17 @@ class TeamTrainer:
         return self.sampler.runner
 
     def sample(
-        self, stage: int, index: int, prompts: int, purpose: str = "train"
+        self,
+        stage: int,
+        index: int,
+        prompts: int,
+        purpose: str = "train",
+        *,
+        select: Select | None = None,
     ) -> tuple[RolloutBatch, SampleEvent]:
         """``prompts`` prompts x G rollouts under the CURRENT parameters of every agent (seeded by
-        stage and index), and what was sampled (:class:`TeamSampler`)."""
-        return self.sampler(stage, index, prompts, purpose)
+        stage and index), and what was sampled (:class:`TeamSampler`; ``select``: a tree)."""
+        return self.sampler(stage, index, prompts, purpose, select=select)
 
     def sync_workers(self) -> None:
         """Sends changed weights to a distributed runner's workers (:class:`TeamSampler`)."""

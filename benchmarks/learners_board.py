@@ -1,0 +1,238 @@
+"""The learners board: every built-in learner on team envs of different structure, at an equal
+budget, with paired CIs against TeamTR.
+
+Usage::
+
+    .venv/bin/python benchmarks/learners_board.py --out runs/board [--quick]
+        [--envs relay pipeline convention] [--seeds 0 1 2] [--learners teamtr at_grpo ...]
+
+Each board env is one ``teamtr compare`` (:func:`trainers.tools.compare.compare`) of the learners
+on the same seeds, so every learner gets the same rollouts and gradient work per update and the
+same behaviour-cloned start per seed; its run directories and reports are in ``OUT/<env>/``:
+
+* ``relay``: ``teamtr/Relay-v0`` with four tabular agents (``benchmarks/configs/relay_tabular.yaml``):
+  exact J is known, so the board reads the trained team's exact J (no sampling noise);
+* ``pipeline``: ``teamtr/Pipeline-v0`` with three tiny language models, each doing one step of a
+  chain and seeing only the previous message (the demo's configuration);
+* ``convention``: ``teamtr/Convention-v0`` with three tiny language models from a miscoordinated
+  start (``benchmarks/configs/convention.yaml``; its behaviour cloning alone takes about 7.5
+  minutes per seed on 2 cores).
+
+The board prints a table (per env and learner: the metric after training, mean ± std over seeds,
+and the paired difference against TeamTR with its 95% bootstrap CI over seeds and problems) and
+writes ``OUT/board.json``, ``OUT/board.md`` and ``OUT/board.png``. ``--quick`` (minutes; the slow
+test runs it) shrinks every env to a smoke run: it checks the machinery, not the learners.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shlex
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from _bench import markdown_table, write_outputs
+from rich.console import Console
+
+from trainers.learners.registry import learner_spec
+from trainers.tools.compare import CompareSpec, compare
+
+ROOT = Path(__file__).resolve().parents[1]
+LEARNERS = ("teamtr", "at_grpo", "naive_sequential", "joint", "independent")
+ENVS: dict[str, dict[str, Any]] = {
+    "relay": {
+        "task": "teamtr/Relay-v0",
+        "config": "benchmarks/configs/relay_tabular.yaml",
+        "metric": "exact J",
+        "quick": ("schedule.stages=2", "schedule.problems_per_batch=8", "eval.problems=16"),
+    },
+    "pipeline": {
+        "task": "teamtr/Pipeline-v0",
+        "config": None,
+        "metric": "held-out avg@4",
+        "quick": (
+            "schedule.stages=2",
+            "schedule.problems_per_batch=8",
+            "sft.steps=100",
+            "sft.problems=200",
+            "eval.problems=40",
+            "eval.train_distribution=false",
+        ),
+    },
+    "convention": {
+        "task": "teamtr/Convention-v0",
+        "config": "benchmarks/configs/convention.yaml",
+        "metric": "held-out avg@4",
+        "quick": (
+            "schedule.stages=2",
+            "schedule.problems_per_batch=8",
+            "sft.steps=100",
+            "sft.problems=200",
+            "eval.problems=40",
+            "eval.train_distribution=false",
+            "diagnostics=off",
+        ),
+    },
+}
+
+
+def run_env(
+    name: str, learners: Sequence[str], seeds: Sequence[int], out: Path, quick: bool
+) -> dict[str, Any]:
+    """One board env: its comparison (continued if ``out/name`` holds it), as compare.json."""
+    env = ENVS[name]
+    spec = CompareSpec(
+        task=env["task"],
+        learners=tuple(learners),
+        seeds=tuple(seeds),
+        out=out / name,
+        config_file=ROOT / env["config"] if env["config"] else None,
+        overrides=tuple(env["quick"]) if quick else (),
+    )
+    return compare(spec, Console(stderr=True))
+
+
+def board_rows(name: str, data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per learner: the env's metric after training (exact J where the team is tabular), mean
+    and std over seeds, and the paired difference against the reference with its CI."""
+    paired = {p["learner"]: p for p in data["paired"]}
+    rows = []
+    for learner, result in data["results"].items():
+        exact = "exact_after" in result
+        after = result["exact_after"] if exact else result["after"]
+        p = paired.get(learner)
+        diff = None if p is None else (p.get("exact") if exact else p)
+        rows.append(
+            {
+                "env": name,
+                "learner": learner,
+                "metric": "exact J" if exact else data["metric"],
+                "after_mean": _mean(after),
+                "after_std": _std(after),
+                "diff": None if diff is None else diff["mean"],
+                "ci": None if diff is None else diff["ci"],
+                # one seed gives no interval over seeds: nothing separates on it
+                "separates": None
+                if diff is None or len(after) < 2
+                else not diff["ci"][0] <= 0 <= diff["ci"][1],
+            }
+        )
+    return rows
+
+
+def _mean(values: Sequence[float]) -> float:
+    return float(sum(values) / len(values)) if values else math.nan
+
+
+def _std(values: Sequence[float]) -> float:
+    if len(values) < 2:
+        return 0.0
+    m = _mean(values)
+    return float(math.sqrt(sum((v - m) ** 2 for v in values) / (len(values) - 1)))
+
+
+def markdown(rows: Sequence[Mapping[str, Any]], reference: str) -> str:
+    header = [
+        "env",
+        "learner",
+        "metric",
+        "after (mean ± std)",
+        f"paired diff vs {reference}",
+        "95% CI",
+        "separates",
+    ]
+    table = [
+        [
+            r["env"],
+            r["learner"],
+            r["metric"],
+            f"{r['after_mean']:.3f} ± {r['after_std']:.3f}",
+            "-" if r["diff"] is None else f"{r['diff']:+.3f}",
+            "-" if r["ci"] is None else f"[{r['ci'][0]:+.3f}, {r['ci'][1]:+.3f}]",
+            "-" if r["separates"] is None else ("yes" if r["separates"] else "no"),
+        ]
+        for r in rows
+    ]
+    return markdown_table("Learners board", header, table)
+
+
+def plot(
+    rows: Sequence[Mapping[str, Any]], envs: Sequence[str], reference: str, path: Path
+) -> None:
+    """One panel per env: each learner's paired difference against the reference, with its
+    95% CI."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(envs), figsize=(4.2 * len(envs), 3.4), squeeze=False)
+    for ax, env in zip(axes[0], envs):
+        mine = [r for r in rows if r["env"] == env and r["diff"] is not None]
+        names = [r["learner"].split("/")[-1] for r in mine]
+        diffs = [r["diff"] for r in mine]
+        low = [r["diff"] - r["ci"][0] for r in mine]
+        high = [r["ci"][1] - r["diff"] for r in mine]
+        ax.barh(names, diffs, xerr=[low, high], color="#4c72b0", capsize=3)
+        ax.axvline(0, color="black", linewidth=0.8)
+        metric = mine[0]["metric"] if mine else ""
+        ax.set_title(f"{env}: {metric}", fontsize=10)
+        ax.set_xlabel(f"learner - {reference.split('/')[-1]}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True, help="the board's directory")
+    parser.add_argument("--envs", nargs="+", choices=list(ENVS), default=list(ENVS))
+    parser.add_argument("--learners", nargs="+", default=list(LEARNERS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=None)
+    parser.add_argument("--quick", action="store_true", help="a smoke run in minutes")
+    args = parser.parse_args(argv)
+    seeds = args.seeds if args.seeds is not None else ([0] if args.quick else [0, 1, 2])
+    reference = learner_spec(args.learners[0]).id
+    rows: list[dict[str, Any]] = []
+    envs: dict[str, Any] = {}
+    for name in args.envs:
+        data = run_env(name, args.learners, seeds, args.out, args.quick)
+        rows += board_rows(name, data)
+        rollouts = {
+            learner: data["budget"].get("messages_per_update", {}).get(learner)
+            for learner in data["learners"]
+        }
+        envs[name] = {
+            "task": data["task"],
+            "config": ENVS[name]["config"],
+            "quick": args.quick,
+            "budget": data["budget"],
+            "messages_per_update": rollouts,
+            "compare": str(args.out / name / "compare.json"),
+        }
+    table = markdown(rows, reference)
+    print(table)
+    result = {
+        "command": shlex.join([sys.executable, *sys.argv]),
+        "learners": [learner_spec(name).id for name in args.learners],
+        "reference": reference,
+        "seeds": seeds,
+        "envs": envs,
+        "rows": rows,
+    }
+    (args.out / "board.md").write_text(table + "\n", encoding="utf-8")
+    write_outputs(
+        args.out / "board.json",
+        json.loads(json.dumps(result, default=str)),
+        args.out / "board.png",
+        lambda path: plot(rows, args.envs, reference, path),
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""benchmarks/learners_board.py: every built-in learner on three team envs at an equal budget,
+with paired CIs against TeamTR."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "learners_board.py"
+
+
+@pytest.fixture
+def board(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    return importlib.import_module("learners_board")
+
+
+def compare_data(after: dict[str, list[float]], paired: dict[str, list[float]]) -> dict:
+    """A compare.json with the fields the board reads."""
+    return {
+        "metric": "eval/avg@4",
+        "results": {learner: {"after": values} for learner, values in after.items()},
+        "paired": [
+            {"learner": learner, "mean": (ci[0] + ci[1]) / 2, "ci": ci}
+            for learner, ci in paired.items()
+        ],
+    }
+
+
+def test_a_row_separates_only_when_its_interval_over_seeds_excludes_zero(
+    board: ModuleType,
+) -> None:
+    data = compare_data(
+        {"ref": [0.5, 0.6], "better": [0.8, 0.9], "tie": [0.5, 0.62]},
+        {"better": [0.2, 0.4], "tie": [-0.05, 0.07]},
+    )
+    rows = {r["learner"]: r for r in board.board_rows("pipeline", data)}
+    assert rows["ref"]["diff"] is None and rows["ref"]["separates"] is None
+    assert rows["better"]["separates"] is True and rows["better"]["diff"] == pytest.approx(0.3)
+    assert rows["tie"]["separates"] is False
+    assert rows["better"]["after_mean"] == pytest.approx(0.85)
+    one_seed = compare_data({"ref": [0.5], "other": [0.7]}, {"other": [0.2, 0.2]})
+    assert board.board_rows("relay", one_seed)[1]["separates"] is None  # no interval over seeds
+    table = board.markdown(list(rows.values()), "ref")
+    assert "better" in table and "+0.300" in table and "[+0.200, +0.400]" in table
+
+
+@pytest.mark.slow
+def test_the_quick_board_runs_every_learner_on_every_env(tmp_path: Path) -> None:
+    out = tmp_path / "board"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--out", str(out), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads((out / "board.json").read_text())
+    learners = data["learners"]
+    assert learners[0] == data["reference"] == "teamtr/TeamTR-v0"
+    assert "teamtr/ATGRPO-v0" in learners and len(learners) == 5
+    assert set(data["envs"]) == {"relay", "pipeline", "convention"}
+    assert len(data["rows"]) == 3 * 5
+    for env in data["envs"].values():
+        assert env["budget"]["equal"]  # the same messages per update for every learner
+        assert Path(env["compare"]).exists()
+    relay = [r for r in data["rows"] if r["env"] == "relay"]
+    assert all(r["metric"] == "exact J" for r in relay)  # the tabular team's exact J
+    assert (out / "board.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "Learners board" in (out / "board.md").read_text()

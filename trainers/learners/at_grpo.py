@@ -1,0 +1,73 @@
+"""AT-GRPO (PettingLLMs; Zhao et al., "Stronger Together: On-Policy Reinforcement Learning for
+Collaborative LLMs", arXiv 2510.11062): agent- and turn-wise groups over a tree of candidates.
+
+A stage samples one tree under the stage-start team, of B prompts (``schedule.problems_per_batch``;
+``schedule.batch_prompts(1)``): at every turn of a prompt's main path, the acting agent writes
+G candidates (``schedule.group_size``) for the same context; each is finished under the current
+team and scored by the agent's mixed reward, ``reward.team`` x the team reward +
+``reward.local`` x its local reward; the best continues the main path. The G candidates of a
+node (a prompt, a turn, its agent) form a group, so each advantage compares one agent's
+candidates at one turn. Every agent, in the stage's order, then takes one update on its
+candidates: the clipped surrogate and KL penalty of ``optim``, without the token-KL trust region
+unless ``schedule.tree_trust_region`` asks for it (off, as in AT-GRPO).
+
+The budget: an agent that acts at k turns of an episode has k nodes per prompt, so its update
+sees B x G x k candidates, as many messages as a TeamTR update on B x G episodes; and the tree of a
+T-turn episode plays T x G episodes per prompt, as many as TeamTR's n batches of B x G episodes
+when every one of the n agents acts once (T = n).
+
+What differs from the reference (PettingLLMs' ``multi_agents_execution_engine``), and why:
+
+* **A candidate's score.** PettingLLMs scores a candidate by the environment's reward right after
+  its step (its environments report a reward at every turn). A teamtr task rewards the team when
+  the episode ends, so each candidate is finished once under the current team and scored by that
+  episode's reward: a one-sample Monte-Carlo estimate of its value. A T-turn episode costs T x G
+  episodes per prompt instead of G (``stage/rollouts`` and ``stage/tokens`` count them all).
+* **The mixed reward** is the ``reward`` section's ``team x R + local x r`` (AT-GRPO's
+  ``alpha R + (1 - alpha) r`` with ``team = alpha``, ``local = 1 - alpha``); the local reward of an
+  episode is the task's, over the agent's messages in it (on the main path's earlier turns as
+  well, which are equal across a node's candidates and shift no advantage).
+* **One update per agent per stage** on all of its candidates, like every teamtr learner, where
+  PettingLLMs runs verl's PPO epochs per policy; ``optim.epochs`` sets the gradient steps.
+* **Samples of one agent at one turn of one prompt form a group**; PettingLLMs groups by the
+  rollout's environment index and the turn, the same thing once its K copies are synchronised.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from trainers.learners.base import Learner
+from trainers.learners.stage import agent_rewards_of
+
+if TYPE_CHECKING:
+    from trainers.config import TrainConfig
+    from trainers.learners.stage import Stage
+
+
+class ATGRPO(Learner):
+    """Tree-structured sampling, then every agent updated on its candidates' node groups."""
+
+    stale_diagnostics: ClassVar[bool] = False  # one stage-start tree: no intermediate teams
+
+    def check(self, config: TrainConfig) -> list[str]:
+        errors = super().check(config)
+        if config.schedule.group_size < 2:
+            errors.append(
+                "schedule.group_size: at_grpo branches every turn into group_size candidates; "
+                f"it needs >= 2, got {config.schedule.group_size}"
+            )
+        if config.runner.backend != "local":
+            errors.append(
+                "runner.backend: at_grpo's tree sampling runs on the local runner (rollout "
+                f"workers cannot branch episodes yet), got {config.runner.backend!r}"
+            )
+        return errors
+
+    def run_stage(self, stage: Stage) -> None:
+        prompts = stage.schedule.batch_prompts(1)  # B: one node per prompt and acting turn
+        batch = stage.sample(0, prompts, select=agent_rewards_of(stage.config))
+        enforce = stage.schedule.tree_trust_region
+        for i, agent in enumerate(stage.order):
+            if batch.messages_of(agent):
+                stage.update(agent, batch, index=i, trust_region=enforce)
