@@ -43,6 +43,15 @@ from trainers.tools.compare import CompareSpec, compare
 
 ROOT = Path(__file__).resolve().parents[1]
 LEARNERS = ("teamtr", "at_grpo", "naive_sequential", "joint", "independent")
+# a smoke run of a language-model env: two short stages from a short behaviour cloning
+LM_QUICK = (
+    "schedule.stages=2",
+    "schedule.problems_per_batch=8",
+    "sft.steps=100",
+    "sft.problems=200",
+    "eval.problems=40",
+    "eval.train_distribution=false",
+)
 ENVS: dict[str, dict[str, Any]] = {
     "relay": {
         "task": "teamtr/Relay-v0",
@@ -54,28 +63,13 @@ ENVS: dict[str, dict[str, Any]] = {
         "task": "teamtr/Pipeline-v0",
         "config": None,
         "metric": "held-out avg@4",
-        "quick": (
-            "schedule.stages=2",
-            "schedule.problems_per_batch=8",
-            "sft.steps=100",
-            "sft.problems=200",
-            "eval.problems=40",
-            "eval.train_distribution=false",
-        ),
+        "quick": LM_QUICK,
     },
     "convention": {
         "task": "teamtr/Convention-v0",
         "config": "benchmarks/configs/convention.yaml",
         "metric": "held-out avg@4",
-        "quick": (
-            "schedule.stages=2",
-            "schedule.problems_per_batch=8",
-            "sft.steps=100",
-            "sft.problems=200",
-            "eval.problems=40",
-            "eval.train_distribution=false",
-            "diagnostics=off",
-        ),
+        "quick": (*LM_QUICK, "diagnostics=off"),
     },
 }
 

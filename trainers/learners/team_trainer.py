@@ -49,15 +49,13 @@ from teamtr_core.errors import ConfigError, RegistryError
 from teamtr_core.policy import SamplingParams, TrainablePolicy, add_syncs, engine_syncs
 from teamtr_core.seeds import ORDER_STREAM, derive_seed
 from teamtr_env.env import TeamEnv
-from teamtr_env.rollout import RolloutBatch
 from teamtr_env.runners import Runner, make_runner
-from teamtr_env.runners.tree import Select
 from trainers.config import TrainConfig
 from trainers.learners.base import Learner
 from trainers.learners.callbacks import Callback, CallbackList
 from trainers.learners.registry import make_learner
 from trainers.learners.sampling import TeamSampler
-from trainers.learners.stage import SampleEvent, Stage, StageReport
+from trainers.learners.stage import Stage, StageReport
 from trainers.learners.stage_diagnostics import RunDiagnostics
 from trainers.placement.agents import RemoteAgent, TrainedAgent, is_remote, trained_agent
 from trainers.placement.updaters import check_actor_resources
@@ -164,18 +162,13 @@ class TeamTrainer:
         """What plays the episodes (the sampler's runner)."""
         return self.sampler.runner
 
-    def sample(
-        self,
-        stage: int,
-        index: int,
-        prompts: int,
-        purpose: str = "train",
-        *,
-        select: Select | None = None,
-    ) -> tuple[RolloutBatch, SampleEvent]:
-        """``prompts`` prompts x G rollouts under the CURRENT parameters of every agent (seeded by
-        stage and index), and what was sampled (:class:`TeamSampler`; ``select``: a tree)."""
-        return self.sampler(stage, index, prompts, purpose, select=select)
+    @property
+    def sample(self) -> TeamSampler:
+        """Draws rollouts under the CURRENT parameters of every agent: call it as
+        ``trainer.sample(stage, index, prompts, purpose="train", select=None)``
+        (:class:`TeamSampler`: ``prompts`` prompts x G rollouts seeded by stage and index, and
+        what was sampled; ``select``: a tree)."""
+        return self.sampler
 
     def sync_workers(self) -> None:
         """Sends changed weights to a distributed runner's workers (:class:`TeamSampler`)."""
