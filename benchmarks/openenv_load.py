@@ -21,15 +21,13 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import platform
-import socket
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -41,39 +39,15 @@ from _bench import markdown_table, write_outputs
 
 import teamtr_env
 from teamtr_cli.common import parse_option
+from teamtr_cli.serve import served
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@contextlib.contextmanager
-def serve(task: str, options: list[str], max_sessions: int):
-    """``teamtr serve`` in its own process; yields its URL."""
-    port = _free_port()
-    argv = [str(Path(sys.executable).parent / "teamtr"), "serve", task, "--port", str(port)]
+def serve(task: str, options: list[str], max_sessions: int) -> AbstractContextManager[str]:
+    """``teamtr serve`` in its own process (:func:`teamtr_cli.serve.served`); yields its URL."""
+    args = [task, "--max-sessions", str(max_sessions)]
     for option in options:
-        argv += ["-o", option]
-    argv += ["--max-sessions", str(max_sessions)]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"teamtr serve exited: {proc.communicate()}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError("teamtr serve did not come up in 120 s")
-            time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        args += ["-o", option]
+    return served(args)
 
 
 def play_session(url: str, task: Any, seeds: list[int], error_rate: float) -> list[dict[str, Any]]:

@@ -5,7 +5,6 @@ schema, observations and rewards back as environment messages, the episodes the 
 from __future__ import annotations
 
 import re
-import socket
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -17,6 +16,7 @@ from pettingzoo.test import api_test, seed_test
 
 import teamtr_env
 from tasks.openenv import parse_action
+from teamtr_cli.serve import free_port
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import Generation, SamplingParams
 from teamtr_env.runners import Runner
@@ -66,9 +66,7 @@ def server() -> Iterator[str]:
     app = create_app(
         GuessEnv, GuessAction, GuessObservation, env_name="guess", max_concurrent_envs=16
     )
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     served = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=served.run, daemon=True)
     thread.start()

@@ -7,10 +7,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,46 +19,20 @@ from openenv.core import GenericEnvClient
 
 import teamtr_env
 from adapters.scripted import ScriptedExpert
+from teamtr_cli.serve import served
 from teamtr_core.policy import SamplingParams
 
 TEAMTR = str(Path(sys.executable).parent / "teamtr")
 pytestmark = pytest.mark.xdist_group("openenv")
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @contextlib.contextmanager
 def serving(*args: str, cwd: Path | None = None) -> Iterator[str]:
-    """``teamtr serve ARGS`` on a free port; yields its base URL, stops it after."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [TEAMTR, "serve", *args, "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=cwd,
-        env={**os.environ, "COLUMNS": "200"},
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise AssertionError(f"teamtr serve exited: {proc.communicate()}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/health", timeout=1).json()["status"] == "healthy":
-                    break
-            assert time.monotonic() < deadline, "teamtr serve did not come up"
-            time.sleep(0.2)
+    """``teamtr serve ARGS`` on a free port; yields its base URL, and checks that it is still
+    healthy after the test's requests."""
+    with served(args, timeout=60, cwd=cwd, env={**os.environ, "COLUMNS": "200"}) as url:
         yield url
         assert httpx.get(f"{url}/health", timeout=5).json()["status"] == "healthy"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def answer(text: str) -> str:
