@@ -79,6 +79,23 @@ class EpisodeRecord:
     local_rewards: Mapping[str, float] = field(default_factory=dict)
 
 
+def message_record(i: int, group: int, env: Any, prompt: str, gen: Any) -> MessageRecord:
+    """The record of ``gen`` (a ``Generation``), the message the agent to act in ``env`` (a
+    ``TeamEnv``; episode ``i`` of ``group``) wrote to ``prompt``, before the environment takes
+    it."""
+    return MessageRecord(
+        episode=i,
+        group=group,
+        turn=env.turn,
+        agent=env.agent_selection,
+        context=prompt,
+        text=gen.text,
+        token_ids=gen.token_ids,
+        clipped=bool(gen.clipped),
+        logprobs=tuple(getattr(gen, "logprobs", ())),
+    )
+
+
 def episode_record(i: int, group: int, env: Any) -> EpisodeRecord:
     """The record of a finished episode ``i`` of ``group`` in ``env`` (a ``TeamEnv``)."""
     assert env.score is not None and env.problem is not None

@@ -31,6 +31,7 @@ from teamtr_env.rollout import (
     RolloutBatch,
     RolloutStats,
     episode_record,
+    message_record,
 )
 from teamtr_env.runners.tree import Select, play_tree, team_reward
 
@@ -294,7 +295,9 @@ class Runner:
                     calls[agent] += 1
                     for i, prompt, gen in zip(idxs, prompts, gens):
                         messages.append(
-                            _message(first + i, first_group + i // group_size, envs[i], prompt, gen)
+                            message_record(
+                                first + i, first_group + i // group_size, envs[i], prompt, gen
+                            )
                         )
                         envs[i].step(gen.text)
                 steps += 1
@@ -412,19 +415,3 @@ def _check_generations(gens: object, expected: int, agent: str) -> list[Generati
                 "Generation or a str per prompt."
             )
     return out
-
-
-def _message(i: int, group: int, env: TeamEnv, prompt: str, gen: Generation) -> MessageRecord:
-    """The record of ``gen``, the message the agent to act in ``env`` (episode ``i``) wrote to
-    ``prompt``, before the environment takes it."""
-    return MessageRecord(
-        episode=i,
-        group=group,
-        turn=env.turn,
-        agent=env.agent_selection,
-        context=prompt,
-        text=gen.text,
-        token_ids=gen.token_ids,
-        clipped=bool(gen.clipped),
-        logprobs=tuple(getattr(gen, "logprobs", ())),
-    )

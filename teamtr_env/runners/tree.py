@@ -38,6 +38,7 @@ from teamtr_env.rollout import (
     RolloutBatch,
     RolloutStats,
     episode_record,
+    message_record,
 )
 
 
@@ -162,17 +163,7 @@ def _candidates(
         prompts, gens, seconds = runner._generate(agent, [envs[i] for i in idxs], call_seed, 0)
         tally.add(agent, gens, seconds)
         for i, prompt, gen in zip(idxs, prompts, gens):
-            records[i] = MessageRecord(
-                episode=first + i,
-                group=(first + i) // width,
-                turn=envs[i].turn,
-                agent=agent,
-                context=prompt,
-                text=gen.text,
-                token_ids=gen.token_ids,
-                clipped=bool(gen.clipped),
-                logprobs=tuple(getattr(gen, "logprobs", ())),
-            )
+            records[i] = message_record(first + i, (first + i) // width, envs[i], prompt, gen)
             envs[i].step(gen.text)
     return [r for r in records if r is not None]
 
