@@ -368,8 +368,8 @@ def agent_rewards(batch: RolloutBatch, config: TrainConfig, agent: str | None) -
     mix = config.reward
     if agent is None or (mix.team == 1.0 and mix.local == 0.0):
         return batch.group_rewards()
-    mixed = mix.team * batch.rewards() + mix.local * batch.local_rewards(agent)
-    return mixed.reshape(-1, batch.group_size)
+    score = agent_rewards_of(config)
+    return np.array([score(e, agent) for e in batch.episodes]).reshape(-1, batch.group_size)
 
 
 def agent_rewards_of(config: TrainConfig) -> Callable[[EpisodeRecord, str], float]:
