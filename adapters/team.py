@@ -18,6 +18,13 @@ share one frozen base, each with its own adapter (:mod:`adapters.shared_lora`)::
     shared_base: true
     default: {backend: hf, path: models/qwen-7b, lora: {r: 16}}   # one base, an adapter each
 
+With ``shared_policy: true`` (role-sharing, AT-GRPO's term) one policy plays every agent: one
+model and, in training, one optimizer, updated by every agent's updates. Every agent's policy
+config must then be the same apart from its ``sampling``::
+
+    shared_policy: true
+    default: {backend: hf, path: models/tiny}                     # one model plays every seat
+
 Every ``sampling`` section is a :class:`~teamtr_core.policy.SamplingParams`, and an agent's
 section inherits each key it does not set from the team's (and, inside a training config, the
 team's from the run's). The per-agent keys ``temperature`` / ``max_new_tokens`` of earlier
@@ -138,6 +145,13 @@ class TeamConfig:
             "dtype share one frozen base model, each with its own adapter"
         },
     )
+    shared_policy: bool = field(
+        default=False,
+        metadata={
+            "help": "role-sharing: one policy (one model, and one optimizer in training) plays "
+            "every agent; the agents' configs must be the same apart from sampling"
+        },
+    )
 
     @staticmethod
     def _prepare_config(data: dict[str, Any]) -> None:
@@ -227,9 +241,35 @@ def check_team(
                 f"agents.{name}: backend 'scripted' needs a task with a scripted expert: "
                 f"{no_expert_reason(task)}"
             )
+    if config.shared_policy:
+        errors += _shared_policy_errors(config, chosen)
     if errors:
         raise ConfigError("team config", errors)
     return chosen
+
+
+def _shared_policy_errors(config: TeamConfig, chosen: Mapping[str, AgentPolicyConfig]) -> list[str]:
+    """What stops one policy from playing every agent: ``shared_base`` beside it (one policy
+    has one set of weights, no adapters to share a base between), and agents whose policy
+    configs differ in more than their ``sampling``."""
+    errors = []
+    if config.shared_base:
+        errors.append(
+            "shared_policy and shared_base: one policy plays every agent, so there are no "
+            "adapters to share a base between; keep one of them"
+        )
+    if not chosen:
+        return errors
+    first, *rest = chosen
+    model = replace(chosen[first], sampling=None)
+    differ = [name for name in rest if replace(chosen[name], sampling=None) != model]
+    if differ:
+        errors.append(
+            f"shared_policy: one policy plays every agent, but the configs of {differ} differ "
+            f"from {first!r}'s in more than sampling; give every agent the same policy (a "
+            "'default', with per-agent sampling sections if needed)"
+        )
+    return errors
 
 
 def _has_expert(task: Any) -> bool:
@@ -352,7 +392,8 @@ def build_team(
         agents: the environment's agent names (``env.possible_agents``).
         task: the task (needed by ``scripted`` agents).
         only: build these agents' policies alone (an agent actor builds its own agent's);
-            the sampling parameters are still every agent's.
+            the sampling parameters are still every agent's. With ``shared_policy``, the one
+            policy is built once and every agent's entry is that object.
         init_seed: draw each agent's fresh weights (new LoRA adapters) from its own seed,
             ``derive_seed(init_seed, position in agents)``, so an agent built alone starts as it
             does in the whole team; ``None``: from the global torch generator.
@@ -373,9 +414,13 @@ def build_team(
             if key not in bases:
                 rank = max(_adapter_rank(other) for k, other in engines if k == key)
                 bases[key] = _shared_base(agent, rank)
-    policies = {}
+    policies: dict[str, Policy] = {}
     for name, agent in chosen.items():
-        with _init_rng(init_seed, list(agents).index(name)):
+        if config.shared_policy and policies:  # role-sharing: the first agent's plays them all
+            policies[name] = next(iter(policies.values()))
+            continue
+        position = 0 if config.shared_policy else list(agents).index(name)
+        with _init_rng(init_seed, position):
             policies[name] = build_agent(config, name, agent, task, bases)
     return policies, team_sampling(config, agents, **sampling_overrides)
 

@@ -31,6 +31,11 @@ What differs from the reference (PettingLLMs' ``multi_agents_execution_engine``)
   PettingLLMs runs verl's PPO epochs per policy; ``optim.epochs`` sets the gradient steps.
 * **Samples of one agent at one turn of one prompt form a group**; PettingLLMs groups by the
   rollout's environment index and the turn, the same thing once its K copies are synchronised.
+* **Role-sharing** (``team.shared_policy``: one model plays every agent): PettingLLMs pools every
+  agent's samples into one update of the shared model; here each agent's update steps the one
+  model, with its one optimizer, on that agent's candidates, in the stage's order (the same
+  gradient work, and the same path as every other learner; a pooled step would need one scoring
+  temperature for all agents' messages).
 """
 
 from __future__ import annotations

@@ -74,7 +74,9 @@ class TeamTrainer:
         config: the run configuration (schedule, trust region, optimisation, diagnostics).
         env_fn: builds the team environment.
         policies: one policy per agent; agents whose policy is not a ``TrainablePolicy`` take part
-            in rollouts but are never updated (fixed teammates).
+            in rollouts but are never updated (fixed teammates). Agents given the same policy
+            object (a role-sharing team) train one model with one optimizer: each agent's update
+            steps it on that agent's messages.
         learner: what each stage samples and updates; default: the learner registered as
             ``config.schedule.learner`` (see :mod:`trainers.learners.registry`).
         sampling: each agent's rollout sampling (``trainers.run.team_eval.agent_sampling``: a
@@ -132,12 +134,15 @@ class TeamTrainer:
             for p in policies.values():
                 if isinstance(p, TrainablePolicy) and hasattr(p, "enable_gradient_checkpointing"):
                     p.enable_gradient_checkpointing()
-        #: The trainable agents' owners (fixed teammates have none).
-        self.slots: dict[str, TrainedAgent] = {
-            a: trained_agent(a, p, config, runner.sampling[a])
-            for a, p in policies.items()
-            if isinstance(p, TrainablePolicy)
-        }
+        #: The trainable agents' owners (fixed teammates have none); agents that play one policy
+        #: object (a role-sharing team) share its optimizer and version.
+        self.slots: dict[str, TrainedAgent] = {}
+        first_of: dict[int, TrainedAgent] = {}
+        for a, p in policies.items():
+            if isinstance(p, TrainablePolicy):
+                shares = first_of.get(id(p))
+                self.slots[a] = trained_agent(a, p, config, runner.sampling[a], shares)
+                first_of.setdefault(id(p), self.slots[a])
         #: Draws every stage's rollouts (handed to the stage): it owns the runner.
         self.sampler = TeamSampler(config, runner, self.slots)
         self.stage = 0  # completed stages

@@ -16,6 +16,12 @@ where an agent lives. :func:`trained_agent` picks the owner once, from what it i
 
 A rollout engine (``rollout.engine: vllm``) is part of the policy wherever it lives: an accepted
 update marks it stale, and it takes the new weights before its next sampling.
+
+A role-sharing team (one policy object plays several agents: ``shared_policy: true``) gives those
+agents one :class:`LocalAgent` updater between them (``shares``): one optimizer and one reference
+for the one model, and one version, which every agent's accepted update advances. Each agent
+keeps its own trust-region state. Agent actors hold a model each, so a shared policy trains in
+this process (:func:`role_sharing_errors`).
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ __all__ = [
     "RemoteAgent",
     "TrainedAgent",
     "is_remote",
+    "role_sharing_errors",
     "score_temperature",
     "trained_agent",
 ]
@@ -148,6 +155,13 @@ class RemoteAgent(TrainedAgent, Protocol):
         ...
 
 
+class _Version:
+    """Accepted updates of one set of weights (shared by the agents of a shared policy)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
 class _Owner:
     """What every owner shares: the trust-region state, the version, the sync bookkeeping, and
     the calls that go to the agent's updater wherever it lives."""
@@ -155,9 +169,18 @@ class _Owner:
     def __init__(self, name: str, policy: Any, config: TrainConfig, temperature: float) -> None:
         self.name, self.policy, self.config = name, policy, config
         self.region = TrustRegion(config.trust_region)
-        self.version = 0
+        self._version = _Version()
         self.temperature = temperature
         self._synced: int | None = None  # the version last sent to a distributed runner's workers
+
+    @property
+    def version(self) -> int:
+        """Accepted updates of the weights this agent plays (a shared policy's: every agent's)."""
+        return self._version.count
+
+    @version.setter
+    def version(self, value: int) -> None:
+        self._version.count = value
 
     @property
     def updater(self) -> LocalUpdater | RayUpdater:
@@ -212,13 +235,23 @@ class _Owner:
 
 
 class LocalAgent(_Owner):
-    """An agent updated in this process, on the policy the team plays."""
+    """An agent updated in this process, on the policy the team plays; with ``shares`` (the owner
+    of another agent that plays the same policy object), with that owner's optimizer, reference
+    and version."""
 
     def __init__(
-        self, name: str, policy: TrainablePolicy, config: TrainConfig, temperature: float
+        self,
+        name: str,
+        policy: TrainablePolicy,
+        config: TrainConfig,
+        temperature: float,
+        shares: LocalAgent | None = None,
     ) -> None:
         super().__init__(name, policy, config, temperature)
-        self._local = LocalUpdater(policy, config)
+        if shares is None:
+            self._local = LocalUpdater(policy, config)
+        else:
+            self._local, self._version = shares._local, shares._version
 
     @property
     def updater(self) -> LocalUpdater:
@@ -330,16 +363,48 @@ def score_temperature(sampling: SamplingParams) -> float:
     return sampling.temperature if sampling.temperature > 0 else 1.0
 
 
+def role_sharing_errors(config: TrainConfig) -> list[str]:
+    """What a run of a role-sharing team (one policy plays several agents) cannot do: train in
+    agent actors, which hold a model each, or reweight naive sequential's batch by the updated
+    agents' ratios, which leaves out the other agents' messages that the shared update also
+    changed."""
+    errors = []
+    if config.runner.agents == "ray":
+        errors.append(
+            "runner.agents: a shared policy (team.shared_policy) is trained in this process "
+            "(agent actors hold a model each); set runner.agents: local"
+        )
+    if config.schedule.importance_weighting:
+        errors.append(
+            "schedule.importance_weighting: with a shared policy every update changes every "
+            "agent's messages, which the updated agents' ratios leave out; set it to false"
+        )
+    return errors
+
+
 def trained_agent(
-    name: str, policy: TrainablePolicy, config: TrainConfig, sampling: SamplingParams
+    name: str,
+    policy: TrainablePolicy,
+    config: TrainConfig,
+    sampling: SamplingParams,
+    shares: TrainedAgent | None = None,
 ) -> TrainedAgent:
-    """The owner of a trainable agent, by what it is given and ``runner.agents``.
+    """The owner of a trainable agent, by what it is given and ``runner.agents``; ``shares``:
+    the owner of an earlier agent that plays the same policy object (a role-sharing team), whose
+    optimizer, reference and version this agent uses.
 
     Raises:
         ConfigError: an :class:`~trainers.placement.updaters.ActorPolicy` without
-            ``runner.agents: ray``.
+            ``runner.agents: ray``, or a shared policy that cannot train here
+            (:func:`role_sharing_errors`).
     """
     temperature = score_temperature(sampling)
+    if shares is not None:
+        errors = role_sharing_errors(config)
+        if errors:
+            raise ConfigError("training config", errors)
+        assert isinstance(shares, LocalAgent), "runner.agents: local makes local owners"
+        return LocalAgent(name, policy, config, temperature, shares=shares)
     remote = config.runner.agents == "ray"
     if isinstance(policy, ActorPolicy):
         if not remote:

@@ -17,6 +17,7 @@ from teamtr_core.errors import ConfigError
 from trainers.config import TrainConfig
 from trainers.config.task_schedule import schedule_stage_errors, scheduled_options
 from trainers.learners.registry import learner_errors
+from trainers.placement.agents import role_sharing_errors
 from trainers.run.logger import missing_loggers
 from trainers.run.team_eval import TRAINABLE_BACKENDS
 
@@ -70,6 +71,8 @@ def check_before_writing(config: TrainConfig, env: Any) -> None:
             errors += [f"team: {e}" for e in exc.errors]
         else:
             errors += _gpu_placement_errors(config, chosen)
+            if config.team.shared_policy:
+                errors += [f"team.shared_policy: {e}" for e in role_sharing_errors(config)]
             if not any(agent.backend in TRAINABLE_BACKENDS for agent in chosen.values()):
                 errors.append(
                     "team: no agent has a trainable policy: give at least one agent backend "

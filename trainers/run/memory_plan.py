@@ -276,7 +276,8 @@ def _gpu_slots(devices: dict[str, Device], share: float) -> Any:
 
 
 def _agents(config: TrainConfig, names: Sequence[str]) -> list[_Agent]:
-    """Each agent's shape and training (a team config's models; else the tiny model)."""
+    """Each agent's shape and training (a team config's models; else the tiny model); a shared
+    policy (``team.shared_policy``) is one entry, named by its agents (``a+b+c``)."""
     if config.team is None:
         from adapters.tiny import TinyModelSpec
 
@@ -305,6 +306,8 @@ def _agents(config: TrainConfig, names: Sequence[str]) -> list[_Agent]:
         out.append(
             _Agent(name, shape, dtype, trainable, lora, device, trains, config.team.shared_base)
         )
+    if config.team.shared_policy and out:  # role-sharing: one model and optimizer for them all
+        return [dataclasses.replace(out[0], name="+".join(a.name for a in out))]
     return out
 
 

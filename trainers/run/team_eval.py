@@ -55,7 +55,8 @@ def with_rollout_engines(
     (:class:`~adapters.rollout_engine.EngineRollouts`): a full-weight or separate LoRA agent
     through an engine of its own on its model directory (LoRA merged at each sync), a
     ``shared_base`` LoRA agent through the one multi-LoRA engine of its base (its adapter
-    alone is synced). Engines start at their first sampling. Other agents are unchanged."""
+    alone is synced), a shared policy (``shared_policy``) through one engine for all its agents.
+    Engines start at their first sampling. Other agents are unchanged."""
     if config.rollout.engine != "vllm":
         return policies
     from adapters.rollout_engine import EngineRollouts
@@ -64,7 +65,11 @@ def with_rollout_engines(
     chosen = check_team(config.team, list(policies)) if config.team is not None else {}
     shared: dict[Any, _SharedLoraEngine] = {}
     out: dict[str, Any] = {}
+    wrapped: dict[int, Any] = {}  # a shared policy (role-sharing) gets one engine for its agents
     for name, policy in policies.items():
+        if id(policy) in wrapped:
+            out[name] = wrapped[id(policy)]
+            continue
         agent = chosen.get(name)
         if agent is not None and agent.backend != "hf":
             out[name] = policy
@@ -80,7 +85,7 @@ def with_rollout_engines(
             factory: Callable[[], Any] = functools.partial(holder.agent, name)
         else:
             factory = functools.partial(_full_engine, str(path), options)
-        out[name] = EngineRollouts(policy, factory)
+        out[name] = wrapped[id(policy)] = EngineRollouts(policy, factory)
     return out
 
 

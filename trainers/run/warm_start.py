@@ -31,7 +31,8 @@ def warm_start(
     every agent's expert messages (in their own contexts) and each agent starts from a copy of it
     (separate parameters from then on): a third of the cost for a three-agent team. Agents
     trained in agent actors (:class:`~trainers.placement.updaters.ActorPolicy`) are cloned there, all
-    at once, with the same numbers."""
+    at once, with the same numbers. A shared policy (``team.shared_policy``) is one model: it
+    learns every agent's expert messages, as with ``sft_shared``."""
     from trainers.optim.sft import collect_expert_data
 
     sft = config.sft
@@ -61,11 +62,13 @@ def warm_start(
     )
     first = next(iter(trainable))
     shared = config.sft_shared and _same_shapes(list(trainable.values()))
+    if len({id(p) for p in trainable.values()}) == 1:  # role-sharing: one model plays them all
+        shared = True
     if shared:
         merged = [pair for agent in trainable for pair in data[agent]]
         curves = _clone({first: trainable[first]}, {first: merged}, config)
-        for agent, policy in trainable.items():
-            if agent != first:
+        for policy in trainable.values():
+            if policy is not trainable[first]:
                 _copy_weights(trainable[first], policy)
     else:
         curves = _clone(trainable, data, config)

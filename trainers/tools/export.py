@@ -297,7 +297,8 @@ def export_run(
     Every trainable ``hf`` agent gets a folder named after it: a full-weight agent a
     transformers model folder (and its tokenizer), a LoRA agent a peft adapter folder over its
     base (a shared-base team: one adapter per agent over the one base), or with ``merge`` a full
-    model folder with the adapter folded in. ``team.yaml`` points each agent at its folder, with
+    model folder with the adapter folded in; a role-sharing run's one policy (``shared_policy``)
+    one folder, ``policy``, for every agent. ``team.yaml`` points each agent at its folder, with
     its sampling settings, so ``teamtr eval TASK --team OUT/team.yaml`` evaluates the trained
     team; ``team-vllm.yaml`` serves the same agents from vLLM engines (an adapter team from one
     multi-LoRA engine). The export is written beside ``out`` and renamed into place at the end: an
@@ -326,16 +327,26 @@ def export_run(
     staging = out.parent / f".{out.name}.partial-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
+    one = bool(team.config.team and team.config.team.shared_policy)
     try:
-        exported, entries = {}, {}
+        exported: dict[str, ExportedAgent] = {}
+        entries: dict[str, AgentPolicyConfig] = {}
         for name, policy in policies.items():
+            if one and exported:  # role-sharing: one folder, written once, plays every agent
+                first = next(iter(exported))
+                exported[name], entries[name] = exported[first], entries[first]
+                continue
+            folder = SHARED_FOLDER if one else name
             exported[name], entries[name] = _export_agent(
-                name, policy, agents[name], staging, merge
+                folder, policy, agents[name], staging, merge
             )
         entries = {n: replace(e, sampling=team.sampling[n]) for n, e in entries.items()}
         shared = bool(team.config.team and team.config.team.shared_base) and not merge
-        dump_config(TeamConfig(agents=entries, shared_base=shared), staging / "team.yaml")
-        dump_config(_vllm_team(entries), staging / VLLM_TEAM)
+        dump_config(
+            TeamConfig(agents=entries, shared_base=shared, shared_policy=one),
+            staging / "team.yaml",
+        )
+        dump_config(_vllm_team(entries, one), staging / VLLM_TEAM)
         manifest = _manifest(run_dir, out, checkpoint, team, exported, merge)
         (staging / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         _move_into_place(staging, out)
@@ -346,17 +357,21 @@ def export_run(
 
 VLLM_TEAM = "team-vllm.yaml"
 """The export's team config that serves every exported agent from vLLM engines."""
+SHARED_FOLDER = "policy"
+"""The folder of a role-sharing run's one policy (``team.shared_policy``), beside team.yaml."""
 
 
-def _vllm_team(entries: dict[str, AgentPolicyConfig]) -> TeamConfig:
+def _vllm_team(entries: dict[str, AgentPolicyConfig], one: bool = False) -> TeamConfig:
     """The exported team on vLLM: each model folder an engine of its own, and the adapters of
-    one base served by one multi-LoRA engine (``shared_base``); model-free agents as they are."""
+    one base served by one multi-LoRA engine (``shared_base``); model-free agents as they are.
+    A shared policy (``one``) is one engine: of its model folder, or of its base with its one
+    adapter."""
     agents = {
         name: replace(entry, backend="vllm") if entry.backend == "hf" else entry
         for name, entry in entries.items()
     }
     adapters = any(entry.adapter_path for entry in agents.values())
-    return TeamConfig(agents=agents, shared_base=adapters)
+    return TeamConfig(agents=agents, shared_base=adapters, shared_policy=one and not adapters)
 
 
 def _check_out(run_dir: Path, out: Path, overwrite: bool) -> None:
