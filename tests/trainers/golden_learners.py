@@ -93,6 +93,7 @@ ADDED_AGENT_KEYS = (
     "flip_rate_50",
     "iw_ess_over_b",
     "d_occ_term",
+    "d_occ_lr_term",
     "clipped_ratio",
 )
 

@@ -235,3 +235,67 @@ def episode_log_weights(episodes: Sequence[int], weights: torch.Tensor) -> torch
             raise ValueError(f"episode {e}'s messages carry different weights ({seen[e]}, {w}).")
         seen.setdefault(e, w)
     return torch.log(torch.tensor(list(seen.values()), dtype=torch.float64))
+
+
+def context_log_weights(
+    episodes: Sequence[int], turns: Sequence[int], log_ratios: Sequence[float] | np.ndarray
+) -> np.ndarray:
+    """Per message of a batch, ``log w(s)`` of the context ``s`` it was written in: the sum of
+    ``log_ratios`` (each message's ``log pi'(m|ctx) - log pi(m|ctx)``; 0 for an agent that did
+    not change) over the earlier messages of its episode. ``w(s) = d'(s) / d(s)`` is the ratio of
+    two teams' probabilities of reaching the context: the problem and the environment's
+    transitions are the same under both, so only the messages' probabilities differ."""
+    order = sorted(range(len(episodes)), key=lambda j: (episodes[j], turns[j]))
+    out = np.zeros(len(episodes))
+    running, episode = 0.0, None
+    for j in order:
+        if episodes[j] != episode:
+            running, episode = 0.0, episodes[j]
+        out[j] = running
+        running += float(log_ratios[j])
+    return out
+
+
+def ratio_tv_terms(
+    log_weights: Sequence[float] | np.ndarray, episodes: Sequence[int]
+) -> np.ndarray:
+    """Per episode, the mean over its messages of ``(1 - w(s))_+`` (``w = exp(log_weights)``),
+    in order of first appearance: the terms whose mean over episodes sampled under ``d`` is
+    ``TV(d', d)`` (:func:`ratio_total_variation`)."""
+    terms = np.clip(1.0 - np.exp(np.asarray(log_weights, dtype=np.float64)), 0.0, None)
+    index: dict[int, int] = {}
+    sums: list[float] = []
+    counts: list[int] = []
+    for e, term in zip(episodes, terms, strict=True):
+        k = index.setdefault(e, len(sums))
+        if k == len(sums):
+            sums.append(0.0)
+            counts.append(0)
+        sums[k] += float(term)
+        counts[k] += 1
+    return np.asarray(sums) / np.maximum(np.asarray(counts), 1)
+
+
+def ratio_total_variation(
+    log_weights: Sequence[float] | np.ndarray, episodes: Sequence[int]
+) -> tuple[float, float]:
+    """``TV(d', d)`` between two teams' occupancies over contexts, from contexts sampled under
+    ``d`` and their likelihood ratios: ``TV = sum_s (d(s) - d'(s))_+ = E_{s ~ d}[(1 - w(s))_+]``
+    with ``w = d' / d`` (exact, with no assumption on the supports). Each term is in [0, 1], so
+    the estimate needs no context to repeat, unlike :func:`total_variation`'s plug-in counts.
+    Returns the estimate (the mean of :func:`ratio_tv_terms` over episodes, each episode's
+    messages weighing as its share of the occupancy) and its standard error over episodes
+    (messages of one episode are not independent).
+
+    Raises:
+        ValueError: no messages.
+    """
+    per_episode = ratio_tv_terms(log_weights, episodes)
+    if per_episode.size == 0:
+        raise ValueError("ratio_total_variation needs at least one message")
+    se = (
+        float(per_episode.std(ddof=1) / math.sqrt(per_episode.size))
+        if per_episode.size > 1
+        else math.nan
+    )
+    return float(per_episode.mean()), se

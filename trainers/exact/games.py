@@ -276,6 +276,32 @@ def occupancy_drift(game: RelayGame, intermediate: Sequence[Sequence[Array]]) ->
     return float(sum(occupancy_tv(game, team, start) for team in intermediate[1:]))
 
 
+def history_occupancy_tv(
+    game: RelayGame, team_a: Sequence[Array], team_b: Sequence[Array]
+) -> float:
+    """TV between the teams' occupancies over histories: at turn ``t``, the secret and every
+    earlier message, ``(t, s, y_0, ..., y_{t-1})``, uniform over turns.
+
+    The shared-context state a transcript holds: the finest featurisation, so it is at least
+    :func:`occupancy_tv` (whose Markov state ``(t, s, x_t)`` is a function of the history). It is
+    the exact value of the likelihood-ratio estimate
+    (:func:`trainers.diagnostics.estimators.ratio_total_variation`), whose weights are products
+    of the messages' probability ratios. Enumerates ``K^(t+1)`` histories per turn.
+    """
+    pa, pb = check_team(game, team_a), check_team(game, team_b)
+    k = game.symbols
+    a = b = np.full(k, 1.0 / k)  # the secret s; the first agent observes x_0 = s
+    last = np.arange(k)
+    total = 0.0
+    for t in range(game.turns):
+        total += 0.5 * float(np.abs(a - b).sum())
+        j = game.agent_at(t)
+        a = (a[:, None] * pa[j][last]).reshape(-1)
+        b = (b[:, None] * pb[j][last]).reshape(-1)
+        last = np.tile(np.arange(k), last.size)
+    return total / game.turns
+
+
 def context_occupancy_tv(
     game: RelayGame, team_a: Sequence[Array], team_b: Sequence[Array]
 ) -> float:

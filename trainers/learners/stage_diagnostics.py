@@ -13,7 +13,8 @@ which batch, at which ``diagnostics.level``, and times each diagnostic:
   learner's training batches come from the intermediate teams (TeamTR), the occupancy drift
   D_occ on them (App. G.1);
 * ``full`` adds independent batches outside the budget: the stale gap with its noise floor, D_occ
-  for every learner with intermediate teams with its noise floor, and the measured improvement
+  for every learner with intermediate teams with its noise floor, D_occ by likelihood ratios
+  (:mod:`trainers.learners.context_drift`, ``diag/d_occ_lr``: no context need repeat), and the measured improvement
   J(after) - J(before) of the stage, with the violation rate and rank correlation of the
   certificate across stages (Sec. 5.6).
 """
@@ -48,6 +49,7 @@ from trainers.diagnostics.estimators import (
     total_variation,
     zeta_proxies,
 )
+from trainers.learners.context_drift import ContextDrift
 from trainers.optim.advantages import GroupAdvantages
 from trainers.optim.records import UPDATE_KEYS, UpdateRecord
 from trainers.optim.scoring import joined_logprobs
@@ -246,6 +248,8 @@ class StageDiagnostics:
         self._stale: tuple[RolloutBatch, RolloutBatch] | None = None
         self._inputs: dict[str, tuple[list[MessageRecord], torch.Tensor, list[Any]]] | None = None
         self._d_occ_term = math.nan
+        self._ratio: ContextDrift | None = None  # D_occ by likelihood ratios (``full``)
+        self._d_occ_lr_term = math.nan
 
     # -- the observer ---------------------------------------------------------------------------
     def stage_started(self, stage: ObservedStage) -> None:
@@ -263,6 +267,9 @@ class StageDiagnostics:
                     stage.sample_diagnostic(STALE_INDEX + 1, b),
                 )
             self.stage_start_batches(*self._stale)
+            with self.timed("occupancy_lr"):
+                agents = list(stage.versions())
+                self._ratio = ContextDrift(self._stale[0], agents, stage.score, stage.versions())
         with self.timed("improvement"):
             j_prompts = self._j_prompts(config)
             if self._stale is not None and j_prompts == b:
@@ -286,6 +293,10 @@ class StageDiagnostics:
                     msgs, adv = stage.message_advantages(batch, agent)
                     self._inputs[name] = (msgs, adv, stage.score(agent, msgs))
         self._d_occ_term = self.drift_term(index, stage.versions(), inter)
+        self._d_occ_lr_term = math.nan
+        if self._ratio is not None and index > 0:
+            with self.timed("occupancy_lr"):
+                self._d_occ_lr_term = self._ratio.term()
 
     def after_update(
         self,
@@ -325,6 +336,10 @@ class StageDiagnostics:
         )
         out.update(fields)
         out["d_occ_term"] = self._d_occ_term
+        out["d_occ_lr_term"] = self._d_occ_lr_term
+        if self._ratio is not None:
+            with self.timed("occupancy_lr"):
+                self._ratio.updated(stage.versions())
         return out
 
     def stage_finished(self, stage: ObservedStage) -> dict[str, float]:
@@ -444,6 +459,8 @@ class StageDiagnostics:
             out["diag/d_occ"] = float(sum(terms))
             if math.isfinite(self._floor):
                 out["diag/d_occ_noise_floor"] = self._floor
+        if self._ratio is not None and self._ratio.terms:
+            out["diag/d_occ_lr"], out["diag/d_occ_lr_se"] = self._ratio.total()
         for key in ("zeta_clip", "zeta_ratio", "zeta_norm", "zeta_proxy"):
             values = [u.value(key) for u in updates if math.isfinite(u.value(key))]
             if values:

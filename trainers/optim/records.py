@@ -55,6 +55,8 @@ class UpdateRecord:
         flip_rate_25, flip_rate_50: the KL monitor's flip rates at 25% and 50% (App. G.4).
         iw_ess_over_b, iw_p95, iw_p99, iw_max, iw_frac_gt_10: the importance weights' summary.
         d_occ_term: the update's occupancy-drift term.
+        d_occ_lr_term: the same term by likelihood ratios (``diagnostics: full``; no context
+            need repeat: :mod:`trainers.learners.context_drift`).
     """
 
     stage: int = field(metadata=LOGGED)
@@ -83,6 +85,7 @@ class UpdateRecord:
     iw_max: float = _diag("update")
     iw_frac_gt_10: float = _diag("update")
     d_occ_term: float = _diag("update", agent_metric=True)
+    d_occ_lr_term: float = _diag("update", agent_metric=True)
 
     @property
     def accepted(self) -> bool:
