@@ -344,6 +344,10 @@ def report(
             "noise_floor": [
                 sum_finite(u.get("noise_floor") for u in runs[s]["updates"]) for s in sorted(runs)
             ],
+            # D_occ by likelihood ratios (diagnostics: full), summed over the run's updates
+            "d_occ_lr": [
+                sum_finite(u.get("d_occ_lr_term") for u in runs[s]["updates"]) for s in sorted(runs)
+            ],
             "wall_s": [runs[s]["wall_s"] for s in sorted(runs)],
             "curves": [reward_curve(runs[s]) for s in sorted(runs)],
         }
