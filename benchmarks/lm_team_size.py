@@ -57,22 +57,24 @@ NO_CLIP = (
     "trust_region.adapt_beta=false",
     "optim.epochs=8",
 )
+#: A smoke run: two-letter secrets, which a short clone learns well enough that updates move.
 QUICK = (
     "schedule.stages=2",
     "schedule.problems_per_batch=8",
-    "sft.steps=60",
-    "sft.problems=200",
+    "sft.steps=300",
+    "sft.problems=1000",
     "eval.problems=40",
     "eval.train_distribution=false",
 )
 QUANTITIES = ("delta_stale", "d_occ_lr")
 
 
-def team_overrides(n: int) -> list[str]:
-    """Convention-v0 with agents a1..an: the first cloned on reverse, the rest on identity."""
+def team_overrides(n: int, length: int = 3) -> list[str]:
+    """Convention-v0 with agents a1..an: the first cloned on reverse, the rest on identity
+    (secrets of ``length`` letters)."""
     names = [f"a{i + 1}" for i in range(n)]
     options = {
-        "length": 3,
+        "length": length,
         "conventions": 2,
         "agents": names,
         "expert_transforms": {"a1": "reverse"},
@@ -89,7 +91,7 @@ def run_n(n: int, seeds: Sequence[int], out: Path, quick: bool) -> tuple[dict[st
         seeds=tuple(seeds),
         out=out / f"n{n}",
         config_file=CONFIG,
-        overrides=(*team_overrides(n), *NO_CLIP, *(QUICK if quick else ())),
+        overrides=(*team_overrides(n, 2 if quick else 3), *NO_CLIP, *(QUICK if quick else ())),
     )
     stages = next(iter(run_configs(spec)[LEARNERS["teamtr"]].values())).schedule.stages
     return compare(spec, Console(stderr=True)), stages
@@ -196,7 +198,7 @@ def _fmt(stat: Mapping[str, float] | None) -> str:
 
 def _fmt_fit(fit: Mapping[str, Any] | None) -> str:
     if fit is None or fit.get("value") is None:
-        return "no fit" if fit is None else f"no fit ({fit.get('note', '')})"
+        return "no fit" if fit is None else str(fit.get("note", "no fit"))
     ci = fit.get("ci")
     return f"{fit['value']:.2f}" + ("" if ci is None else f" [{ci[0]:.2f}, {ci[1]:.2f}]")
 

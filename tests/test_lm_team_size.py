@@ -95,6 +95,9 @@ def test_the_quick_sweep_runs_and_logs_both_diagnostics(tmp_path: Path) -> None:
             assert len(cell["after"]) == 2
             assert all(v is not None and v >= 0 for v in cell["d_occ_lr"])
             assert all(v is not None for v in cell["delta_stale"])
+    # the quick clone (two-letter secrets) lets the updates move the team: the drift is seen
+    assert max(v for n in ("2", "3") for v in result["per_n"][n]["naive"]["d_occ_lr"]) > 0
     assert set(result["fits"]["naive"]) == {"delta_stale", "d_occ_lr"}
+    assert result["fits"]["teamtr"]["d_occ_lr"]["value"] is not None
     assert (out / "lm_team_size.png").stat().st_size > 0
     assert "Exponents" in (out / "lm_team_size.md").read_text()
