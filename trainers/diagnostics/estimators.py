@@ -259,21 +259,24 @@ def context_log_weights(
 def ratio_tv_terms(
     log_weights: Sequence[float] | np.ndarray, episodes: Sequence[int]
 ) -> np.ndarray:
-    """Per episode, the mean over its messages of ``(1 - w(s))_+`` (``w = exp(log_weights)``),
-    in order of first appearance: the terms whose mean over episodes sampled under ``d`` is
+    """Per episode (in order of episode index), the mean over its messages of ``(1 - w(s))_+``
+    (``w = exp(log_weights)``): the terms whose mean over episodes sampled under ``d`` is
     ``TV(d', d)`` (:func:`ratio_total_variation`)."""
     terms = np.clip(1.0 - np.exp(np.asarray(log_weights, dtype=np.float64)), 0.0, None)
-    index: dict[int, int] = {}
-    sums: list[float] = []
-    counts: list[int] = []
-    for e, term in zip(episodes, terms, strict=True):
-        k = index.setdefault(e, len(sums))
-        if k == len(sums):
-            sums.append(0.0)
-            counts.append(0)
-        sums[k] += float(term)
-        counts[k] += 1
-    return np.asarray(sums) / np.maximum(np.asarray(counts), 1)
+    _, episode = np.unique(np.asarray(episodes), return_inverse=True)
+    return np.bincount(episode, weights=terms) / np.bincount(episode)
+
+
+def mean_and_se(values: np.ndarray) -> tuple[float, float]:
+    """The mean of ``values`` and its standard error (NaN for one value).
+
+    Raises:
+        ValueError: no values.
+    """
+    if values.size == 0:
+        raise ValueError("mean_and_se needs at least one value")
+    se = float(values.std(ddof=1) / math.sqrt(values.size)) if values.size > 1 else math.nan
+    return float(values.mean()), se
 
 
 def ratio_total_variation(
@@ -290,12 +293,6 @@ def ratio_total_variation(
     Raises:
         ValueError: no messages.
     """
-    per_episode = ratio_tv_terms(log_weights, episodes)
-    if per_episode.size == 0:
+    if len(episodes) == 0:
         raise ValueError("ratio_total_variation needs at least one message")
-    se = (
-        float(per_episode.std(ddof=1) / math.sqrt(per_episode.size))
-        if per_episode.size > 1
-        else math.nan
-    )
-    return float(per_episode.mean()), se
+    return mean_and_se(ratio_tv_terms(log_weights, episodes))

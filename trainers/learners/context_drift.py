@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from teamtr_env.rollout import MessageRecord, RolloutBatch
-from trainers.diagnostics.estimators import context_log_weights, ratio_tv_terms
+from trainers.diagnostics.estimators import context_log_weights, mean_and_se, ratio_tv_terms
 from trainers.optim.scoring import concat_logprobs
 
 Score = Callable[[str, list[MessageRecord]], list[Any]]
@@ -91,12 +91,6 @@ class ContextDrift:
     def total(self) -> tuple[float, float]:
         """``D_occ = sum_i TV_i`` over the terms taken, and its standard error over episodes
         (each episode's terms summed first: the terms share the batch)."""
-        if not self.terms:
+        if not self.terms or self.terms[0].size == 0:
             return math.nan, math.nan
-        per_episode = np.sum(self.terms, axis=0)
-        se = (
-            float(per_episode.std(ddof=1) / math.sqrt(per_episode.size))
-            if per_episode.size > 1
-            else math.nan
-        )
-        return float(per_episode.mean()), se
+        return mean_and_se(np.sum(self.terms, axis=0))

@@ -268,8 +268,8 @@ class StageDiagnostics:
                 )
             self.stage_start_batches(*self._stale)
             with self.timed("occupancy_lr"):
-                agents = list(stage.versions())
-                self._ratio = ContextDrift(self._stale[0], agents, stage.score, stage.versions())
+                versions = stage.versions()  # every trainable agent's
+                self._ratio = ContextDrift(self._stale[0], list(versions), stage.score, versions)
         with self.timed("improvement"):
             j_prompts = self._j_prompts(config)
             if self._stale is not None and j_prompts == b:

@@ -172,6 +172,9 @@ class _Owner:
         self._version = _Version()
         self.temperature = temperature
         self._synced: int | None = None  # the version last sent to a distributed runner's workers
+        # False for the later agents of a shared policy: the first restores the updater (weights,
+        # optimizer, reference) they share, once
+        self._restores_updater = True
 
     @property
     def version(self) -> int:
@@ -228,7 +231,8 @@ class _Owner:
         return {**self.updater.state_dict(), **self.region.state_dict(), "version": self.version}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.updater.load_state_dict(state)
+        if self._restores_updater:
+            self.updater.load_state_dict(state)
         self.region.load_state_dict(state)
         self.version = state["version"]
         self._synced = None
@@ -252,6 +256,7 @@ class LocalAgent(_Owner):
             self._local = LocalUpdater(policy, config)
         else:
             self._local, self._version = shares._local, shares._version
+            self._restores_updater = False
 
     @property
     def updater(self) -> LocalUpdater:
