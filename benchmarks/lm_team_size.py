@@ -12,8 +12,8 @@ three-letter secrets, two conventions, the experts cloned on reverse, identity, 
 the cloned team is miscoordinated and a later agent must read its predecessor's current
 convention), with the clip out of the way as the real-stack sweep found it must be for the
 effect to show (``optim.ratio_clip=10``, beta fixed at 0, 8 epochs; the same grid for both
-learners, none tuned alone), at an equal budget (B prompts x G rollouts per update), each seed's
-behaviour clone shared by the two learners. ``OUT/n<N>/`` holds each comparison (continued when
+learners, none tuned alone), at an equal budget (B prompts x G rollouts per update), every run of an n starting
+from one behaviour clone (the seeds vary the training rollouts and the evaluation problems). ``OUT/n<N>/`` holds each comparison (continued when
 it is there).
 
 Per n and learner it reports the held-out avg@4 after training (the paired difference naive -
@@ -35,6 +35,7 @@ import json
 import math
 import shlex
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -214,6 +215,7 @@ def markdown(result: Mapping[str, Any]) -> str:
                 [
                     n,
                     short,
+                    _fmt(_stat(c["before"])),
                     _fmt(_stat(c["after"])),
                     "-"
                     if short == "teamtr"
@@ -226,7 +228,8 @@ def markdown(result: Mapping[str, Any]) -> str:
     header = [
         "n",
         "learner",
-        "held-out avg@4 after",
+        "held-out avg@4 before",
+        "after",
         "naive - TeamTR [95% CI]",
         "Delta_stale / stage",
         "its noise floor",
@@ -316,6 +319,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    t0 = time.perf_counter()
     runs = {n: run_n(n, args.seeds, args.out, args.quick) for n in args.ns}
     comparisons = {n: data for n, (data, _) in runs.items()}
     stages = runs[args.ns[0]][1]
@@ -328,7 +332,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "seeds": args.seeds,
         "stages": stages,
         "budget": {str(n): data["budget"] for n, data in comparisons.items()},
-        "runs_wall_s": {  # the training runs' seconds per n (behaviour cloning not included)
+        "wall_s": time.perf_counter() - t0,  # this invocation (runs continued: their rest)
+        "runs_wall_s": {  # the runs' seconds per n (the first run's includes behaviour cloning)
             str(n): float(sum(math.fsum(r["wall_s"]) for r in data["results"].values()))
             for n, data in comparisons.items()
         },

@@ -14,7 +14,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     compare = sub.add_parser(
         "compare",
         help="benchmark learners on one task at an equal budget, paired by seed",
-        description="Trains every learner on every seed from the seed's shared behaviour-cloned "
+        description="Trains every learner on every seed from one shared behaviour-cloned "
         "start, at the same budget per update, and reports held-out avg@K with paired "
         "differences against the first learner (bootstrap CIs over seeds and problems). "
         "Rerunning the same command continues an interrupted comparison.",

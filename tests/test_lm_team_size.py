@@ -88,7 +88,7 @@ def test_the_quick_sweep_runs_and_logs_both_diagnostics(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads((out / "lm_team_size.json").read_text())
-    assert result["ns"] == [2, 3] and result["seeds"] == [0, 1]
+    assert result["ns"] == [2, 3] and result["seeds"] == [0, 1] and result["wall_s"] > 0
     for n in ("2", "3"):
         for learner in ("teamtr", "naive"):
             cell = result["per_n"][n][learner]

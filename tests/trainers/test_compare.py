@@ -14,6 +14,7 @@ from rich.console import Console
 
 from teamtr_core.errors import ConfigError
 from trainers.run.recipe import load_checkpoint, run_training
+from trainers.run.warm_start import behaviour_clone_cache
 from trainers.tools.compare import (
     CompareSpec,
     compare,
@@ -83,6 +84,7 @@ def test_every_run_shares_the_settings_and_the_clone_but_not_the_directory(tmp_p
     runs = [c for by_seed in configs.values() for c in by_seed.values()]
     assert len({c.run_dir for c in runs}) == 4
     assert {c.sft.cache_dir for c in runs if c.sft} == {str(tmp_path / "bc-cache")}
+    assert len({behaviour_clone_cache(c) for c in runs}) == 1  # one clone for every seed
     assert {(c.schedule.problems_per_batch, c.optim.epochs, c.task) for c in runs} == {
         (4, configs["teamtr/Joint-v0"][0].optim.epochs, "teamtr/Relay-v0")
     }

@@ -203,6 +203,26 @@ def test_behaviour_cloning_cache_is_reused_with_the_same_result(tmp_path: Path) 
         small(tmp_path / "c", sft__cache_dir=str(cache), sft__steps=3, **short), console=quiet
     )
     assert "cached" not in other["sft"] and len(list(cache.glob("bc-*.pt"))) == 2
+    reseeded = run_training(
+        small(tmp_path / "d", seed=1, sft__cache_dir=str(cache), **short), console=quiet
+    )
+    assert reseeded["sft"]["cached"] == second["sft"]["cached"]  # the run's seed is not in the key
+
+
+def test_the_clone_depends_on_sft_seed_not_on_the_runs_seed(tmp_path: Path) -> None:
+    """Why the cache key leaves the run's seed out: cloned afresh, two seeds give one clone."""
+    quiet = Console(file=io.StringIO())
+    short = {"schedule__stages": 1, "eval__train_distribution": False, "sft__steps": 20}
+    loss = {
+        name: run_training(small(tmp_path / name, **short, **extra), console=quiet)["sft"][
+            "final_loss"
+        ]
+        for name, extra in {"a": {"seed": 0}, "b": {"seed": 1}, "c": {"sft__seed": 1}}.items()
+    }
+    assert loss["a"].keys() == loss["b"].keys()
+    for agent in loss["a"]:
+        assert loss["a"][agent] == pytest.approx(loss["b"][agent], rel=1e-5, abs=1e-6)
+    assert any(abs(loss["a"][a] - loss["c"][a]) > 1e-4 for a in loss["a"])
 
 
 def test_set_overrides_merge_into_the_defaults() -> None:

@@ -329,8 +329,10 @@ def _sha256(path: Path) -> str:
 def write_file(path: Path, state: Any) -> None:
     """Writes ``state`` (as :func:`plain` data) to ``path`` atomically, with its SHA-256 in
     :func:`digest_path`. The digest is in place before the file is renamed in: a crash between
-    the two leaves a digest that the old file (or none) does not match, and the reader refuses it."""
-    tmp = path.with_name(path.name + ".tmp")
+    the two leaves a digest that the old file (or none) does not match, and the reader refuses it.
+    The temporary names are the process's own: processes that write the same file at once (a
+    comparison's seeds on Ray, sharing one behaviour clone) do not write into each other's."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     torch.save(plain(state), tmp)
     record, record_tmp = digest_path(path), digest_path(tmp)
     record_tmp.write_text(f"{_sha256(tmp)}  {path.name}\n", encoding="utf-8")

@@ -93,7 +93,13 @@ def warm_start(
 
 
 def behaviour_clone_cache(config: TrainConfig) -> Path | None:
-    """Where ``sft.cache_dir`` keeps this run's behaviour-cloned weights (``None``: no cache)."""
+    """Where ``sft.cache_dir`` keeps this run's behaviour-cloned weights (``None``: no cache).
+
+    The key is everything the clone depends on: the task and its options, the model, the team and
+    the ``sft`` settings, whose ``sft.seed`` seeds the expert episodes and the minibatches. The
+    run's ``seed`` is not in it: the clone does not depend on it, so runs that differ only in their
+    seed (a comparison's seeds) share one clone; give them different ``sft.seed`` for different
+    starts."""
     if config.sft is None or config.sft.cache_dir is None:
         return None
     key = {
@@ -103,7 +109,6 @@ def behaviour_clone_cache(config: TrainConfig) -> Path | None:
         "tiny_model": dataclasses.asdict(config.tiny_model),
         "sft": {k: v for k, v in dataclasses.asdict(config.sft).items() if k != "cache_dir"},
         "sft_shared": config.sft_shared,
-        "seed": config.seed,
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
     return Path(config.sft.cache_dir) / f"bc-{digest[:16]}.pt"

@@ -1,8 +1,9 @@
 """Benchmark learners on one team task at an equal budget: ``teamtr compare``.
 
-For every seed, every learner trains from the same behaviour-cloned start (one clone per seed,
-``sft.cache_dir`` under the output directory) with the same configuration: only the learner
-differs. The comparison
+Every run trains from the same behaviour-cloned start (cloned once, ``sft.cache_dir`` under the
+output directory: the clone depends on ``sft.seed``, not on the run's seed) with the same
+configuration: within a seed only the learner differs, and the seeds vary the training rollouts
+and the evaluation problems. The comparison
 
 - declares the budget every learner gets (the settings that fix the data and the gradient work
   of one update) and checks it after the runs: every learner's updates of a seed saw the same
@@ -85,7 +86,8 @@ class CompareSpec:
         task: the registered task id.
         learners: learner ids or short names (``teamtr learners``); the first is the reference
             of the paired differences.
-        seeds: the seeds; each gets its own behaviour-cloned start, shared by its learners.
+        seeds: the seeds (of the training rollouts and the evaluation problems; every run
+            starts from the one behaviour clone).
         out: the output directory (runs, the clone cache, the reports).
         config_file: a training config file (YAML/JSON), if any.
         overrides: ``KEY=VALUE`` settings on top of it (as ``teamtr train --set``).
@@ -209,7 +211,7 @@ def run_one(config: TrainConfig, console: Console | None = None) -> dict[str, An
         return run_training(config, resume=True, console=quiet, callbacks=progress)
     cache = behaviour_clone_cache(config)
     if console is not None and cache is not None and not cache.exists():
-        console.print(f"  {label}: behaviour cloning the seed's shared start first")
+        console.print(f"  {label}: behaviour cloning the shared start first")
     return run_training(config, console=quiet, overwrite=run_dir.exists(), callbacks=progress)
 
 
@@ -232,8 +234,8 @@ class _LineRelay(io.StringIO):
 def run_seed(
     configs: Sequence[TrainConfig], threads: int = 0, lines: Any = None
 ) -> list[dict[str, Any]]:
-    """The runs of one seed, one after another (the first clones the team, the others load the
-    clone); ``threads > 0`` sets torch's threads first (parallel seeds share the cores), and a
+    """The runs of one seed, one after another (the first run of the comparison clones the team,
+    the others load the clone); ``threads > 0`` sets torch's threads first (parallel seeds share the cores), and a
     Ray queue ``lines`` receives the runs' progress lines (one per stage)."""
     if threads > 0:
         import torch
