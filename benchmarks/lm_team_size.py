@@ -154,6 +154,40 @@ def exponent_gap(
     return {"value": value, "ci": ci, "resamples_used": len(boots)}
 
 
+def difference_trend(
+    per_n: Mapping[str, Mapping[str, Any]], resamples: int, seed: int
+) -> dict[str, Any] | None:
+    """How the held-out gap ``naive - TeamTR`` changes with n: the least-squares slope of its
+    per-n means against n (per added agent), with a paired 95% bootstrap CI (at each n the seeds
+    are resampled, the same ones for both learners). A negative slope: naive sequential falls
+    further behind as the team grows (the paper's n^2 against n predicts one)."""
+    ns = sorted(int(n) for n in per_n)
+    diffs = {
+        n: np.asarray(per_n[str(n)]["naive"]["after"], dtype=np.float64)
+        - np.asarray(per_n[str(n)]["teamtr"]["after"], dtype=np.float64)
+        for n in ns
+    }
+    if len(ns) < 2:
+        return None
+    x = np.asarray(ns, dtype=np.float64)
+
+    def slope(means: list[float]) -> float:
+        return float(np.polyfit(x, np.asarray(means), 1)[0])
+
+    value = slope([float(diffs[n].mean()) for n in ns])
+    rng = np.random.default_rng(seed)
+    boots = [
+        slope([float(diffs[n][rng.integers(0, diffs[n].size, diffs[n].size)].mean()) for n in ns])
+        for _ in range(resamples)
+    ]
+    ci = [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))] if boots else None
+    return {
+        "slope_per_agent": value,
+        "ci": ci,
+        "per_n": {str(n): float(diffs[n].mean()) for n in ns},
+    }
+
+
 def summarise(
     comparisons: Mapping[int, Mapping[str, Any]], stages: int, resamples: int, seed: int = 0
 ) -> dict[str, Any]:
@@ -190,7 +224,12 @@ def summarise(
         else None
         for q in QUANTITIES
     }
-    return {"per_n": per_n, "fits": fits, "exponent_gap": gaps}
+    return {
+        "per_n": per_n,
+        "fits": fits,
+        "exponent_gap": gaps,
+        "difference_trend": difference_trend(per_n, resamples, seed),
+    }
 
 
 def _fmt(stat: Mapping[str, float] | None) -> str:
@@ -251,6 +290,15 @@ def markdown(result: Mapping[str, Any]) -> str:
             fit_rows,
         )
     )
+    trend = result.get("difference_trend")
+    if trend is not None:
+        low, high = trend["ci"] or (math.nan, math.nan)
+        lines += [
+            "",
+            f"naive - TeamTR in held-out avg@4 changes by {trend['slope_per_agent']:+.4f} per "
+            f"added agent [95% CI {low:+.4f}, {high:+.4f}] (least squares over n, paired "
+            "bootstrap over seeds)",
+        ]
     return "\n".join(lines)
 
 

@@ -63,6 +63,24 @@ def test_the_exponents_and_their_gap_come_out_of_the_per_run_values(sweep: Modul
     assert np.mean(cell["d_occ_lr"]) == pytest.approx(0.02, rel=0.1)
     table = sweep.markdown(result)
     assert "naive - TeamTR" in table and "-0.010 [-0.020, +0.000]" in table
+    # after = 0.3 - 0.01 p n: naive (p = 2) loses 0.01 more than TeamTR per added agent
+    trend = result["difference_trend"]
+    assert trend["slope_per_agent"] == pytest.approx(-0.01, abs=0.003)
+    assert trend["ci"][0] < -0.01 < trend["ci"][1] and trend["ci"][1] < 0
+    assert "per added agent" in table
+
+
+def test_no_trend_when_naive_keeps_pace(sweep: ModuleType) -> None:
+    rng = np.random.default_rng(1)
+    per_n = {
+        str(n): {
+            learner: {"after": list(0.5 - 0.02 * n + 0.01 * rng.normal(size=8))}
+            for learner in ("naive", "teamtr")
+        }
+        for n in (2, 3, 4, 6)
+    }
+    trend = sweep.difference_trend(per_n, 500, 0)
+    assert trend["ci"][0] < 0 < trend["ci"][1]
 
 
 def test_no_exponent_gap_when_a_mean_is_not_positive(sweep: ModuleType) -> None:
