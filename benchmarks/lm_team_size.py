@@ -12,9 +12,9 @@ three-letter secrets, two conventions, the experts cloned on reverse, identity, 
 the cloned team is miscoordinated and a later agent must read its predecessor's current
 convention), with the clip out of the way as the real-stack sweep found it must be for the
 effect to show (``optim.ratio_clip=10``, beta fixed at 0, 8 epochs; the same grid for both
-learners, none tuned alone), at an equal budget (B prompts x G rollouts per update), every run of an n starting
-from one behaviour clone (the seeds vary the training rollouts and the evaluation problems). ``OUT/n<N>/`` holds each comparison (continued when
-it is there).
+learners, none tuned alone), at an equal budget (B prompts x G rollouts per update), every run
+of an n starting from one behaviour clone (the seeds vary the training rollouts and the
+evaluation problems). ``OUT/n<N>/`` holds each comparison (continued when it is there).
 
 Per n and learner it reports the held-out avg@4 after training (the paired difference naive -
 TeamTR with its 95% CI over seeds and problems), the stale gap Delta_stale and its noise floor,
@@ -36,7 +36,7 @@ import math
 import shlex
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +123,29 @@ def _stat(values: Sequence[float | None]) -> dict[str, float] | None:
     return {"mean": float(x.mean()), "std": float(x.std(ddof=1)) if x.size > 1 else 0.0}
 
 
+def _paired_bootstrap(
+    sizes: Mapping[int, int],
+    stat: Callable[[Mapping[int, np.ndarray]], float | None],
+    resamples: int,
+    seed: int,
+) -> tuple[float | None, list[float]]:
+    """``stat`` on every seed at each n, and on ``resamples`` paired bootstrap resamples (at each
+    n the seeds are drawn with replacement, the same draw for both learners); the resamples where
+    ``stat`` is ``None`` are left out."""
+    value = stat({n: np.arange(size) for n, size in sizes.items()})
+    rng = np.random.default_rng(seed)
+    boots = []
+    for _ in range(resamples):
+        b = stat({n: rng.integers(0, size, size) for n, size in sizes.items()})
+        if b is not None:
+            boots.append(b)
+    return value, boots
+
+
+def _percentile_ci(boots: Sequence[float]) -> list[float]:
+    return [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))]
+
+
 def exponent_gap(
     naive: Mapping[int, np.ndarray], teamtr: Mapping[int, np.ndarray], resamples: int, seed: int
 ) -> dict[str, Any] | None:
@@ -139,18 +162,8 @@ def exponent_gap(
             return None
         return loglog_fit(ns, a)[0] - loglog_fit(ns, b)[0]
 
-    value = gap({n: np.arange(naive[n].size) for n in ns})
-    rng = np.random.default_rng(seed)
-    boots = []
-    for _ in range(resamples):
-        g = gap({n: rng.integers(0, naive[n].size, naive[n].size) for n in ns})
-        if g is not None:
-            boots.append(g)
-    ci = (
-        [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))]
-        if len(boots) >= 0.95 * resamples and resamples
-        else None
-    )
+    value, boots = _paired_bootstrap({n: naive[n].size for n in ns}, gap, resamples, seed)
+    ci = _percentile_ci(boots) if len(boots) >= 0.95 * resamples and resamples else None
     return {"value": value, "ci": ci, "resamples_used": len(boots)}
 
 
@@ -162,28 +175,22 @@ def difference_trend(
     are resampled, the same ones for both learners). A negative slope: naive sequential falls
     further behind as the team grows (the paper's n^2 against n predicts one)."""
     ns = sorted(int(n) for n in per_n)
+    if len(ns) < 2:
+        return None
     diffs = {
         n: np.asarray(per_n[str(n)]["naive"]["after"], dtype=np.float64)
         - np.asarray(per_n[str(n)]["teamtr"]["after"], dtype=np.float64)
         for n in ns
     }
-    if len(ns) < 2:
-        return None
-    x = np.asarray(ns, dtype=np.float64)
 
-    def slope(means: list[float]) -> float:
-        return float(np.polyfit(x, np.asarray(means), 1)[0])
+    def slope(index: Mapping[int, np.ndarray]) -> float:
+        means = [float(diffs[n][index[n]].mean()) for n in ns]
+        return float(np.polyfit(np.asarray(ns, dtype=np.float64), np.asarray(means), 1)[0])
 
-    value = slope([float(diffs[n].mean()) for n in ns])
-    rng = np.random.default_rng(seed)
-    boots = [
-        slope([float(diffs[n][rng.integers(0, diffs[n].size, diffs[n].size)].mean()) for n in ns])
-        for _ in range(resamples)
-    ]
-    ci = [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))] if boots else None
+    value, boots = _paired_bootstrap({n: diffs[n].size for n in ns}, slope, resamples, seed)
     return {
         "slope_per_agent": value,
-        "ci": ci,
+        "ci": _percentile_ci(boots) if boots else None,
         "per_n": {str(n): float(diffs[n].mean()) for n in ns},
     }
 

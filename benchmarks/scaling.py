@@ -19,8 +19,9 @@ for naive sequential and TeamTR, exactly and through the real trainer.
 * **The coordination task** (``--pipeline-ns``; the full study's default 2 3 4 5 6 8, none with
   ``--quick``): the demo's tiny language models on an n-step ``teamtr/Pipeline-v0`` through
   ``run_training`` with ``diagnostics: full`` (the stale gap and D_occ over hashed contexts, each
-  with its noise floor), every seed from one behaviour clone (``sft.seed``); ``--pipeline-start P`` gives every n an
-  expert that gets whole chains right with probability P. Fitted over seeds.
+  with its noise floor), every seed from one behaviour clone (``sft.seed``);
+  ``--pipeline-start P`` gives every n an expert that gets whole chains right with probability
+  P. Fitted over seeds.
 
 Fits ``x ~ n^alpha`` (``trainers.diagnostics.estimators.loglog_fit`` of the per-n means, 95% bootstrap CI
 over initialisations) for each method; sampled quantities are fitted on their excess over the

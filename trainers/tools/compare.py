@@ -235,8 +235,8 @@ def run_seed(
     configs: Sequence[TrainConfig], threads: int = 0, lines: Any = None
 ) -> list[dict[str, Any]]:
     """The runs of one seed, one after another (the first run of the comparison clones the team,
-    the others load the clone); ``threads > 0`` sets torch's threads first (parallel seeds share the cores), and a
-    Ray queue ``lines`` receives the runs' progress lines (one per stage)."""
+    the others load the clone); ``threads > 0`` sets torch's threads first (parallel seeds share
+    the cores), and a Ray queue ``lines`` receives the runs' progress lines (one per stage)."""
     if threads > 0:
         import torch
 
