@@ -247,6 +247,7 @@ def _run_team(
     team = load_run_team(args.run_dir, args.checkpoint)
     args.run_notes = list(team.notes)  # said by the command, and kept in eval's report
     args.run_config_changes = list(team.config_changes)
+    args.run_checkpoint = team.checkpoint  # the file and stage evaluated, in the title and report
     if set(team.policies) != set(env.possible_agents):
         raise ConfigError(
             "--run-dir",

@@ -396,7 +396,8 @@ def _eval_one(
         breakdown_keys=args.breakdown,
     )
     if args.run_dir is not None:
-        team = f"run={args.run_dir} ({args.checkpoint})"
+        used = args.run_checkpoint
+        team = f"run={args.run_dir} ({args.checkpoint}: {used.path.name})"
     else:
         team = f"team={args.team}" if args.team else f"policy={policy_name(args)}"
     how = f", protocol={protocol.name}" if protocol is not None else ""
@@ -408,6 +409,7 @@ def _eval_one(
         "policy": None if args.team or args.run_dir else policy_name(args),
         "run_dir": str(args.run_dir) if args.run_dir else None,
         "checkpoint": args.checkpoint if args.run_dir else None,
+        **_checkpoint_used(args),
         "run_config_changes": getattr(args, "run_config_changes", None),
         "team": str(args.team) if args.team else None,
         "team_overrides": list(args.team_set),
@@ -421,6 +423,15 @@ def _eval_one(
         **report.to_dict(),
     }
     return payload, report
+
+
+def _checkpoint_used(args: argparse.Namespace) -> dict[str, Any]:
+    """The checkpoint file ``--run-dir`` evaluated and the stage it was saved after (``None``
+    for ``best.pt``), so that a report never leaves ``latest`` to be guessed."""
+    used = getattr(args, "run_checkpoint", None)
+    if used is None:
+        return {}
+    return {"checkpoint_file": used.path.name, "checkpoint_stage": used.stage}
 
 
 def _eval_problems(

@@ -3,8 +3,8 @@
 as a new user who makes mistakes would. Each gets a clear error (exit 2, the option named, the
 fix said) or the documented behaviour, and leaves nothing on disk that was not there before.
 
-One small finished run (``teamtr train``, one stage of the demo task) is made per module; tests
-that change a run work on a copy of it."""
+One small finished run (``teamtr train``, one stage of the demo task; ``conftest.run``) is made
+per test process; tests that change a run work on a copy of it."""
 
 from __future__ import annotations
 
@@ -14,64 +14,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers_reliability import EVAL, RUN_CONFIG
+from helpers_reliability import copy_run as _copy
+from helpers_reliability import files as _files
+from helpers_reliability import refused as _refused
+from helpers_reliability import usage_error as _usage_error
 
 from teamtr_cli import main
-
-RUN_CONFIG = """\
-task: teamtr/Pipeline-v0
-sft: {problems: 8, steps: 2, batch_size: 8}
-schedule: {stages: 1, problems_per_batch: 2, group_size: 2}
-eval: {problems: 4, k: 2, train_distribution: false}
-sampling: {max_new_tokens: 6}
-progress: false
-loggers: []
-plot: false
-"""
-
-EVAL = ["--k", "1", "--problems", "2", "--no-progress"]
-
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A finished one-stage run of the demo task (``teamtr train``, tiny settings)."""
-    folder = tmp_path_factory.mktemp("run")
-    (folder / "run.yaml").write_text(RUN_CONFIG, encoding="utf-8")
-    argv = ["train", "--config", str(folder / "run.yaml"), "--run-dir", str(folder / "RUN")]
-    assert main(argv) == 0
-    return folder / "RUN"
-
-
-@pytest.fixture
-def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A scratch folder as the working directory."""
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
-def _refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    """Runs ``teamtr ARGV``, expects exit 2 and returns what it said on stderr (one line per
-    problem: no hard wraps)."""
-    assert main(argv) == 2
-    return capsys.readouterr().err
-
-
-def _usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    """Runs ``teamtr ARGV``, expects argparse's exit 2 and returns its message."""
-    with pytest.raises(SystemExit) as exit_info:
-        main(argv)
-    assert exit_info.value.code == 2
-    return " ".join(capsys.readouterr().err.split())
-
-
-def _files(folder: Path) -> list[str]:
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
-
-
-def _copy(run: Path, where: Path) -> Path:
-    copy = where / "copy of run"  # a name with a space, as users give them
-    shutil.copytree(run, copy)
-    return copy
-
 
 # -- D1: time limits, and an evaluation the grader failed -----------------------------------------
 

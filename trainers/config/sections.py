@@ -73,6 +73,13 @@ class ScheduleConfig:
         False,
     )
 
+    max_stage_episodes: int = _help(
+        "refuse a run whose learner would sample more episodes than this in one stage (its "
+        "estimate: n x B x G for the sequential learners, B x turns x G for at_grpo's tree); "
+        "every episode's records stay in memory until the stage's updates",
+        100_000,
+    )
+
     _renamed_keys: ClassVar[dict[str, str]] = {"method": "learner"}
 
     def batch_prompts(self, covered: int) -> int:
@@ -93,7 +100,14 @@ class ScheduleConfig:
 
     def __post_init__(self) -> None:
         errors = []
-        for name in ("stages", "resample_every", "problems_per_batch", "group_size"):
+        names = (
+            "stages",
+            "resample_every",
+            "problems_per_batch",
+            "group_size",
+            "max_stage_episodes",
+        )
+        for name in names:
             if getattr(self, name) < 1:
                 errors.append(f"{name} must be >= 1, got {getattr(self, name)}")
         if errors:
@@ -176,6 +190,12 @@ class TrustRegionConfig:
             raise ValueError("; ".join(errors))
 
 
+REWARD_WEIGHT_MIN = 1e-6
+REWARD_WEIGHT_MAX = 1e6
+"""The range of a non-zero reward weight: the squared deviations of mixed rewards stay far
+inside float32 (about 3.4e38), and a weight does not vanish beside a reward of order 1."""
+
+
 @dataclass(frozen=True)
 class RewardConfig:
     """What each agent learns from: ``team`` x the team reward + ``local`` x the agent's local
@@ -197,6 +217,14 @@ class RewardConfig:
                 errors.append(f"reward.{name} must be a number, got {value!r}")
             elif not math.isfinite(value) or value < 0:
                 errors.append(f"reward.{name} must be a finite number >= 0, got {value}")
+            elif value != 0 and not REWARD_WEIGHT_MIN <= value <= REWARD_WEIGHT_MAX:
+                errors.append(
+                    f"reward.{name} must be 0 or between {REWARD_WEIGHT_MIN:g} and "
+                    f"{REWARD_WEIGHT_MAX:g}, got {value:g}: rewards are mixed and standardised in "
+                    "float32, where a larger weight overflows (zero or NaN advantages) and a "
+                    "smaller one vanishes; only the ratio of the two weights matters to "
+                    "group-standardised advantages"
+                )
         if not errors and self.team == 0 and self.local == 0:
             errors.append("reward: team and local are both 0: the agents would learn from nothing")
         if errors:

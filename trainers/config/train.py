@@ -4,6 +4,7 @@ overrides become one (:func:`read_train_config`; the learner-checked loader is
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -228,7 +229,7 @@ def _diagnostics_section(value: Any) -> Any:
 
 
 def read_train_config(
-    path: str | Path | None = None,
+    path: str | Path | Mapping[str, Any] | None = None,
     overrides: Sequence[str] = (),
     *,
     check: Callable[[Mapping[str, Any]], list[str]] | None = None,
@@ -245,7 +246,8 @@ def read_train_config(
     (the demo's ``system_prompts`` included); ``--set task_options={...}`` replaces them all.
 
     Args:
-        path: the YAML or JSON file (``None``: the defaults).
+        path: the YAML or JSON file (``None``: the defaults), or its content as a mapping
+            (read as a file would be; a ``team`` file path is relative to the working directory).
         overrides: ``KEY=VALUE`` strings.
         check: more problems of the merged data (one line each), reported with the fields'.
 
@@ -255,9 +257,12 @@ def read_train_config(
     """
     from teamtr_core.config import build_config, parse_override, read_config
 
-    what = "training config" if path is None else f"training config {str(path)!r}"
-    data = {} if path is None else read_config(path, what)
-    base = Path(".") if path is None else Path(path).resolve().parent
+    if path is None or isinstance(path, Mapping):
+        what, base = "training config", Path(".")
+        data = copy.deepcopy(dict(path or {}))
+    else:
+        what = f"training config {str(path)!r}"
+        data, base = read_config(path, what), Path(path).resolve().parent
     if isinstance(data.get("team"), str):
         data["team"] = read_team_file(data["team"], base, what)
     task = data.get("task", DEMO_TASK)

@@ -46,7 +46,7 @@ from trainers.learners.base import Learner
 from trainers.learners.stage import agent_rewards_of
 
 if TYPE_CHECKING:
-    from trainers.config import TrainConfig
+    from trainers.config import ScheduleConfig, TrainConfig
     from trainers.learners.stage import Stage
 
 
@@ -54,6 +54,13 @@ class ATGRPO(Learner):
     """Tree-structured sampling, then every agent updated on its candidates' node groups."""
 
     stale_diagnostics: ClassVar[bool] = False  # one stage-start tree: no intermediate teams
+    tree_trust_region: ClassVar[bool] = True
+
+    def stage_episodes(self, schedule: ScheduleConfig, agents: int, turns: int) -> tuple[int, str]:
+        """One tree per prompt: G candidates at each of its main path's turns, each finished
+        under the current team."""
+        b, g = schedule.batch_prompts(1), schedule.group_size
+        return b * turns * g, f"B={b} prompts x {turns} turns x G={g} candidates"
 
     def check(self, config: TrainConfig) -> list[str]:
         errors = super().check(config)

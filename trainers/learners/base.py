@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
-    from trainers.config import TrainConfig
+    from trainers.config import ScheduleConfig, TrainConfig
     from trainers.learners.stage import Stage
 
 
@@ -32,21 +32,38 @@ class Learner(ABC):
         stale_diagnostics: the learner has intermediate teams, so the stale gap (diagnostics on)
             is measured for its updates i >= 1.
         importance_weighting: the learner honours ``schedule.importance_weighting``.
+        tree_trust_region: the learner samples trees and honours ``schedule.tree_trust_region``.
     """
 
     stale_diagnostics: ClassVar[bool] = True
     importance_weighting: ClassVar[bool] = False
+    tree_trust_region: ClassVar[bool] = False
 
     def check(self, config: TrainConfig) -> list[str]:
         """Errors in ``config`` for this learner (one line each; empty: none). Run before a run
         writes anything (:func:`trainers.learners.registry.learner_errors`) and by
         ``TeamTrainer``."""
+        errors = []
         if config.schedule.importance_weighting and not self.importance_weighting:
-            return [
+            errors.append(
                 f"schedule.importance_weighting is not supported by {config.schedule.learner!r} "
                 "(only by learners that reuse stale rollouts, e.g. teamtr/NaiveSequential-v0)"
-            ]
-        return []
+            )
+        if config.schedule.tree_trust_region and not self.tree_trust_region:
+            errors.append(
+                f"schedule.tree_trust_region is not supported by {config.schedule.learner!r} "
+                "(only by learners that sample trees, e.g. teamtr/ATGRPO-v0; the other learners "
+                "keep their updates in the trust region by trust_region.delta_mode)"
+            )
+        return errors
+
+    def stage_episodes(self, schedule: ScheduleConfig, agents: int, turns: int) -> tuple[int, str]:
+        """At most how many episodes one stage samples, and how that count is made (for the
+        check against ``schedule.max_stage_episodes`` before a run starts). The default, for
+        learners that sample B prompts x G rollouts for each of the ``agents`` updates at most:
+        n x B x G. A learner that samples otherwise says so by overriding this."""
+        b, g = schedule.problems_per_batch, schedule.group_size
+        return agents * b * g, f"n={agents} updates x B={b} prompts x G={g} rollouts"
 
     @abstractmethod
     def run_stage(self, stage: Stage) -> None:

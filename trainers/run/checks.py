@@ -16,7 +16,7 @@ from teamtr_core.config import from_dict, to_dict
 from teamtr_core.errors import ConfigError
 from trainers.config import TrainConfig
 from trainers.config.task_schedule import schedule_stage_errors, scheduled_options
-from trainers.learners.registry import learner_errors
+from trainers.learners.registry import RegistryError, learner_errors, make_learner
 from trainers.placement.agents import role_sharing_errors
 from trainers.run.logger import missing_loggers
 from trainers.run.team_eval import TRAINABLE_BACKENDS
@@ -62,6 +62,7 @@ def check_before_writing(config: TrainConfig, env: Any) -> None:
     if config.sft is not None and missing:
         errors.append(f"sft: nothing to behaviour-clone: {missing}; set sft: null (--set sft=null)")
     errors += _shard_errors(config)
+    errors += _stage_size_errors(config, env)
     if config.team is not None:
         from adapters.team import check_team
 
@@ -80,6 +81,26 @@ def check_before_writing(config: TrainConfig, env: Any) -> None:
                 )
     if errors:
         raise ConfigError("training config", errors)
+
+
+def _stage_size_errors(config: TrainConfig, env: Any) -> list[str]:
+    """A stage past ``schedule.max_stage_episodes`` by its learner's estimate (refused before
+    the run starts, as ``teamtr eval`` refuses past ``--max-episodes``)."""
+    try:
+        learner = make_learner(config.schedule.learner)
+    except RegistryError:  # learner_errors names it
+        return []
+    agents, turns = len(env.possible_agents), int(env.protocol.turn_limit)
+    episodes, how = learner.stage_episodes(config.schedule, agents, turns)
+    limit = config.schedule.max_stage_episodes
+    if episodes <= limit:
+        return []
+    return [
+        f"schedule: {config.schedule.learner} would sample about {episodes:,} episodes per stage "
+        f"({how}), over schedule.max_stage_episodes={limit:,}: lower schedule.group_size or "
+        "schedule.problems_per_batch, or raise schedule.max_stage_episodes (every episode's "
+        "records stay in memory until the stage's updates)"
+    ]
 
 
 def _shard_errors(config: TrainConfig) -> list[str]:

@@ -4,8 +4,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from teamtr_core.errors import ConfigError
 from trainers.config import TrainConfig, read_train_config
@@ -14,7 +15,9 @@ from trainers.learners.registry import learner_errors, learner_id_errors
 __all__ = ["config_from_overrides", "load_train_config"]
 
 
-def load_train_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> TrainConfig:
+def load_train_config(
+    path: str | Path | Mapping[str, Any] | None = None, overrides: Sequence[str] = ()
+) -> TrainConfig:
     """The configuration of ``teamtr train [--config FILE] [--set KEY=VALUE ...]`` (how a file
     and overrides merge: :func:`trainers.config.read_train_config`), its learner checked.
 
@@ -26,7 +29,8 @@ def load_train_config(path: str | Path | None = None, overrides: Sequence[str] =
     config = read_train_config(path, overrides, check=learner_id_errors)
     errors = learner_errors(config)  # the learner's own check of a configuration that builds
     if errors:
-        what = "training config" if path is None else f"training config {str(path)!r}"
+        named = path is not None and not isinstance(path, Mapping)
+        what = f"training config {str(path)!r}" if named else "training config"
         raise ConfigError(what, errors)
     return config
 

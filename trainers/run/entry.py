@@ -81,8 +81,10 @@ def train(
 
     Args:
         config: a :class:`~trainers.config.TrainConfig`, the path of a training config file
-            (YAML/JSON), or ``None`` for the demo's defaults.
-        overrides: ``KEY=VALUE`` strings, as ``teamtr train --set`` takes them.
+            (YAML/JSON), its content as a mapping (``{"schedule": {"stages": 2}}``, read as the
+            file would be), or ``None`` for the demo's defaults.
+        overrides: a list of ``KEY=VALUE`` strings, as ``teamtr train --set`` takes them
+            (``["schedule.stages=2"]``; a bare string is refused, not split into characters).
         resume: continue the run in ``run_dir`` after its last intact checkpoint.
         overwrite: replace the run already in ``run_dir``.
         console: where to print (default: the terminal).
@@ -98,8 +100,9 @@ def train(
         The run's directory, configuration, summary and trained team.
 
     Raises:
-        ConfigError: every problem of the configuration at once, or a run directory that
-            holds another run (nothing is written then).
+        ConfigError: every problem of the configuration at once (a ``config`` or
+            ``overrides`` of the wrong type included), or a run directory that holds another
+            run (nothing is written then).
 
     Example (one stage of the demo's team of tiny models, in about 10 s on a CPU)::
 
@@ -116,6 +119,7 @@ def train(
         >>> sorted(result.team), result.summary["stages"]
         (['step1', 'step2', 'step3'], 1)
     """
+    _check_arguments(config, overrides)
     strings = [*overrides, *settings_overrides(settings)]
     if isinstance(config, TrainConfig):
         built = build_config(
@@ -132,3 +136,23 @@ def train(
     finally:  # the engines the run started stop; the trained team stays
         recipe.close()
     return RunResult(Path(built.run_dir), built, summary, dict(recipe.policies))
+
+
+def _check_arguments(config: Any, overrides: Any) -> None:
+    """Refuses a ``config`` or ``overrides`` of a type :func:`train` cannot read, both at once,
+    before anything is built or written."""
+    errors = []
+    if not isinstance(config, TrainConfig | str | Path | Mapping | None):
+        errors.append(
+            "config: expected a TrainConfig, the path of a config file, a mapping of settings "
+            f"or None, got {type(config).__name__}"
+        )
+    if isinstance(overrides, str | bytes):
+        errors.append(
+            f"overrides: expected a list of 'KEY=VALUE' strings, got the string {overrides!r}: "
+            f"write overrides=[{overrides!r}]"
+        )
+    elif not isinstance(overrides, Sequence) or not all(isinstance(o, str) for o in overrides):
+        errors.append(f"overrides: expected a list of 'KEY=VALUE' strings, got {overrides!r}"[:300])
+    if errors:
+        raise ConfigError("train()", errors)

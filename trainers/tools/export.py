@@ -73,8 +73,10 @@ class RunTeam:
 def checkpoint_weights(run_dir: str | Path, checkpoint: str = "latest") -> CheckpointWeights:
     """The trained weights of ``run_dir``'s checkpoint ``checkpoint`` (see :data:`CHECKPOINTS`).
 
-    ``latest`` is the newest intact stage file (an unreadable newer one is skipped, as
-    ``--resume`` does); a named stage or ``best`` must itself be intact.
+    ``latest`` is the newest stage file, which must be intact: where a newer one is damaged
+    (truncated, altered, unreadable) it is refused with the reason and the intact stage to name
+    instead, never replaced silently (``--resume`` falls back by itself, saying so); a named
+    stage or ``best`` must itself be intact.
 
     Raises:
         ConfigError: no such run, checkpoint or stage (the stages that exist are listed), or a
@@ -90,6 +92,8 @@ def checkpoint_weights(run_dir: str | Path, checkpoint: str = "latest") -> Check
         found = rundir.load(folder) if folder.is_dir() else None
         if found is None:
             raise ConfigError("--run-dir", [_no_checkpoint_yet(Path(run_dir))])
+        if found.skipped:  # never another stage than the newest under the name "latest"
+            raise ConfigError("--checkpoint", _damaged_latest(found.path, found.skipped))
         return _from_stage_file(found.path, found.state)
     if checkpoint == "best":
         path = folder / "best.pt"
@@ -117,6 +121,19 @@ def checkpoint_weights(run_dir: str | Path, checkpoint: str = "latest") -> Check
     except ValueError as exc:
         raise ConfigError("--checkpoint", [f"{exc} (in {folder})"]) from exc
     return _from_stage_file(path, state)
+
+
+def _damaged_latest(intact: Path, skipped: tuple[str, ...]) -> list[str]:
+    """Why ``latest`` is refused when a newer checkpoint than the newest intact one is damaged:
+    each reason, then the stage that can be named instead."""
+    match = re.match(r"^stage_(\d+)\.pt$", intact.name)
+    stage = f"stage_{int(match.group(1))}" if match else intact.name
+    return [
+        *(f"the newest checkpoint cannot be used: {reason}" for reason in skipped),
+        "'latest' would silently be an older stage, so it is refused: the newest intact "
+        f"checkpoint is {intact.name}; name it with --checkpoint {stage}, or restore the damaged "
+        "file (teamtr train --resume falls back to it by itself)",
+    ]
 
 
 def _no_checkpoint_yet(run_dir: Path) -> str:
