@@ -192,6 +192,9 @@ def _protocols(args: argparse.Namespace) -> tuple[list[InferenceProtocol | None]
 
 
 def report_table(report: EvalReport, title: str) -> Table:
+    """The metrics with their intervals, then the task's own (``task_metrics``: a graded game's
+    mean score, which pass@k only thresholds), in a section of their own without intervals or
+    counts (a task's metric may cover a subset of the problems, such as a size bucket)."""
     table = Table(title=title)
     for col in ("metric", "mean", "95% CI", "problems"):
         table.add_column(col, justify="right" if col != "metric" else "left")
@@ -199,6 +202,11 @@ def report_table(report: EvalReport, title: str) -> Table:
         table.add_row(
             name, f"{m.mean:.3f}", f"[{m.ci_low:.3f}, {m.ci_high:.3f}]", str(m.n_problems)
         )
+    if report.task_metrics:
+        table.add_section()
+    for name, value in report.task_metrics.items():
+        shown = f"{value:.3f}" if isinstance(value, float) else str(value)
+        table.add_row(name, shown, "", "")
     return table
 
 
@@ -490,8 +498,6 @@ def _print_report(console: Console, report: EvalReport, title: str, runner: Runn
         console.print(breakdown_table(report, key, groups))
     if report.coordination is not None:
         console.print(_coordination_line(report.coordination))
-    for name, value in report.task_metrics.items():
-        console.print(f"{name}: {value:.3f}" if isinstance(value, float) else f"{name}: {value}")
     if report.local_rewards:
         shares = ", ".join(f"{a} {v:.3f}" for a, v in report.local_rewards.items())
         console.print(f"local rewards (each agent's own part, mean): {shares}", highlight=False)

@@ -7,6 +7,7 @@ of these tasks is made; the ids and the reasons a game cannot run come from a st
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 from tasks.textarena import codenames, hanabi, public_goods
@@ -24,10 +25,12 @@ __all__ = [
     "unavailable_reason",
 ]
 
-_PLAYED = {  # game -> (scorer, scripted player, the reward that counts as solved, history)
-    "Hanabi": (hanabi.score, hanabi.expert, 0.4, "last_turn"),
-    "PublicGoods": (public_goods.score, public_goods.expert, 0.95, "all"),
-    "Codenames": (codenames.score, codenames.expert, 1.0, "last_turn"),
+_PLAYED: dict[str, tuple[ModuleType, float, str]] = {
+    # game -> (its module: score, expert, check_options, METRICS; the reward that counts as
+    # solved; history)
+    "Hanabi": (hanabi, 0.4, "last_turn"),
+    "PublicGoods": (public_goods, 0.95, "all"),
+    "Codenames": (codenames, 1.0, "last_turn"),
 }
 
 
@@ -44,7 +47,8 @@ def make_task(
     TextArena environment's own arguments (Hanabi's ``info_tokens``, PublicGoods' ``num_rounds``).
 
     Raises:
-        TaskConfigError: every problem of the options at once, or the reason the game cannot run
+        TaskConfigError: every problem of the options at once (a value out of the game's range
+            included: each game module's ``check_options``), or the reason the game cannot run
             here.
     """
     reason = unavailable_reason(game)
@@ -52,7 +56,7 @@ def make_task(
         from tasks.base import TaskConfigError
 
         raise TaskConfigError(f"textarena/{game}-v0", [reason or f"{game} is not wired in yet"])
-    scorer, expert, default_success, default_history = _PLAYED[game]
+    rules, default_success, default_history = _PLAYED[game]
     extra: dict[str, Any] = {}
     if game == "Codenames":  # red is the team; blue, the task's scripted opponent
         names = codenames.SEATS
@@ -63,8 +67,10 @@ def make_task(
         }
     return TextArenaExpertTask(
         game,
-        scorer=scorer,
-        expert=expert,
+        scorer=rules.score,
+        expert=rules.expert,
+        check_options=rules.check_options,
+        metrics=rules.METRICS,
         num_players=num_players,
         success=default_success if success is None else success,
         split=split,

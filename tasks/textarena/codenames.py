@@ -4,7 +4,8 @@ blue team is a fixed opponent, the same scripted players, played by the task.
 **Words.** TextArena's Codenames downloads nltk's word corpus and tagger at import and draws its
 board from them. teamtr supplies a word list of its own instead (``codenames_words.json``: 96
 nouns in 12 categories, such as ``fruit: apple, mango, ...``), with the download switched off while
-the module is imported, so the game runs offline.
+the module is imported, so the game runs offline. TextArena's ``hardcore`` option picks between
+two nltk word lists, neither of which is used here, so it is refused rather than ignored.
 
 **Reward.** 1 when red wins (it reveals its 9 words first, or blue reveals the assassin or red's
 last word), 0 when blue wins, 0.5 for a draw; at TextArena's move limit (80), or the team's turn
@@ -27,7 +28,7 @@ import contextlib
 import importlib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -35,10 +36,15 @@ from typing import Any
 import numpy as np
 
 from tasks.base import Problem
+from tasks.textarena.options import integer
 
 WORDS_FILE = Path(__file__).with_name("codenames_words.json")
 SEATS = ["spymaster", "operative", "blue_spymaster", "blue_operative"]
 """The players by TextArena id: red (0, 1) is the team, blue (2, 3) the opponent."""
+METRICS = ("red_revealed", "blue_revealed")
+"""The score details an evaluation reports the mean of."""
+MOVE_LIMIT = 80
+"""TextArena's default move limit (its ``max_turns``)."""
 
 _CLUE = re.compile(r"submitted \[(\w+) (\d+)\]")
 _BOARD_LINE = re.compile(r"^(\w+)\s*(R|B|N|A)?\s*(revealed)?\s*$")
@@ -75,10 +81,30 @@ def env_class() -> type:
     words = [w for ws in categories().values() for w in ws]
 
     class OfflineCodenamesEnv(module.CodenamesEnv):  # type: ignore[name-defined]
+        # No ``hardcore``: it would choose an nltk word list, and the board comes from ours.
+        def __init__(self, max_turns: int = MOVE_LIMIT) -> None:
+            super().__init__(max_turns=max_turns)
+
         def _load_word_list(self, hardcore: bool = False) -> None:
             self.word_list = list(words)
 
     return OfflineCodenamesEnv
+
+
+def check_options(options: Mapping[str, Any]) -> dict[str, str]:
+    """The bad ones among TextArena's Codenames options
+    (:data:`tasks.textarena.options.OptionsCheck`); ``hardcore`` is refused whatever its value."""
+    problems = integer(
+        options, "max_turns", 1, default=MOVE_LIMIT, why="TextArena's move limit of a game"
+    )
+    if "hardcore" in options:
+        problems["hardcore"] = (
+            f"hardcore: TextArena's hardcore mode draws the board from nltk's full English word "
+            f"list, which needs a download; this task plays offline on its own list of "
+            f"{sum(map(len, categories().values()))} nouns ({WORDS_FILE.name}), so hardcore "
+            f"would change nothing, whatever its value (got {options['hardcore']!r}); leave it out"
+        )
+    return problems
 
 
 def score(env: Any, problem: Problem) -> tuple[float, dict[str, Any]]:

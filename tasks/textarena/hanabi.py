@@ -15,18 +15,28 @@ it). A game still running at the team's turn limit is scored the same way (a tru
 
 A wrong move (``make_error``) plays a card at random, blind. A convention like this is what a team
 of language models has to co-adapt: a hint means what the teammates' policies make it mean.
+
+**Options.** ``info_tokens`` 0-8 (TextArena gives a token back on a discard only below 8, and
+checks hints against 0 only: at -1 they never run out) and ``fuse_tokens`` of at least 1 (the
+rules the players are shown end the game when the fuse tokens reach 0).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from tasks.base import Problem
+from tasks.textarena.options import integer
 
 MAX_SCORE = 25
+MAX_INFO_TOKENS = 8
+"""TextArena's cap on info tokens: a discard gives one back only below it."""
+METRICS = ("fireworks_score",)
+"""The score details an evaluation reports the mean of (out of :data:`MAX_SCORE`)."""
 COLOURS = ("white", "yellow", "green", "blue", "red")
 
 _STATE = "Current game state:"
@@ -49,6 +59,27 @@ def score(env: Any, problem: Problem) -> tuple[float, dict[str, Any]]:
         "deck_left": len(state["deck"]),
     }
     return total / MAX_SCORE, details
+
+
+def check_options(options: Mapping[str, Any]) -> dict[str, str]:
+    """The bad ones among TextArena's Hanabi options (:data:`tasks.textarena.options.OptionsCheck`)."""
+    return {
+        **integer(
+            options,
+            "info_tokens",
+            0,
+            MAX_INFO_TOKENS,
+            default=MAX_INFO_TOKENS,
+            why=f"the game's cap is {MAX_INFO_TOKENS}, and below 0 hints never run out",
+        ),
+        **integer(
+            options,
+            "fuse_tokens",
+            1,
+            default=4,
+            why="the rules the players are shown end the game when they reach 0",
+        ),
+    }
 
 
 def _hints_to_me(context: str, me: int, seat: str) -> list[int]:

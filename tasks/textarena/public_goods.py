@@ -11,16 +11,26 @@ the maximum (2/3 at the default 1.5).
 (``{All give all.}``: the braces hold the public part); in a decision turn it contributes its
 whole endowment (``[20]``). A wrong move (``make_error``) free-rides: it says it keeps its tokens
 and contributes nothing. Its messages are short, so that a tiny model can clone them.
+
+**Options.** ``num_rounds``, ``communication_turns`` and ``endowment`` are integers of at least
+1 (TextArena holds one conversation turn a round even at 0, and nothing is at stake with no
+endowment); ``multiplication_factor`` is a finite number above 1 (at or below 1, keeping
+everything pays the maximum, and a team of free riders would count as solved).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from tasks.base import Problem
+from tasks.textarena.options import integer, number_above
+
+METRICS = ("team_payoff",)
+"""The score details an evaluation reports the mean of."""
 
 _DECISION = "Decision phase"
 _NEW_ROUND = "--- Starting Round"
@@ -40,6 +50,30 @@ def score(env: Any, problem: Problem) -> tuple[float, dict[str, Any]]:
         "rounds_played": len(state["history"]),
     }
     return (payoff / best if best else 0.0), details
+
+
+def check_options(options: Mapping[str, Any]) -> dict[str, str]:
+    """The bad ones among TextArena's public goods options
+    (:data:`tasks.textarena.options.OptionsCheck`)."""
+    return {
+        **integer(options, "num_rounds", 1, default=5, why="a game of no rounds has no payoff"),
+        **integer(
+            options,
+            "communication_turns",
+            1,
+            default=3,
+            why="TextArena holds one conversation turn a round even at 0",
+        ),
+        **integer(options, "endowment", 1, default=20, why="with no tokens nothing is at stake"),
+        **number_above(
+            options,
+            "multiplication_factor",
+            1.0,
+            default=1.5,
+            why="at or below 1 keeping everything pays the most, so free riders would score as "
+            "solved",
+        ),
+    }
 
 
 def expert(seat: str, context: str, rng: np.random.Generator, make_error: bool) -> str:

@@ -19,7 +19,7 @@ import importlib
 import inspect
 import random
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,7 @@ from tasks.base import (
     is_int,
 )
 from tasks.textarena.catalogue import GAMES, Game, unavailable_reason
+from tasks.textarena.options import OptionsCheck
 
 GAME_ID = -1
 """TextArena's sender id of the game's own messages."""
@@ -82,16 +83,29 @@ class Match:
     done: bool = False
     steps: int = 0
     invalid_moves: int = 0
+    invalid: bool = False  # whether the move being played was invalid (see watch_invalid_moves)
     error: str | None = None  # what the game's code raised on a move (the game ends there)
     opponent_rng: Any = None  # the opponent seats' moves (a generator seeded by the deal)
+
+    def watch_invalid_moves(self) -> None:
+        """Marks every invalid move (:attr:`invalid`) as the game rules it one. TextArena tells
+        its state of each (``set_invalid_move``) but sends the player a notice only while the
+        player has another try left: a second invalid move in a row (Hanabi) or a third
+        (PublicGoods) sends none, so counting the notices would miss them."""
+        state = self.env.state
+        rule = state.set_invalid_move
+
+        def ruled_invalid(*args: Any, **kwargs: Any) -> Any:
+            self.invalid = True
+            return rule(*args, **kwargs)
+
+        state.set_invalid_move = ruled_invalid
 
     def collect(self) -> None:
         """Moves the observations TextArena queued for each player into what it has seen."""
         queued = self.env.state.observations
         for pid, seat in enumerate(self.seats):
             for sender, text, kind in queued.get(pid, ()):
-                if getattr(kind, "name", "") == "GAME_ADMIN" and "invalid move" in str(text):
-                    self.invalid_moves += 1  # TextArena's notice to the player who made one
                 if getattr(kind, "name", "") == "PROMPT" and self.prompts.get(seat) is None:
                     self.prompts[seat] = str(text)
                 elif sender == GAME_ID:
@@ -119,6 +133,23 @@ Expert = Callable[[str, str, np.random.Generator, bool], str]
 """A game's scripted player: ``expert(seat, context, rng, make_error) -> action``."""
 
 
+def _task_errors(spec: Game, count: Any, success: Any, split: Any, history: Any) -> list[str]:
+    """What is wrong with the task's own options (not the game's)."""
+    errors = []
+    low, high = spec.players
+    if not is_int(count) or not low <= count <= high:
+        errors.append(
+            f"num_players: {spec.name} is played by {low} to {high} players, got {count!r}"
+        )
+    if not isinstance(success, int | float) or not 0.0 < float(success) <= 1.0:
+        errors.append(f"success: expected a reward in (0, 1], got {success!r}")
+    if split not in ("train", "validation", "test"):
+        errors.append(f"split: expected 'train', 'validation' or 'test', got {split!r}")
+    if history not in ("all", "last_turn"):
+        errors.append(f"history: expected 'all' or 'last_turn', got {history!r}")
+    return errors
+
+
 class TextArenaTask(InteractiveTask):
     """A TextArena game as a team task (``tasks.base.SupportsSeats``).
 
@@ -138,6 +169,14 @@ class TextArenaTask(InteractiveTask):
         players: the players' names, and the opponents the task plays itself (default:
             ``player0``, ``player1``, ... all of them the team's).
         opponent_error_rate: how often the opponents' scripted moves are wrong.
+        check_options: the game's check of ``game_options``' values
+            (:data:`tasks.textarena.options.OptionsCheck`), run before any game.
+        metrics: the score details whose means an evaluation reports beside the team reward's
+            (:meth:`aggregate_details`), e.g. Hanabi's ``fireworks_score``.
+
+    Raises:
+        TaskConfigError: every bad argument and option at once (an unknown option name:
+            :class:`tasks.base.UnknownOptionsError`), or the reason the game cannot run here.
     """
 
     def __init__(
@@ -154,21 +193,12 @@ class TextArenaTask(InteractiveTask):
         env_class: Callable[..., Any] | None = None,
         players: Players | None = None,
         opponent_error_rate: float = 0.0,
+        check_options: OptionsCheck | None = None,
+        metrics: Sequence[str] = (),
     ) -> None:
         spec: Game = GAMES[game]
         count = spec.default_players if num_players is None else num_players
-        errors = []
-        low, high = spec.players
-        if not is_int(count) or not low <= count <= high:
-            errors.append(
-                f"num_players: {game} is played by {low} to {high} players, got {count!r}"
-            )
-        if not isinstance(success, int | float) or not 0.0 < float(success) <= 1.0:
-            errors.append(f"success: expected a reward in (0, 1], got {success!r}")
-        if split not in ("train", "validation", "test"):
-            errors.append(f"split: expected 'train', 'validation' or 'test', got {split!r}")
-        if history not in ("all", "last_turn"):
-            errors.append(f"history: expected 'all' or 'last_turn', got {history!r}")
+        errors = _task_errors(spec, count, success, split, history)
         reason = unavailable_reason(game)
         if reason is not None:
             raise TaskConfigError(f"textarena/{game}-v0", [reason, *errors])
@@ -179,9 +209,12 @@ class TextArenaTask(InteractiveTask):
         if env_class is None:
             module, _, cls = spec.entry.partition(":")
             env_class = getattr(importlib.import_module(module), cls)
+        options = dict(game_options or {})
         own = [p for p in inspect.signature(env_class.__init__).parameters if p != "self"]
         own = [p for p in own if p != "num_players"]  # the task's option, passed at reset
-        unknown = [k for k in (game_options or {}) if k not in own]
+        problems = check_options(options) if check_options is not None else {}
+        errors += problems.values()  # every bad value, with the unknown names below
+        unknown = [k for k in options if k not in own and k not in problems]
         if unknown:
             accepted = [*own, "num_players", "success", "split", "history"]
             accepted += ["opponent_error_rate"] if players is not None else []  # a Players
@@ -195,7 +228,8 @@ class TextArenaTask(InteractiveTask):
         self.success = float(success)
         self.split = split
         self.history = history
-        self.game_options = dict(game_options or {})
+        self.game_options = options
+        self.metrics = tuple(metrics)
         self._scorer = scorer
         self._expert = expert
         self._env_class = env_class
@@ -242,6 +276,7 @@ class TextArenaTask(InteractiveTask):
         match.opponent_rng = np.random.default_rng([seed, 1])
         with match.rng.active():
             match.env.reset(num_players=self.num_players, seed=seed)
+        match.watch_invalid_moves()  # reset made the game's state
         match.collect()
         self._play_opponents(match)
         return match
@@ -276,12 +311,14 @@ class TextArenaTask(InteractiveTask):
         return None
 
     def _step(self, state: Match, text: str) -> None:
+        state.invalid = False
         with state.rng.active():
             try:
                 done, _ = state.env.step(text)
             except Exception as exc:  # a move the game's own code trips on ends the game, scored
                 state.error = f"{type(exc).__name__}: {exc}"[:300]
                 done = True
+        state.invalid_moves += int(state.invalid)  # a move, however often the game said so
         state.steps += 1
         state.done = bool(done)
         state.collect()
@@ -298,6 +335,7 @@ class TextArenaTask(InteractiveTask):
         solved = reward >= self.success
         details = {
             **details,
+            "team_reward": reward,
             "game_over": state.done,
             "steps": state.steps,
             "invalid_moves": state.invalid_moves,
@@ -307,6 +345,19 @@ class TextArenaTask(InteractiveTask):
             details["reason"] = "game_error"
             details["error"] = state.error
         return Score(reward, solved, f"{reward:.4f}", details)
+
+    def aggregate_details(self, details: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+        """The evaluation report's task metrics: the means over the episodes of the team reward
+        (``reward_mean``: a graded game's score, which pass@k and avg@k only threshold at
+        ``success``), of the game's own :attr:`metrics` (``fireworks_score_mean``, out of 25)
+        and of the invalid moves (``invalid_moves_mean``)."""
+        out = {}
+        for key in ("team_reward", *self.metrics, "invalid_moves"):
+            values = [float(d[key]) for d in details if isinstance(d.get(key), int | float)]
+            if values:
+                name = "reward" if key == "team_reward" else key
+                out[f"{name}_mean"] = sum(values) / len(values)
+        return out
 
 
 class TextArenaExpertTask(TextArenaTask):
