@@ -59,6 +59,18 @@ def test_train_is_the_path_teamtr_train_takes(
     }
     texts = result.team["step1"].generate(["Start: 1\n"], result.config.sampling)
     assert len(texts) == 1  # the trained team samples
+    # the fields users read, typed (issue #58 N6)
+    assert result.stages == 1 and result.wall_s == pytest.approx(cli["wall_s"], rel=10)
+    assert [u.agent for u in result.updates] == ["step1", "step2", "step3"]
+    low, high = result.after_ci["eval/avg@2"]
+    assert low <= result.after["eval/avg@2"] <= high
+    assert set(result.before_ci) == set(result.after_ci)
+    # rerunning names the Python keywords that resume or replace the run (N5)
+    with pytest.raises(ConfigError) as err:
+        train("tiny.yaml", run_dir="py", console=Console(quiet=True))
+    assert "train(..., resume=True), train(..., overwrite=True) or another run_dir=" in str(
+        err.value
+    )
 
 
 def test_keyword_settings_are_overrides_and_bad_ones_are_all_named(tmp_path: Path) -> None:

@@ -155,9 +155,9 @@ class TrustRegionConfig:
     )
     monitor_without_region: bool = _help(
         "with no trust region (delta_mode none, or a learner that updates without one), still "
-        "score the updated policy once per update to log its KL and surrogate; false skips that "
-        "forward pass and logs NaN for them",
-        False,
+        "score the updated policy once per update, so that kl_raw says how far the step went; "
+        "false skips that forward pass and logs NaN for the KL and surrogate",
+        True,
     )
     snapshot_device: SnapshotDevice = _help(
         "where an update keeps its one snapshot of the trainable parameters and optimizer state "

@@ -16,6 +16,7 @@ from teamtr_core.errors import ConfigError
 from trainers.config import TrainConfig
 from trainers.learners.callbacks import Callback
 from trainers.learners.registry import learner_errors, learner_id_errors
+from trainers.optim.records import UpdateRecord
 from trainers.run.config_file import load_train_config
 from trainers.run.logger import MetricsLogger
 from trainers.run.recipe import TrainingRecipe
@@ -32,7 +33,9 @@ class RunResult:
             ``summary.json``).
         config: the configuration the run trained with.
         summary: ``summary.json``'s content: held-out metrics before and after, totals, every
-            update's record.
+            update's record. The fields read most have typed properties: :attr:`before`,
+            :attr:`after` (and their intervals), :attr:`stages`, :attr:`wall_s`,
+            :attr:`updates`.
         team: the trained team, agent -> policy (it can sample: ``team["solver"].generate``).
     """
 
@@ -50,6 +53,35 @@ class RunResult:
     def after(self) -> dict[str, float]:
         """The held-out evaluation after training."""
         return dict(self.summary.get("after", {}))
+
+    @property
+    def before_ci(self) -> dict[str, tuple[float, float]]:
+        """The 95% bootstrap interval over distinct problems of each metric in :attr:`before`."""
+        return _intervals(self.summary.get("before_ci", {}))
+
+    @property
+    def after_ci(self) -> dict[str, tuple[float, float]]:
+        """The 95% bootstrap interval over distinct problems of each metric in :attr:`after`."""
+        return _intervals(self.summary.get("after_ci", {}))
+
+    @property
+    def stages(self) -> int:
+        """The stages the run has trained (fewer than ``schedule.stages`` after an early stop)."""
+        return int(self.summary["stages"])
+
+    @property
+    def wall_s(self) -> float:
+        """The run's wall time in seconds (behaviour cloning, training and evaluations)."""
+        return float(self.summary["wall_s"])
+
+    @property
+    def updates(self) -> list[UpdateRecord]:
+        """Every agent update's record, in the order they ran (KL, trust region, loss, ...)."""
+        return [UpdateRecord.from_dict(u) for u in self.summary.get("updates", [])]
+
+
+def _intervals(data: Mapping[str, Any]) -> dict[str, tuple[float, float]]:
+    return {name: (float(low), float(high)) for name, (low, high) in data.items()}
 
 
 def settings_overrides(settings: Mapping[str, Any], prefix: str = "") -> list[str]:

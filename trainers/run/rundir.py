@@ -192,7 +192,11 @@ def prepare(run_dir: Path, *, resume: bool, overwrite: bool) -> list[str]:
     """
     if resume and overwrite:
         raise ConfigError(
-            "train", ["--resume continues a run and --overwrite replaces it: pick one"]
+            "train",
+            [
+                "--resume continues a run and --overwrite replaces it: pick one (from Python: "
+                "resume=True or overwrite=True)"
+            ],
         )
     if resume or not run_dir.exists():
         return []
@@ -208,7 +212,8 @@ def prepare(run_dir: Path, *, resume: bool, overwrite: bool) -> list[str]:
             "run directory",
             [
                 f"{run_dir} already holds {what}: pass --resume to continue that run, "
-                "--overwrite to replace it, or choose another --run-dir"
+                "--overwrite to replace it, or choose another --run-dir (from Python: "
+                "train(..., resume=True), train(..., overwrite=True) or another run_dir=)"
             ],
         )
     for name in ours:
