@@ -6,12 +6,17 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
 from teamtr_cli.common import add_config_args
 from teamtr_core.errors import ConfigError
+from teamtr_core.paths import unwritable_file
+
+if TYPE_CHECKING:
+    from trainers.run.plan_devices import Device
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -44,20 +49,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     from trainers.run.checks import env_factory
     from trainers.run.config_file import load_train_config
-    from trainers.run.memory_plan import parse_devices, parse_size, plan_memory
+    from trainers.run.memory_plan import plan_memory
 
-    if args.host and not args.devices:
-        raise ConfigError("plan", ["--host goes with --devices (this machine's host is known)"])
-    if args.prompt_tokens is not None and args.prompt_tokens < 1:
-        raise ConfigError("plan", [f"--prompt-tokens must be >= 1, got {args.prompt_tokens}"])
+    devices, errors = _read_flags(args)
+    if errors:  # every flag's problem at once, before the config is read or anything planned
+        raise ConfigError("plan", errors)
     config = load_train_config(args.config, args.plan_set)
-    devices = None
-    if args.devices:
-        devices = parse_devices(args.devices, parse_size(args.host) if args.host else None)
     env = env_factory(config, "train")()
     plan = plan_memory(config, env, devices, prompt_tokens=args.prompt_tokens)
     console.print(plan_table(plan))
     console.print(device_table(plan))
+    unplanned: dict[str, list[str]] = {}
+    for agent, reason in plan.unplanned.items():
+        unplanned.setdefault(reason, []).append(agent)
+    for reason, agents in unplanned.items():
+        console.print(f"[yellow]warning:[/] not planned: {', '.join(agents)}: {reason}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(plan.to_dict(), indent=1) + "\n")
@@ -65,8 +71,44 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     errors = plan.errors()
     if errors:
         raise ConfigError("memory plan", errors)
-    console.print("every device holds its plan", highlight=False)
+    notes = []  # said, so that "holds" is not read as checked
+    unknown = [n for n, d in plan.devices.items() if d.capacity is None and plan.on(n)]
+    if unknown:
+        hint = "; --host SIZE gives the host's" if "cpu" in unknown and args.devices else ""
+        notes.append(f"{', '.join(unknown)} not checked: capacity unknown{hint}")
+    if plan.unplanned:
+        notes.append(f"{len(plan.unplanned)} agent(s) not planned, see above")
+    done = f" ({'; '.join(notes)})" if notes else ""
+    console.print(f"every device holds its plan{done}", highlight=False)
     return 0
+
+
+def _read_flags(args: argparse.Namespace) -> tuple[dict[str, Device] | None, list[str]]:
+    """The devices of ``--devices`` and ``--host`` (``None``: this machine's), and every
+    problem of the flags: sizes and counts out of range, ``--prompt-tokens`` below 1, a
+    ``--json`` file that could not be written (checked before the plan is computed)."""
+    from trainers.run.plan_devices import parse_devices, parse_size
+
+    errors = []
+    if args.host and not args.devices:
+        errors.append("--host goes with --devices (this machine's host is known)")
+    if args.prompt_tokens is not None and args.prompt_tokens < 1:
+        errors.append(f"--prompt-tokens must be >= 1, got {args.prompt_tokens}")
+    host = devices = None
+    if args.host:
+        try:
+            host = parse_size(args.host, "--host")
+        except ConfigError as exc:
+            errors += exc.errors
+    if args.devices:
+        try:
+            devices = parse_devices(args.devices, host)
+        except ConfigError as exc:
+            errors += exc.errors
+    problem = unwritable_file(args.json) if args.json else None
+    if problem:
+        errors.append(f"--json {args.json}: {problem}; give a file in a folder you can write to")
+    return devices, errors
 
 
 def plan_table(plan: object) -> Table:
@@ -120,7 +162,10 @@ def device_table(plan: object) -> Table:
         if not plan.on(name):
             continue
         used, cap = plan.used(name), device.capacity
-        verdict = "fits" if cap is None or used <= cap else f"short by {(used - cap) / 2**30:,.2f}"
+        if cap is None:
+            verdict = "not checked"  # an unknown capacity shows nothing about fitting
+        else:
+            verdict = "fits" if used <= cap else f"short by {(used - cap) / 2**30:,.2f}"
         capacity = "unknown" if cap is None else f"{cap / 2**30:,.2f}"
         table.add_row(name, capacity, f"{used / 2**30:,.2f}", verdict)
     return table

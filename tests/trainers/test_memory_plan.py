@@ -15,7 +15,7 @@ import pytest
 
 from teamtr_cli import main
 from trainers.run.memory_model import ModelShape, update_peak
-from trainers.run.memory_plan import Device, parse_devices, parse_size
+from trainers.run.plan_devices import Device, parse_devices, parse_size
 
 ROOT = Path(__file__).resolve().parents[2]
 PAPER = ROOT / "benchmarks" / "configs" / "paper_qwen3_8b.yaml"

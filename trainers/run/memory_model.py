@@ -1,5 +1,7 @@
 """How many bytes one agent's update holds, from its model's architecture alone (a ``config.json``
 or the tiny model's spec: no weights are loaded), pure arithmetic for :mod:`trainers.run.memory_plan`.
+A ``config.json`` is checked before it is used (:func:`config_errors`): every size a positive
+integer within :data:`CONFIG_LIMITS`, every problem at once, naming the file and the field.
 
 The model is a decoder-only transformer in Llama's shape (Llama, Qwen2/3, Mistral): embeddings,
 ``layers`` blocks of attention (``heads`` query and ``kv_heads`` key/value heads of
@@ -24,12 +26,122 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DTYPE_BYTES", "ModelShape", "UpdateBytes", "update_peak"]
+from teamtr_core.errors import ConfigError
+
+__all__ = [
+    "CONFIG_LIMITS",
+    "DTYPE_BYTES",
+    "REQUIRED_FIELDS",
+    "ModelShape",
+    "UpdateBytes",
+    "config_errors",
+    "read_config",
+    "update_peak",
+]
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 """Bytes per element of each weight dtype an agent may load in."""
 
 _CONFIG_DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
+
+CONFIG_LIMITS = {
+    "hidden_size": 2**20,
+    "num_hidden_layers": 10_000,
+    "intermediate_size": 2**22,
+    "vocab_size": 2**24,
+    "num_attention_heads": 2**14,
+    "num_key_value_heads": 2**14,
+    "head_dim": 2**14,
+    "max_position_embeddings": 2**30,
+}
+"""The ``config.json`` sizes the plan reads, each a positive integer up to its limit (far above
+any published model's: a value beyond is a typo, and would plan a device of exabytes)."""
+
+REQUIRED_FIELDS = ("hidden_size", "num_hidden_layers", "vocab_size")
+"""The fields without a default: a ``config.json`` without them is not of a Llama-shaped model."""
+
+
+def _seen(value: Any) -> str:
+    """A value as the JSON file wrote it (cut to 40 characters), with its type where that is
+    the problem."""
+    if isinstance(value, (list, dict)):
+        return "a list" if isinstance(value, list) else "an object"
+    text = json.dumps(value)
+    text = text if len(text) <= 40 else f"{text[:40]}... ({len(text):,} characters)"
+    kind = {bool: " (true/false)", float: " (a float)", str: " (a string)"}.get(type(value), "")
+    return text + kind
+
+
+def config_errors(data: Any) -> list[str]:
+    """Why ``data`` (a ``config.json``'s fields) gives no model shape, one line per field (empty:
+    it does): every size in :data:`CONFIG_LIMITS` a positive integer within its limit (JSON
+    floats such as ``1e9`` and booleans refused), :data:`REQUIRED_FIELDS` present,
+    ``tie_word_embeddings`` a boolean, the dtype a string, and as many query heads as
+    key/value heads or more."""
+    if not isinstance(data, dict):
+        return [f"expected a JSON object of the model's settings, got {_seen(data)}"]
+    errors = [
+        f"{key}: missing; a Llama-shaped model's config.json gives it"
+        for key in REQUIRED_FIELDS
+        if key not in data
+    ]
+    for key, limit in CONFIG_LIMITS.items():
+        value = data.get(key)
+        optional = key not in REQUIRED_FIELDS and value is None  # null: the default
+        if key not in data or optional:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
+            errors.append(
+                f"{key}: expected a whole number from 1 to {limit:,}, got {_seen(value)}; "
+                "fix the model's config.json (the plan reads its sizes from it)"
+            )
+    tied = data.get("tie_word_embeddings")
+    if tied is not None and not isinstance(tied, bool):
+        errors.append(f"tie_word_embeddings: expected true or false, got {_seen(tied)}")
+    for key in ("torch_dtype", "dtype"):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            errors.append(f"{key}: expected a dtype name such as bfloat16, got {_seen(data[key])}")
+    if not errors:
+        errors += _head_errors(data)
+    return errors
+
+
+def _head_errors(data: dict[str, Any]) -> list[str]:
+    """Heads that leave no width to a head: more key/value heads than query heads, or more
+    query heads than ``hidden_size`` with no ``head_dim`` (each head's width is their ratio)."""
+    hidden, heads = data["hidden_size"], data.get("num_attention_heads")
+    kv = data.get("num_key_value_heads")
+    errors = []
+    if heads and kv and kv > heads:
+        errors.append(
+            f"num_key_value_heads: expected at most num_attention_heads ({heads}), got {kv}"
+        )
+    if heads and not data.get("head_dim") and heads > hidden:
+        errors.append(
+            f"num_attention_heads: expected at most hidden_size ({hidden}) with no head_dim, "
+            f"got {heads}"
+        )
+    return errors
+
+
+def read_config(folder: str | Path) -> Any:
+    """The parsed ``config.json`` of a model folder.
+
+    Raises:
+        FileNotFoundError: the folder has no ``config.json`` (or is not a folder).
+        ConfigError: a ``config.json`` that cannot be read or is not JSON, naming the file.
+    """
+    path = Path(folder) / "config.json"
+    if not path.is_file():
+        raise FileNotFoundError(str(path))
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(str(path), [f"{path}: cannot be read ({exc.strerror or exc})"]) from None
+    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, an int of 5,000 digits
+        raise ConfigError(
+            str(path), [f"{path}: is not a JSON file ({exc}); give the model's config.json"]
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -48,27 +160,35 @@ class ModelShape:
     dtype: str = "float32"
 
     @classmethod
-    def from_config(cls, data: dict[str, Any]) -> ModelShape:
-        """From a transformers ``config.json``'s fields (missing ones take Llama's defaults)."""
-        hidden = int(data["hidden_size"])
-        heads = int(data.get("num_attention_heads", max(hidden // 128, 1)))
+    def from_config(cls, data: Any, source: str = "config.json") -> ModelShape:
+        """From a transformers ``config.json``'s fields (missing optional ones take Llama's
+        defaults), every field checked first (:func:`config_errors`).
+
+        Raises:
+            ConfigError: every problem of the fields at once, each naming ``source``.
+        """
+        errors = config_errors(data)
+        if errors:
+            raise ConfigError(source, [f"{source}: {e}" for e in errors])
+        hidden = data["hidden_size"]
+        heads = data.get("num_attention_heads") or max(hidden // 128, 1)
         return cls(
             hidden=hidden,
-            layers=int(data["num_hidden_layers"]),
-            intermediate=int(data.get("intermediate_size") or 4 * hidden),
-            vocab=int(data["vocab_size"]),
+            layers=data["num_hidden_layers"],
+            intermediate=data.get("intermediate_size") or 4 * hidden,
+            vocab=data["vocab_size"],
             heads=heads,
-            kv_heads=int(data.get("num_key_value_heads") or heads),
-            head_dim=int(data.get("head_dim") or hidden // heads),
-            tied=bool(data.get("tie_word_embeddings", False)),
-            max_positions=int(data.get("max_position_embeddings", 2048)),
+            kv_heads=data.get("num_key_value_heads") or heads,
+            head_dim=data.get("head_dim") or hidden // heads,
+            tied=bool(data.get("tie_word_embeddings") or False),
+            max_positions=data.get("max_position_embeddings") or 2048,
             dtype=_CONFIG_DTYPES.get(str(data.get("torch_dtype", data.get("dtype"))), "float32"),
         )
 
     @classmethod
     def from_folder(cls, folder: str | Path) -> ModelShape:
-        """From a model folder's ``config.json``."""
-        return cls.from_config(json.loads((Path(folder) / "config.json").read_text()))
+        """From a model folder's ``config.json`` (:func:`read_config`, :meth:`from_config`)."""
+        return cls.from_config(read_config(folder), str(Path(folder) / "config.json"))
 
     @property
     def layer_parameters(self) -> int:

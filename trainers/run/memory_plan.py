@@ -12,34 +12,39 @@ process's own overhead (:data:`PROCESS_OVERHEAD`).
 
 Placement: with ``runner.agents: local`` each agent lives on its team config's ``device`` (the
 tiny model on the CPU); with agent actors each rank of each agent takes ``runner.agent_gpus``
-of the next GPU (or the host with none). Devices are this machine's (CUDA devices, the host's
-RAM), or given (``--devices 8x80GiB``) to plan for a machine you are not on.
+of the next GPU (the host with ``runner.agent_gpus: 0``). Devices are this machine's (CUDA
+devices, the host's RAM), or given (``--devices 8x80GiB``) to plan for a machine you are not on
+(:mod:`trainers.run.plan_devices`). An agent actor left without a GPU, or an agent on a CUDA
+device the plan does not have, is refused (:attr:`MemoryPlan.refused`), as the run would be: it
+never counts as fitting on the host. A model folder without a ``config.json`` (a hub id) is
+not counted (:attr:`MemoryPlan.unplanned`); an invalid one is refused, naming the file and field.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
-import os
-import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from teamtr_core.errors import ConfigError
 from trainers.config import TrainConfig
-from trainers.run.memory_model import DTYPE_BYTES, ModelShape, UpdateBytes, update_peak
+from trainers.run.memory_model import DTYPE_BYTES, UpdateBytes, update_peak
+from trainers.run.plan_agents import PlannedAgent, plan_agents
+from trainers.run.plan_devices import (
+    Device,
+    actor_devices,
+    gpu_shortage,
+    local_devices,
+    missing_device,
+    no_gpu_asked,
+)
 
 __all__ = [
     "PROCESS_OVERHEAD",
-    "Device",
     "MemoryPlan",
     "Placed",
     "check_memory",
-    "local_devices",
-    "parse_devices",
-    "parse_size",
     "plan_memory",
 ]
 
@@ -51,15 +56,6 @@ slack), counted once per process on each device it uses."""
 CHARS_PER_TOKEN = 3.5
 """How many characters a token of a subword tokenizer covers, to turn a context's characters
 into tokens (a character-level model, such as the tiny one: 1)."""
-
-
-@dataclass(frozen=True)
-class Device:
-    """A device the plan places agents on: ``cpu`` (the host) or ``cuda:N``; its capacity in
-    bytes (``None``: unknown, not checked)."""
-
-    name: str
-    capacity: int | None
 
 
 @dataclass(frozen=True)
@@ -96,6 +92,12 @@ class MemoryPlan:
     devices: dict[str, Device]
     tokens: dict[str, int] = field(default_factory=dict)
     processes: dict[str, int] = field(default_factory=dict)
+    refused: list[str] = field(default_factory=list)
+    """Why agents have no device here (an agent actor left without a GPU, a CUDA device the
+    plan does not have), one line each: the run would be refused, so the plan does not fit."""
+    unplanned: dict[str, str] = field(default_factory=dict)
+    """Agents whose model's size is not known (no ``config.json`` in its folder, e.g. a hub id),
+    and why: their memory is not counted."""
 
     def on(self, device: str) -> list[Placed]:
         return [p for p in self.placed if p.device == device]
@@ -109,9 +111,15 @@ class MemoryPlan:
         excess = max(p.peak - p.held for p in here)
         return sum(p.held for p in here) + excess + self.processes.get(device, 1) * PROCESS_OVERHEAD
 
+    def fits(self, device: str) -> bool | None:
+        """Whether the device holds its plan (``None``: its capacity is unknown, not checked)."""
+        capacity = self.devices[device].capacity
+        return None if capacity is None else self.used(device) <= capacity
+
     def errors(self) -> list[str]:
-        """One line per device the plan does not fit, naming its agents and the shortfall."""
-        lines = []
+        """The agents without a device (:attr:`refused`), then one line per device the plan
+        does not fit, naming its agents and the shortfall."""
+        lines = list(self.refused)
         for name, device in self.devices.items():
             used = self.used(name)
             if device.capacity is None or used <= device.capacity:
@@ -132,7 +140,7 @@ class MemoryPlan:
                 name: {
                     "capacity": d.capacity,
                     "used": self.used(name),
-                    "fits": d.capacity is None or self.used(name) <= d.capacity,
+                    "fits": self.fits(name),
                     "agents": [
                         {"agent": p.agent, "rank": p.rank, "peak": p.peak, **p.bytes.parts()}
                         for p in self.on(name)
@@ -141,75 +149,13 @@ class MemoryPlan:
                 for name, d in self.devices.items()
             },
             "tokens_per_micro_batch": dict(self.tokens),
+            "refused": list(self.refused),
+            "unplanned": dict(self.unplanned),
         }
 
 
 def _gib(n: int) -> str:
     return f"{n / GIB:,.2f} GiB"
-
-
-_SCALE = {"GiB": GIB, "GB": 10**9, "MiB": 2**20, "MB": 10**6, "TiB": 2**40, "TB": 10**12}
-_SIZE = r"([\d.]+)\s*(GiB|GB|MiB|MB|TiB|TB)"
-
-
-def parse_size(text: str, what: str = "--host") -> int:
-    """``256GiB`` (``GB`` is 10^9 bytes) in bytes.
-
-    Raises:
-        ConfigError: text that is not a size.
-    """
-    match = re.fullmatch(rf"\s*{_SIZE}\s*", text or "")
-    if match is None:
-        raise ConfigError(what, [f"expected a size such as 256GiB, got {text!r}"])
-    return int(float(match.group(1)) * _SCALE[match.group(2)])
-
-
-def parse_devices(text: str, host: int | None = None) -> dict[str, Device]:
-    """``8x80GiB`` (eight GPUs of 80 GiB; ``GB`` is 10^9 bytes) as ``cuda:0`` ... ``cuda:7``,
-    and the host (``host`` bytes: unknown when ``None``).
-
-    Raises:
-        ConfigError: text that is not ``NxSIZE``.
-    """
-    match = re.fullmatch(rf"\s*(\d+)\s*x\s*{_SIZE}\s*", text or "")
-    if match is None:
-        raise ConfigError("--devices", [f"expected NxSIZE such as 8x80GiB, got {text!r}"])
-    count = int(match.group(1))
-    size = parse_size(f"{match.group(2)}{match.group(3)}", "--devices")
-    devices = {f"cuda:{i}": Device(f"cuda:{i}", size) for i in range(count)}
-    return {"cpu": Device("cpu", host), **devices}
-
-
-def local_devices() -> dict[str, Device]:
-    """This machine's devices: the host's RAM and every CUDA device torch sees."""
-    host = None
-    with contextlib.suppress(ValueError, OSError, AttributeError):
-        host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    devices = {"cpu": Device("cpu", host)}
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            for i in range(torch.cuda.device_count()):
-                total = torch.cuda.get_device_properties(i).total_memory
-                devices[f"cuda:{i}"] = Device(f"cuda:{i}", int(total))
-    except ImportError:
-        pass
-    return devices
-
-
-@dataclass(frozen=True)
-class _Agent:
-    """What the plan needs of one agent: its model's shape and how it trains."""
-
-    name: str
-    shape: ModelShape
-    dtype: str
-    trainable: int
-    lora: bool
-    device: str
-    trains: bool
-    shared_base: bool = False
 
 
 def plan_memory(
@@ -220,19 +166,26 @@ def plan_memory(
 ) -> MemoryPlan:
     """The memory plan of ``config``'s run (``env``: its training environment, for the team and
     the contexts' lengths) on ``devices`` (default: this machine's). ``prompt_tokens``: the
-    longest context in tokens (default: measured on a few of the task's problems)."""
-    devices = dict(devices or local_devices())
-    agents = _agents(config, tuple(env.possible_agents))
+    longest context in tokens (default: measured on a few of the task's problems).
+
+    Raises:
+        ConfigError: a model's ``config.json`` that is not valid (every problem at once).
+    """
+    given = devices is not None
+    devices = dict(local_devices() if devices is None else devices)
+    agents, unplanned = plan_agents(config, tuple(env.possible_agents))
+    local = config.runner.agents != "ray"
+    shards = 1 if local else config.runner.agent_shards
+    where, refused = _placement(config, agents, devices, shards, given=given)
     placed: list[Placed] = []
     tokens: dict[str, int] = {}
     processes: dict[str, int] = {}
-    gpus = _gpu_slots(devices, config.runner.agent_gpus)
-    local = config.runner.agents != "ray"
     for agent in agents:
-        shards = 1 if local else config.runner.agent_shards
         tokens[agent.name] = _micro_batch_tokens(config, env, agent, shards, prompt_tokens)
         for rank in range(shards):
-            device = agent.device if local or not agent.trains else next(gpus, "cpu")
+            device = where[agent.name, rank]
+            if device is None:  # refused: the run would not start, and nothing is counted
+                continue
             devices.setdefault(device, Device(device, None))
             if not local:
                 processes[device] = processes.get(device, 0) + 1
@@ -250,7 +203,47 @@ def plan_memory(
         for device in {p.device for p in placed}:
             processes[device] = 1
     processes.setdefault("cpu", 1)  # the driver
-    return MemoryPlan(_shared(placed, agents), devices, tokens, processes)
+    placed = _shared(placed, agents)
+    return MemoryPlan(placed, devices, tokens, processes, refused, unplanned)
+
+
+def _placement(
+    config: TrainConfig,
+    agents: list[PlannedAgent],
+    devices: dict[str, Device],
+    shards: int,
+    *,
+    given: bool,
+) -> tuple[dict[tuple[str, int], str | None], list[str]]:
+    """Each agent's (rank's) device (``None``: none it could run on), and why those without
+    one are refused. Agent actors take GPUs as Ray gives them (:func:`actor_devices`); other
+    agents stay on their team config's device, which must be one of ``devices`` when it is a
+    CUDA device (an unknown capacity would count anything as fitting)."""
+    runner = config.runner
+    ray = runner.agents == "ray"
+    actors = [(a.name, rank) for a in agents if ray and a.trains for rank in range(shards)]
+    where = dict(zip(actors, actor_devices(devices, runner.agent_gpus, len(actors))))
+    refused = []
+    unplaced = [f"{a} (rank {r})" if shards > 1 else a for (a, r), d in where.items() if d is None]
+    if unplaced:
+        count = len({name for name, _ in actors})
+        refused.append(
+            gpu_shortage(devices, runner.agent_gpus, count, shards, unplaced, given=given)
+        )
+    on_cuda = [a.name for a in agents if a.trains and a.device.startswith("cuda")]
+    if ray and runner.agent_gpus <= 0 and on_cuda:  # placed on the host, refused by train
+        refused.append(no_gpu_asked(on_cuda))
+    missing: dict[str, list[str]] = {}
+    for agent in agents:
+        if (agent.name, 0) in where:
+            continue
+        known = not agent.device.startswith("cuda") or agent.device in devices
+        if not known:
+            missing.setdefault(agent.device, []).append(agent.name)
+        for rank in range(shards):
+            where[agent.name, rank] = agent.device if known else None
+    refused += [missing_device(devices, names, d, given=given) for d, names in missing.items()]
+    return where, refused
 
 
 def _snapshot_on_host(config: TrainConfig) -> bool:
@@ -258,77 +251,8 @@ def _snapshot_on_host(config: TrainConfig) -> bool:
     return region.delta_mode != "none" and region.snapshot_device == "cpu"
 
 
-def _gpu_slots(devices: dict[str, Device], share: float) -> Any:
-    """The device of each next agent actor: ``share`` of a GPU each, GPUs in order, then the
-    host when they are used up (or with no GPU share)."""
-    gpus = [name for name in devices if name.startswith("cuda")]
-    if share <= 0 or not gpus:
-        while True:
-            yield "cpu"
-    used = 0.0
-    for name in gpus:
-        while used + share <= 1 + 1e-9:
-            used += share
-            yield name
-        used = 0.0
-    while True:
-        yield "cpu"
-
-
-def _agents(config: TrainConfig, names: Sequence[str]) -> list[_Agent]:
-    """Each agent's shape and training (a team config's models; else the tiny model); a shared
-    policy (``team.shared_policy``) is one entry, named by its agents (``a+b+c``)."""
-    if config.team is None:
-        from adapters.tiny import TinyModelSpec
-
-        shape = _tiny_shape(config.tiny_model or TinyModelSpec())
-        return [_Agent(a, shape, "float32", shape.parameters, False, "cpu", True) for a in names]
-    from adapters.team import check_team
-
-    out = []
-    chosen = check_team(config.team, list(names))
-    for name, agent in chosen.items():
-        if agent.backend not in ("hf", "vllm") or not agent.path:
-            continue  # model-free agents hold nothing worth planning
-        try:
-            shape = ModelShape.from_folder(agent.path)
-        except (OSError, ValueError, KeyError, TypeError):  # no readable config.json: not planned
-            continue
-        dtype = shape.dtype if agent.dtype == "auto" else agent.dtype
-        lora = agent.lora is not None or agent.adapter_path is not None
-        trainable = (
-            shape.lora_parameters(agent.lora.r, agent.lora.target_modules)
-            if agent.lora is not None
-            else shape.parameters
-        )
-        device = "cuda:0" if agent.device == "cuda" else agent.device
-        trains = agent.backend == "hf"
-        out.append(
-            _Agent(name, shape, dtype, trainable, lora, device, trains, config.team.shared_base)
-        )
-    if config.team.shared_policy and out:  # role-sharing: one model and optimizer for them all
-        return [dataclasses.replace(out[0], name="+".join(a.name for a in out))]
-    return out
-
-
-def _tiny_shape(spec: Any) -> ModelShape:
-    from adapters.tiny import SPECIAL_TOKENS
-
-    vocab = len(spec.charset) + len(SPECIAL_TOKENS)
-    return ModelShape(
-        hidden=spec.hidden_size,
-        layers=spec.num_layers,
-        intermediate=spec.intermediate_size,
-        vocab=vocab,
-        heads=spec.num_heads,
-        kv_heads=spec.num_heads,
-        head_dim=spec.hidden_size // spec.num_heads,
-        max_positions=spec.max_positions,
-    )
-
-
 def _micro_batch_tokens(
-    config: TrainConfig, env: Any, agent: _Agent, shards: int, prompt_tokens: int | None
+    config: TrainConfig, env: Any, agent: PlannedAgent, shards: int, prompt_tokens: int | None
 ) -> int:
     """The tokens of one gradient pass: a micro-batch's messages, each a context and a
     completion; a group's samples share their context when the agent's policy would (one pass
@@ -346,7 +270,7 @@ def _micro_batch_tokens(
     return shared if lowers else plain
 
 
-def _prompt_tokens(env: Any, agent: _Agent, new_tokens: int) -> int:
+def _prompt_tokens(env: Any, agent: PlannedAgent, new_tokens: int) -> int:
     """The longest context the agent scores, in tokens: the longest opening context of a few
     of the task's problems, plus every earlier turn's message, within the model's window."""
     chars = 0
@@ -363,7 +287,7 @@ def _prompt_tokens(env: Any, agent: _Agent, new_tokens: int) -> int:
 
 
 def _bytes(
-    config: TrainConfig, agent: _Agent, shards: int, tokens: int, device: Device
+    config: TrainConfig, agent: PlannedAgent, shards: int, tokens: int, device: Device
 ) -> UpdateBytes:
     """One agent's (rank's) bytes on ``device``."""
     region = config.trust_region
@@ -390,7 +314,7 @@ def _bytes(
     )
 
 
-def _shared(placed: list[Placed], agents: list[_Agent]) -> list[Placed]:
+def _shared(placed: list[Placed], agents: list[PlannedAgent]) -> list[Placed]:
     """A shared-base LoRA team's base weights counted once per device (its agents' adapters
     each)."""
     shared = {a.name for a in agents if a.shared_base and a.lora}
@@ -416,7 +340,8 @@ def check_memory(config: TrainConfig, env: Any) -> MemoryPlan | None:
     this machine's).
 
     Raises:
-        ConfigError: one line per device that does not fit.
+        ConfigError: one line per agent the run could not place (:attr:`MemoryPlan.refused`)
+            and per device that does not fit; or a model's invalid ``config.json``.
     """
     if not config.runner.check_memory:
         return None

@@ -86,10 +86,10 @@ from trainers.run.logger import (
     MetricsLogger,
     MultiLogger,
     make_loggers,
-    plot_learning_curves,
 )
 from trainers.run.memory_plan import check_memory
 from trainers.run.report import build_summary, json_finite, metrics_line, print_summary, stage_line
+from trainers.run.run_figure import plot_run_figure
 from trainers.run.state import BestStage, RunState
 from trainers.run.team_eval import (
     TeamSource,
@@ -467,9 +467,11 @@ class TrainingRecipe:
         (self.run_dir / PER_PROBLEM_FILE).write_text(per_problem_text)
         summary = build_summary(config, trainer, self.state, after, seconds, self.run_dir)
         if config.plot:
-            plot_learning_curves(
+            plot_run_figure(
                 self.run_dir / "metrics.jsonl",
+                summary,
                 self.run_dir / "curves.png",
+                k=config.eval.k,
                 title=f"{learner_spec(config.schedule.learner).id} on {config.task}",
             )
         summary_text = json.dumps(json_finite(summary), indent=2, default=str)
