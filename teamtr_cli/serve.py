@@ -53,7 +53,8 @@ def cmd_serve(args: argparse.Namespace, console: Console) -> int:
     try:
         import uvicorn
 
-        from teamtr_env.openenv_server import MAX_REQUEST_BYTES, create_team_app
+        from teamtr_env.openenv_guard import WS_MAX_MESSAGE_BYTES
+        from teamtr_env.openenv_server import create_team_app
     except ImportError as exc:
         errors.append(f"serving needs OpenEnv ({exc.name} is missing): {INSTALL}")
     if errors:
@@ -88,8 +89,10 @@ def cmd_serve(args: argparse.Namespace, console: Console) -> int:
         f"serving {registry.spec(args.task_id).id} ({', '.join(env.possible_agents)}; {mode}) "
         f"at http://{args.host}:{args.port} (WebSocket /ws, /schema, /health); Ctrl-C stops"
     )
+    # A WebSocket message over 1 MB is refused in the session by the app (the episode goes on);
+    # past WS_MAX_MESSAGE_BYTES uvicorn closes the connection instead of holding it (1009).
     uvicorn.run(
-        app, host=args.host, port=args.port, log_level="warning", ws_max_size=MAX_REQUEST_BYTES
+        app, host=args.host, port=args.port, log_level="warning", ws_max_size=WS_MAX_MESSAGE_BYTES
     )
     return 0
 

@@ -18,7 +18,8 @@ task's score in the observation's ``metadata``. Every WebSocket session gets its
 environment (``SUPPORTS_CONCURRENT_SESSIONS``). An action is a pydantic model with one string
 field, ``text``, at most :data:`MAX_ACTION_CHARS` characters: a malformed one is refused by the
 server with a validation error and the session goes on; nothing in a request is evaluated or
-unpickled (OpenEnv parses JSON into the model).
+unpickled (OpenEnv parses JSON into the model). ``step`` or ``state`` before ``reset`` is an
+error, not a crash; requests are bounded by :mod:`teamtr_env.openenv_guard`.
 """
 
 from __future__ import annotations
@@ -32,18 +33,32 @@ from typing import Any
 from openenv.core import Action, Environment, Observation, State
 from pydantic import Field
 
-from teamtr_core.errors import ConfigError
+from teamtr_core.errors import ConfigError, EpisodeOverError
 from teamtr_core.policy import Policy, PrivilegedPolicy, SamplingParams
 from teamtr_core.seeds import CALL_STREAM, derive_seed
 from teamtr_env.env import TeamEnv
+from teamtr_env.openenv_guard import (
+    MAX_REQUEST_BYTES,
+    RequestGuard,
+    seed_problem,
+    seed_validation_error,
+    without_inputs,
+)
 
 MAX_ACTION_CHARS = 100_000
 """The longest action text a request may carry (the environment then cuts it to the protocol's
 ``max_message_chars``, as it does any message)."""
 
-MAX_REQUEST_BYTES = 1_000_000
-"""The largest HTTP request body or WebSocket message the server reads (``teamtr serve``)."""
+NO_EPISODE = "no episode yet: send reset before step or state"
+"""The error of ``step`` or ``state`` before ``reset`` (OpenEnv's ``EXECUTION_ERROR`` over
+WebSocket)."""
 
+NO_HTTP_EPISODE = (
+    "no episode: OpenEnv runs each HTTP /step and /state on a fresh environment (HTTP keeps no "
+    "session), so there is never an episode to step or show; play an episode over the WebSocket "
+    "/ws (OpenEnv's GenericEnvClient(base_url=URL).sync(): reset, then step)"
+)
+"""The 409 answer of HTTP ``/step`` and ``/state``."""
 
 _POLICY_LOCK = threading.Lock()
 
@@ -105,7 +120,14 @@ class TeamEnvironment(Environment[TeamAction, TeamObservation, TeamState]):
         self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
     ) -> TeamObservation:
         """Starts an episode (``seed`` draws its problem and seeds the served seats' messages)
-        and plays the other seats up to the caller's first turn."""
+        and plays the other seats up to the caller's first turn.
+
+        Raises:
+            pydantic.ValidationError: ``seed`` is not a whole number >= 0 or ``None`` (the
+                WebSocket route hands it over unchecked).
+        """
+        if seed_problem(seed) is not None:
+            raise seed_validation_error(seed)
         self.env.reset(seed=seed)
         self._seed = seed
         self._episode_id = episode_id or uuid.uuid4().hex
@@ -114,15 +136,28 @@ class TeamEnvironment(Environment[TeamAction, TeamObservation, TeamState]):
     def step(
         self, action: TeamAction, timeout_s: float | None = None, **kwargs: Any
     ) -> TeamObservation:
-        """Plays ``action.text`` as the acting agent's message, then the other seats."""
-        if self.env.problem is None or self.env.episode_over:
+        """Plays ``action.text`` as the acting agent's message, then the other seats.
+
+        Raises:
+            EpisodeOverError: no ``reset`` yet.
+        """
+        if self.env.problem is None:
+            raise EpisodeOverError(NO_EPISODE)
+        if self.env.episode_over:
             return self._observation(note="the episode is over: reset to start another")
         self.env.step(action.text)
         return self._advance()
 
     @property
     def state(self) -> TeamState:
+        """The episode's id, turn, problem and agent to act.
+
+        Raises:
+            EpisodeOverError: no ``reset`` yet.
+        """
         env = self.env
+        if env.problem is None:
+            raise EpisodeOverError(NO_EPISODE)
         return TeamState(
             episode_id=self._episode_id,
             step_count=int(env.turn),
@@ -199,7 +234,9 @@ def create_team_app(
     max_sessions: int = 64,
 ) -> Any:
     """The OpenEnv FastAPI app serving ``make_env``'s team (one environment per session), with
-    request bodies bounded to :data:`MAX_REQUEST_BYTES`.
+    request bodies and WebSocket messages bounded to :data:`MAX_REQUEST_BYTES`
+    (:class:`~teamtr_env.openenv_guard.RequestGuard`) and errors that name the problem without
+    repeating the input.
 
     Raises:
         ConfigError: the seat or the policies do not fit the team (checked on one environment
@@ -224,15 +261,32 @@ def create_team_app(
         mode="simulation",
     )
 
-    @app.middleware("http")
-    async def bounded(request: Any, call_next: Any) -> Any:  # a body past the limit: 413
-        from fastapi.responses import JSONResponse
-
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > MAX_REQUEST_BYTES):
-            return JSONResponse(
-                {"error": f"request body over {MAX_REQUEST_BYTES} bytes"}, status_code=413
-            )
-        return await call_next(request)
-
+    _add_error_handlers(app)
+    app.add_middleware(RequestGuard, max_bytes=MAX_REQUEST_BYTES)
     return app
+
+
+def _add_error_handlers(app: Any) -> None:
+    """HTTP errors that name the problem and never repeat the refused input: a 409 for
+    ``/step`` or ``/state`` (no episode over HTTP), 422s without pydantic's ``input``."""
+    from fastapi.encoders import jsonable_encoder
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse, Response
+    from starlette.exceptions import HTTPException
+
+    async def no_episode(request: Any, exc: Any) -> Response:
+        return JSONResponse({"detail": NO_HTTP_EPISODE}, status_code=409)
+
+    async def invalid_request(request: Any, exc: Any) -> Response:
+        detail = jsonable_encoder(without_inputs(list(exc.errors())))
+        return JSONResponse({"detail": detail}, status_code=422)
+
+    async def http_error(request: Any, exc: Any) -> Response:  # e.g. OpenEnv's 422 of an action
+        if exc.status_code in (204, 304):  # no body allowed (as FastAPI's own handler)
+            return Response(status_code=exc.status_code, headers=exc.headers)
+        detail = jsonable_encoder(without_inputs(exc.detail))
+        return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=exc.headers)
+
+    app.add_exception_handler(EpisodeOverError, no_episode)
+    app.add_exception_handler(RequestValidationError, invalid_request)
+    app.add_exception_handler(HTTPException, http_error)
