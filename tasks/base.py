@@ -26,7 +26,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -120,6 +120,25 @@ class DrawError(TaskConfigError, RuntimeError):
     """A generator that cannot make the problems its options ask for (no problem of a split in
     many draws: the problem space is too small). A :class:`TaskConfigError`, so the CLI reports
     it as the options' problem (exit 2), and a ``RuntimeError`` as before."""
+
+
+class EpisodeLimitError(TaskConfigError, RuntimeError):
+    """A task refused to start another episode while others run (an OpenEnv server holds all the
+    sessions it may). The local runner catches it while it starts a batch, ends the episodes it
+    had started, and plays the batch again in blocks of that many (``Runner.rollout``).
+
+    Attributes:
+        capacity: the most episodes at once the task's resource holds, when it says (a server's
+            ``max_concurrent_envs``); ``None`` when unknown.
+        started: set by the runner: the episodes of the batch running when it was refused.
+        asked: set by the runner: the episodes the batch (or its block) asked for at once.
+    """
+
+    def __init__(self, task: str, errors: Sequence[str], capacity: int | None = None) -> None:
+        super().__init__(task, errors)
+        self.capacity = capacity
+        self.started: int | None = None
+        self.asked: int | None = None
 
 
 def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -377,6 +396,46 @@ class SupportsOpening(Protocol):
 
     def opening(self, state: Any) -> str | None:
         """The episode's first environment message (``None``: none), given ``start``'s state."""
+        ...
+
+
+@runtime_checkable
+class SupportsTeamCheck(Protocol):
+    """Optional: a task that asks something of the team's agents (an OpenEnv task's ``actor``,
+    whose messages are the actions, must be one of them). ``TeamEnv`` reports these problems
+    with its own when it is made, before any episode."""
+
+    def team_errors(self, agents: Sequence[str]) -> list[str]:
+        """One line per problem of a team of ``agents`` for this task (none: the team fits)."""
+        ...
+
+
+class EpisodeLimit(NamedTuple):
+    """The most episodes a task plays at once, and why (for the messages that cite it)."""
+
+    episodes: int
+    why: str
+
+
+@runtime_checkable
+class SupportsEpisodeLimit(Protocol):
+    """Optional: a task that plays at most so many episodes at once (each holds a session of a
+    server). The local runner plays a larger batch in blocks of at most that many, one after
+    another (as ``Runner.rollout(..., shards=N)`` does), and refuses a group larger than it."""
+
+    def episode_limit(self) -> EpisodeLimit | None:
+        """The limit (``None``: none known; a server's refusal may still set one)."""
+        ...
+
+
+@runtime_checkable
+class SupportsClose(Protocol):
+    """Optional: a task that holds something for its current episode (an environment, a server
+    session) that ``TeamEnv.close()`` releases. The task releases it too when the episode ends
+    and before it starts the next one."""
+
+    def close(self) -> None:
+        """Releases what the current episode holds; the next ``start`` makes it anew."""
         ...
 
 

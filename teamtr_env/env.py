@@ -28,9 +28,11 @@ from tasks.base import (
     Message,
     Problem,
     Score,
+    SupportsClose,
     SupportsLocalRewards,
     SupportsOpening,
     SupportsSeats,
+    SupportsTeamCheck,
     Task,
 )
 from teamtr_core.errors import ConfigError, EpisodeOverError
@@ -94,6 +96,8 @@ class TeamEnv(AECEnv):
         self._seated = isinstance(task, SupportsSeats)
         if isinstance(task, SupportsSeats):
             errors += _seat_errors(task, self.protocol, router)
+        if isinstance(task, SupportsTeamCheck):  # e.g. an OpenEnv task's actor among the agents
+            errors += task.team_errors(list(self.protocol.agents))
         if errors:
             raise ConfigError("TeamEnv", errors)
         self.render_mode = render_mode
@@ -212,7 +216,10 @@ class TeamEnv(AECEnv):
         return text
 
     def close(self) -> None:
-        """Nothing to release; present so ``render`` has its ``close`` twin."""
+        """Releases what the task holds for the current episode (``tasks.SupportsClose``: an
+        OpenEnv environment or server session); the next ``reset`` starts afresh."""
+        if isinstance(self.task, SupportsClose):
+            self.task.close()
 
     # -- helpers ------------------------------------------------------------------------------
     def context(self, agent: str) -> str:

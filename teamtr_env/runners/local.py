@@ -21,7 +21,7 @@ from typing import Any, Literal
 import numpy as np
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tasks.base import Problem
+from tasks.base import EpisodeLimit, EpisodeLimitError, Problem
 from teamtr_core.errors import ConfigError, PolicyError
 from teamtr_core.policy import Generation, Policy, PrivilegedPolicy, SamplingParams
 from teamtr_core.seeds import CALL_STREAM, SHARD_STREAM, derive_seed
@@ -33,6 +33,7 @@ from teamtr_env.rollout import (
     episode_record,
     message_record,
 )
+from teamtr_env.runners.limits import blocks_for, episode_limit, learned_limit, refusal_error
 from teamtr_env.runners.tree import Select, play_tree, team_reward
 
 PolicyMap = Policy | Mapping[str, Policy]
@@ -131,6 +132,7 @@ class Runner:
         self.progress = progress
         self.description = description
         self._warned: set[tuple[int, int]] = set()
+        self._learned_limit: EpisodeLimit | None = None  # from a task's refusal (limits.py)
 
     @property
     def env(self) -> TeamEnv:
@@ -226,18 +228,41 @@ class Runner:
         (block 0 as an unsharded rollout). A policy call samples its whole batch from one seeded
         stream, so the records depend on how episodes are blocked; the same ``seed`` and
         ``shards`` always give the same batch, here or on Ray.
+
+        A task that plays only so many episodes at once (``tasks.SupportsEpisodeLimit``: an
+        OpenEnv server's sessions) gets more blocks, each of whole groups; one that refuses an
+        episode while the batch starts (``tasks.EpisodeLimitError``) has the episodes started
+        ended, and the batch is played again in blocks of as many as had started (a warning says
+        so; the runner keeps that limit).
         """
         check_rollout(problems, group_size)
         if shards < 1:
             raise ConfigError("rollout", [f"shards must be >= 1, got {shards}"])
         start = time.perf_counter()
-        parts = [
-            self.play_shard(problems[a:b], group_size, seed, first_group=a, call_seed=call)
-            for a, b, call in shard_plan(len(problems), shards, seed)
-        ]
+        try:
+            parts = self._play_blocks(problems, group_size, seed, shards)
+        except EpisodeLimitError as refused:  # its block had made no policy call yet
+            self._learned_limit = learned_limit(refused, group_size)
+            try:
+                parts = self._play_blocks(problems, group_size, seed, shards)
+            except EpisodeLimitError as again:
+                why = f"refused again in blocks of {self._learned_limit.episodes}: free the server"
+                raise refusal_error(again, why) from None
         if len(parts) == 1:
             return parts[0]
         return merge_batches(parts, group_size, wall_s=time.perf_counter() - start)
+
+    def _play_blocks(
+        self, problems: Sequence[Problem], group_size: int, seed: int, shards: int
+    ) -> list[RolloutBatch]:
+        """The rollout's blocks, one after another: ``shards``, or more for the episode limit."""
+        task = self.env.task
+        limit = episode_limit(task, self._learned_limit)
+        blocks = blocks_for(task, len(problems), group_size, shards, limit)
+        return [
+            self.play_shard(problems[a:b], group_size, seed, first_group=a, call_seed=call)
+            for a, b, call in shard_plan(len(problems), blocks, seed)
+        ]
 
     def rollout_tree(
         self,
@@ -274,10 +299,18 @@ class Runner:
             self._pool.append(self.env_fn())
         envs = self._pool[:n]
         start = time.perf_counter()  # wall_s covers resets, the loop and the records
-        for i, env in enumerate(envs):
-            env.reset(
-                seed=derive_seed(seed, first + i), options={"problem": problems[i // group_size]}
-            )
+        i = 0
+        try:
+            for i, env in enumerate(envs):
+                env.reset(
+                    seed=derive_seed(seed, first + i),
+                    options={"problem": problems[i // group_size]},
+                )
+        except EpisodeLimitError as refused:  # end the episodes started: a server frees them
+            for env in envs[:i]:
+                env.close()
+            refused.started, refused.asked = i, n
+            raise
         policy_s, steps = 0.0, 0
         calls: dict[str, int] = defaultdict(int)
         messages: list[MessageRecord] = []
