@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "benchmarks/configs/convention.yaml"
 LEARNERS = {"teamtr": "teamtr/TeamTR-v0", "naive": "teamtr/NaiveSequential-v0"}
 #: The real-stack sweep's lesson: with the ratio clip at 0.2 no update moves a convention far
-#: enough for staleness to matter (docs/benchmarks.md, "With the clip out of the way").
+#: enough for staleness to matter (docs/benchmarks/learners.md, "With the clip out of the way").
 NO_CLIP = (
     "optim.ratio_clip=10",
     "trust_region.beta=0",

@@ -23,6 +23,7 @@ from teamtr_cli import (
     serve,
     swap,
     train,
+    user_modules,
 )
 from teamtr_cli import eval as evaluation
 from teamtr_core.errors import TeamTRError
@@ -33,18 +34,24 @@ error says the new one."""
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, whose usage errors name the new spelling of a renamed flag or command."""
+    """argparse, whose usage errors name the new spelling of a renamed flag or command, and say
+    where ``--import`` goes when it follows a subcommand."""
 
     def error(self, message: str) -> NoReturn:
         for old, new in RENAMED.items():
             if re.search(rf"(?<![\w-]){re.escape(old)}(?![\w-])", message):
                 message += f" ({old} was renamed {new}, see CHANGELOG.md: use {new})"
+        unknown = message.startswith("unrecognized arguments")
+        if unknown and re.search(r"(?<![\w-])--import(?![\w-])", message):
+            # --import is the teamtr command's own option: a subcommand does not take it
+            message += " (--import goes before the command: teamtr --import MODULE COMMAND ...)"
         super().error(message)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``teamtr`` parser: each subcommand's module adds its own."""
     parser = Parser(prog="teamtr", description="Trainable, measurable multi-agent LLM teams.")
+    user_modules.add_import_arg(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     listing.add_parsers(sub)
     for command in (
@@ -83,6 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
+        user_modules.import_modules(args.imports)  # before the command reads a registry
         if args.command == "tasks":
             return listing.cmd_tasks(console, args)
         if args.command == "learners":

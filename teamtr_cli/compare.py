@@ -8,6 +8,7 @@ from pathlib import Path
 from rich.console import Console
 
 from teamtr_cli.common import non_negative_int
+from teamtr_core.errors import ConfigError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -70,6 +71,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     from trainers.tools.compare import CompareSpec, compare
 
+    imports = getattr(args, "imports", [])
+    if args.ray is not None and imports:  # a Ray worker is a new process: it never ran --import
+        raise ConfigError(
+            "teamtr compare --ray",
+            [
+                f"--import {' '.join(imports)} registers in this process only, and the seeds of "
+                "--ray run in Ray's worker processes, which do not import it: install the module "
+                "as a plugin (an entry point of the teamtr.learners or teamtr_env.tasks group, "
+                "docs/adding-a-trainer.md#a-complete-plugin-package), or leave out --ray"
+            ],
+        )
     spec = CompareSpec(
         task=args.task,
         learners=tuple(args.learners),

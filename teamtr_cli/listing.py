@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from teamtr_cli.common import int_in, parse_option
+from teamtr_cli.tables import add_prose_column, add_whole_column, print_whole
 from teamtr_core.errors import ConfigError
 from teamtr_env.registration import registry
 from teamtr_env.splits import MAX_DRAWS
+
+if TYPE_CHECKING:
+    from trainers.learners.registry import LearnerSpec
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -79,9 +83,9 @@ def cmd_splits(console: Console, task_id: str, draws: int, options: dict[str, An
 
 def list_tasks(console: Console, pattern: str = "") -> int:
     table = Table(title="Registered tasks")
-    table.add_column("id", style="bold")
-    table.add_column("description")
-    table.add_column("from")
+    add_whole_column(table, "id", style="bold")  # copied into commands: never cut
+    add_prose_column(table, "description")
+    add_whole_column(table, "from")
     for task_id in registry:
         if pattern.lower() not in task_id.lower():
             continue
@@ -91,7 +95,7 @@ def list_tasks(console: Console, pattern: str = "") -> int:
         if reason is not None:  # listed, with why it cannot run on this machine
             description = f"{description} [yellow]unavailable here: {escape(reason)}[/]"
         table.add_row(task_id, description, spec.plugin or spec.source or "built-in")
-    console.print(table)
+    print_whole(console, table)
     for err in registry.plugin_errors:
         console.print(f"[yellow]warning:[/] {err}")
     return 0
@@ -103,16 +107,24 @@ def cmd_learners(console: Console) -> int:
 
     short = {v: k for k, v in ALIASES.items()}
     table = Table(title="Registered learners")
-    table.add_column("id", style="bold")
-    table.add_column("short name")
-    table.add_column("description")
-    table.add_column("from")
+    add_whole_column(table, "id", style="bold")  # copied into --learner: never cut
+    add_whole_column(table, "short name")
+    add_prose_column(table, "description")
+    add_whole_column(table, "from")
     for trainer_id in learners:
         spec = learners[trainer_id]
-        table.add_row(
-            trainer_id, short.get(trainer_id, ""), spec.description, spec.plugin or "built-in"
-        )
-    console.print(table)
+        table.add_row(trainer_id, short.get(trainer_id, ""), spec.description, _origin(spec))
+    print_whole(console, table)
     for err in learners.plugin_errors:
         console.print(f"[yellow]warning:[/] {err}")
     return 0
+
+
+def _origin(spec: LearnerSpec) -> str:
+    """Where a learner comes from: its plugin's entry-point name, ``built-in``, or the module
+    that registered its class (``register_learner`` in the user's code, e.g. by ``--import``)."""
+    if spec.plugin:
+        return str(spec.plugin)
+    target = spec.entry_point
+    module = target.partition(":")[0] if isinstance(target, str) else target.__module__
+    return "built-in" if module.split(".")[0] == "trainers" else str(module)

@@ -83,5 +83,10 @@ class PolicyError(TeamTRError, RuntimeError):
     """A policy broke the Policy protocol (e.g. returned the wrong number of generations)."""
 
 
+class LearnerError(TeamTRError, RuntimeError):
+    """A learner broke the Learner contract (e.g. an update ``index`` that is not the update's
+    position in the stage's run order)."""
+
+
 class EpisodeOverError(TeamTRError, RuntimeError):
     """``step()`` after every agent has left the episode; call ``reset()``."""

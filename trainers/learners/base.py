@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, ClassVar
 
@@ -22,7 +23,17 @@ class Learner(ABC):
     * ``stage.part(batch, j, covered)``: the ``j``-th of ``covered`` disjoint slices of a batch;
     * ``stage.update(agent, batch, index=i)``: one update of ``agent`` on its messages in
       ``batch`` (group advantages of the team reward, clipped surrogate, KL penalty, trust
-      region with backtracking, beta/delta adaptation, diagnostics, the update's log record);
+      region with backtracking, beta/delta adaptation, diagnostics, the update's log record).
+      ``index`` is the update's position in the order the learner runs the stage's updates,
+      0-based, whatever order it chose (``i`` for the ``i``-th update it runs; a position whose
+      agent it skips stays unused): it grows from one update to the next and stays below
+      ``stage.n``. The diagnostics rely on it: it seeds the update's diagnostic batch, and
+      update ``i >= 1`` is taken to come after ``i`` updates of the stage (its stale gap and
+      D_occ term compare the team now with the stage-start team; update 0 has none). The
+      agent's place in ``stage.order`` is not it when the learner runs another order: the stale
+      gap would be measured for the wrong updates (the first to run, with nothing stale yet,
+      not the last). An index that repeats, decreases or is out of range is refused
+      (:class:`~teamtr_core.errors.LearnerError`, :func:`update_index_problem`);
     * ``stage.log(key, value)``: an extra stage metric.
 
     ``stage.schedule.batch_prompts(covered)`` sizes a batch that serves ``covered`` updates by
@@ -68,3 +79,27 @@ class Learner(ABC):
     @abstractmethod
     def run_stage(self, stage: Stage) -> None:
         """Samples and updates every agent of ``stage.order`` once."""
+
+
+def update_index_problem(index: int, n: int, previous: int) -> str | None:
+    """Why ``index`` cannot be the ``index`` of the next update of a stage of ``n`` updates whose
+    previous update had index ``previous`` (-1: none yet); ``None`` when it can. An index is the
+    update's 0-based position in the stage's run order, so it stays in ``0..n-1`` and grows from
+    one update to the next."""
+    fix = (
+        "pass index=i for the i-th update the learner runs in this stage (0-based, in the order "
+        "it runs them; docs/adding-a-trainer.md#the-update-index)"
+    )
+    # a learner may pass anything: a NumPy integer is an index, a bool or a float is not
+    if isinstance(index, bool) or not isinstance(index, numbers.Integral) or not 0 <= index < n:
+        return (
+            f"expected the update's position in the stage's run order, an integer in "
+            f"0..{n - 1} (the stage updates {n} agent(s)), got {index!r}; {fix}"
+        )
+    if index <= previous:
+        seen = "the same index again" if index == previous else f"{index}"
+        return (
+            f"expected an index above the previous update's ({previous}): positions in the run "
+            f"order grow from one update to the next, got {seen}; {fix}"
+        )
+    return None

@@ -27,10 +27,12 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from teamtr_core.errors import LearnerError
 from teamtr_core.policy import syncs_since
 from teamtr_env.rollout import EpisodeRecord, MessageRecord, RolloutBatch
 from teamtr_env.runners.tree import Select
 from trainers.config import ScheduleConfig, TrainConfig
+from trainers.learners.base import update_index_problem
 from trainers.learners.callbacks import CallbackList
 from trainers.learners.stage_diagnostics import RunDiagnostics, StageDiagnostics
 from trainers.optim.advantages import GroupAdvantages, group_advantages
@@ -124,6 +126,7 @@ class Stage:
         # per agent: [messages that hit the token limit, messages] of the training rollouts
         self.messages: dict[str, list[int]] = {}
         self._t0 = time.perf_counter()
+        self._last_index = -1  # the index of the stage's latest update (-1: none yet)
         self._syncs = engine_syncs()
         self.diag = StageDiagnostics(diagnostics, self.n) if diagnostics is not None else None
         if self.diag is not None:
@@ -238,10 +241,19 @@ class Stage:
         Args:
             agent: a trainable agent.
             batch: rollouts that contain the agent's messages.
-            index: the update's position in the stage (seeds the diagnostic batch).
+            index: the update's 0-based position in the order the learner runs the stage's
+                updates (see :class:`~trainers.learners.base.Learner`): it seeds the diagnostic
+                batch, and the stale gap and D_occ term are measured for ``index >= 1``.
             weights: per-message importance weights (``[N]``), if any.
             trust_region: enforce the trust region for this update.
+
+        Raises:
+            LearnerError: ``index`` outside ``0..n-1`` or not above the previous update's.
         """
+        problem = update_index_problem(index, self.n, self._last_index)
+        if problem is not None:
+            raise LearnerError(f"stage.update(agent={agent!r}, index={index!r}): {problem}")
+        self._last_index = int(index)
         owner = self.agents[agent]
         groups = self.advantages(batch, agent)
         messages, msg_adv = self.message_advantages(batch, agent, groups)
