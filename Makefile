@@ -25,7 +25,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-dev: pyproject.toml tests/fixtures/example_plugin/pyproject.toml | $(BIN)/python
 	$(PIP) install -q "$(TORCH_PIN)"
-	$(PIP) install -q -e ".[dev,docs,models,openenv,peers,ray,reasoning-gym,textarena]"
+	$(PIP) install -q -e ".[dev,docs,gguf,models,openenv,peers,ray,reasoning-gym,textarena]"
 	# A real third-party plugin distribution, so entry-point registration is tested for real.
 	$(PIP) install -q ./tests/fixtures/example_plugin
 	@touch $(VENV)/.installed $(VENV)/.installed-docs $@

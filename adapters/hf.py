@@ -122,7 +122,8 @@ class HFPolicy:
         """Loads a local model directory (offline) with the Auto classes.
 
         Args:
-            path: a directory written by ``save_pretrained`` (e.g. ``build_tiny_model``).
+            path: a directory written by ``save_pretrained`` (e.g. ``build_tiny_model``), or
+                a ``.gguf`` file (converted once into a cache: :mod:`adapters.gguf`).
             device: where to put the model.
             dtype: weights dtype; ``"auto"`` keeps the checkpoint's.
             adapter_path: a saved LoRA adapter to load on top (trainable).
@@ -492,14 +493,19 @@ def _prefix_hosts(seqs: Sequence[tuple[int, ...]]) -> list[int]:
 
 
 def load_pretrained(path: str | Path, dtype: DType = "float32") -> tuple[Any, Any]:
-    """The causal LM and tokenizer of a local model directory (offline: nothing is downloaded).
+    """The causal LM and tokenizer of a local model directory, or of a ``.gguf`` file through its
+    converted folder in the cache (:func:`adapters.gguf.model_folder`; offline: nothing is
+    downloaded).
 
     Raises:
         FileNotFoundError: ``path`` has no ``config.json``.
+        ModelSourceError: a ``.gguf`` file that cannot be converted.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path = Path(path)
+    from adapters.gguf import model_folder
+
+    path = model_folder(path)
     if not (path / "config.json").exists():
         raise FileNotFoundError(
             f"{path} is not a model directory (no config.json). Build a tiny one with "

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, cast
 
 from adapters.availability import VLLM_INSTALL, missing_package
+from adapters.gguf import gguf_path_errors, is_gguf_path
 from tasks.base import no_expert_reason
 from teamtr_core.config import from_dict, inherit, load_config
 from teamtr_core.errors import ConfigError
@@ -76,7 +77,9 @@ class AgentPolicyConfig:
     backend: Backend = field(
         default="hf", metadata={"help": "hf | vllm | scripted | random | constant | tabular"}
     )
-    path: str | None = field(default=None, metadata={"help": "model directory (hf, vllm)"})
+    path: str | None = field(
+        default=None, metadata={"help": "model directory, or a .gguf file (hf, vllm)"}
+    )
     adapter_path: str | None = field(default=None, metadata={"help": "saved LoRA adapter to load"})
     lora: LoraSettings | None = field(default=None, metadata={"help": "fresh LoRA adapters"})
     device: str = field(default="cpu", metadata={"help": "cpu, cuda, cuda:1, ..."})
@@ -192,12 +195,14 @@ def resolve_paths(config: TeamConfig, base: Path) -> TeamConfig:
 
 
 def check_team(
-    config: TeamConfig, agents: Sequence[str], task: Any = None
+    config: TeamConfig, agents: Sequence[str], task: Any = None, *, model_folders: bool = True
 ) -> dict[str, AgentPolicyConfig]:
     """Each environment agent's policy config; raises ``ConfigError`` listing every problem of
     the config with this team at once: agents missing or extra, model paths, ``error_rate``
     outside [0, 1] and (with ``task``) ``scripted`` agents of a task without a scripted expert.
-    (A file's syntax and types are checked when it is loaded, before this.)"""
+    (A file's syntax and types are checked when it is loaded, before this.) With
+    ``model_folders=False`` a model path (other than a ``.gguf`` file) need not be a folder here
+    (``teamtr plan``, which reads only sizes, resolves it in its own way)."""
     errors = []
     extra = [name for name in config.agents if name not in agents]
     if extra:
@@ -215,8 +220,14 @@ def check_team(
             errors.append(
                 f"agents.{name}: backend 'vllm' needs vLLM, not installed here: {VLLM_INSTALL}"
             )
-        if agent.backend in _MODEL_BACKENDS and agent.path and not Path(agent.path).is_dir():
-            errors.append(f"agents.{name}.path: {agent.path} is not a directory")
+        if agent.backend in _MODEL_BACKENDS and agent.path:
+            if is_gguf_path(agent.path):  # converted once into a cache when built (adapters.gguf)
+                errors += [f"agents.{name}.path: {e}" for e in gguf_path_errors(agent.path)]
+            elif model_folders and not Path(agent.path).is_dir():
+                errors.append(
+                    f"agents.{name}.path: {agent.path} is not a directory: give a local model "
+                    "folder (its config.json, tokenizer and weights; nothing is downloaded)"
+                )
         if agent.backend not in _MODEL_BACKENDS and (agent.lora or agent.adapter_path):
             errors.append(f"agents.{name}: lora/adapter_path need backend 'hf' or 'vllm'")
         if agent.backend == "vllm" and agent.adapter_path and not config.shared_base:

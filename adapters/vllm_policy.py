@@ -37,6 +37,7 @@ from typing import Any
 
 from adapters.availability import VLLM_INSTALL
 from adapters.codec import PromptCodec
+from adapters.gguf import model_folder
 from adapters.vllm_worker import WORKER_EXTENSION
 from teamtr_core.policy import Generation, SamplingParams
 from teamtr_core.seeds import SEED_STRIDE
@@ -104,7 +105,8 @@ class VLLMPolicy:
     """A vLLM engine as a rollout policy.
 
     Args:
-        path: a local model directory (the same one the trainer's ``HFPolicy`` loads).
+        path: a local model directory (the same one the trainer's ``HFPolicy`` loads), or a
+            ``.gguf`` file (its converted folder in the cache: :mod:`adapters.gguf`).
         max_prompt_tokens: left-truncation budget for prompts (match the trainer's ``HFPolicy``).
         chat_template: as in ``HFPolicy``.
         dtype: passed to ``vllm.LLM``, as are the four below.
@@ -136,6 +138,7 @@ class VLLMPolicy:
         **engine_kwargs: Any,
     ) -> None:
         self.vllm: Any = vllm_module if vllm_module is not None else _import_vllm()
+        path = model_folder(path)  # a .gguf file: its converted folder (adapters.gguf)
         if tokenizer is None:
             from transformers import AutoTokenizer
 

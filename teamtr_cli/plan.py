@@ -8,10 +8,12 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from teamtr_cli.common import add_config_args
+from teamtr_cli.tables import add_whole_column, print_whole
 from teamtr_core.errors import ConfigError
 from teamtr_core.paths import unwritable_file
 
@@ -56,9 +58,18 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
         raise ConfigError("plan", errors)
     config = load_train_config(args.config, args.plan_set)
     env = env_factory(config, "train")()
-    plan = plan_memory(config, env, devices, prompt_tokens=args.prompt_tokens)
-    console.print(plan_table(plan))
-    console.print(device_table(plan))
+    plan = plan_memory(config, env, devices, prompt_tokens=args.prompt_tokens, bundled=True)
+    bundled: dict[str, list[str]] = {}
+    for agent, hub in plan.bundled.items():
+        bundled.setdefault(hub, []).append(agent)
+    for hub, agents in bundled.items():  # said first: these sizes are not read from the path
+        console.print(
+            f"{', '.join(agents)}: planned from teamtr's bundled config.json of "
+            f"{hub.rsplit('/', 1)[-1]} ({hub}; the model's folder is not on this machine)",
+            highlight=False,
+        )
+    print_whole(console, plan_table(plan))
+    print_whole(console, device_table(plan))
     unplanned: dict[str, list[str]] = {}
     for agent, reason in plan.unplanned.items():
         unplanned.setdefault(reason, []).append(agent)
@@ -118,7 +129,7 @@ def plan_table(plan: object) -> Table:
     assert isinstance(plan, MemoryPlan)
     largest = max((p.peak for p in plan.placed), default=0)
     unit, scale = ("GiB", 2**30) if largest >= 2**30 else ("MiB", 2**20)
-    table = Table(title=f"memory plan ({unit}): what each agent holds, and an update's peak")
+    table = _narrow_table(f"memory plan ({unit}): what each agent holds, and an update's peak")
     columns = (
         "device",
         "agent",
@@ -131,9 +142,13 @@ def plan_table(plan: object) -> Table:
         "engine",
         "peak",
     )
+    # Only the agent's label wraps, at a space ("aggregator (rank 1)"): never inside a name.
+    longest = max((len(word) for p in plan.placed for word in p.label.split()), default=5)
     for column in columns:
-        left = column in ("device", "agent")
-        table.add_column(column, justify="left" if left else "right", overflow="fold")
+        if column == "agent":
+            table.add_column(column, overflow="fold", min_width=longest)
+        else:
+            add_whole_column(table, column, justify="left" if column == "device" else "right")
     for p in plan.placed:
         b = p.bytes
         cells = (
@@ -155,9 +170,12 @@ def device_table(plan: object) -> Table:
     from trainers.run.memory_plan import MemoryPlan
 
     assert isinstance(plan, MemoryPlan)
-    table = Table(title="per device (GiB): every agent held, the largest update, process overheads")
+    table = _narrow_table(
+        "per device (GiB): every agent held, the largest update, process overheads"
+    )
     for column in ("device", "capacity", "plan", "verdict"):
-        table.add_column(column, justify="left" if column in ("device", "verdict") else "right")
+        left = column in ("device", "verdict")
+        add_whole_column(table, column, justify="left" if left else "right")
     for name, device in plan.devices.items():
         if not plan.on(name):
             continue
@@ -169,3 +187,15 @@ def device_table(plan: object) -> Table:
         capacity = "unknown" if cap is None else f"{cap / 2**30:,.2f}"
         table.add_row(name, capacity, f"{used / 2**30:,.2f}", verdict)
     return table
+
+
+def _narrow_table(title: str) -> Table:
+    """A table that spends two characters between columns and none on its edges, so that ten
+    columns of whole headers and numbers fit 80 characters (a pipe, CI, a notebook)."""
+    return Table(
+        title=title,
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )

@@ -16,8 +16,10 @@ of the next GPU (the host with ``runner.agent_gpus: 0``). Devices are this machi
 devices, the host's RAM), or given (``--devices 8x80GiB``) to plan for a machine you are not on
 (:mod:`trainers.run.plan_devices`). An agent actor left without a GPU, or an agent on a CUDA
 device the plan does not have, is refused (:attr:`MemoryPlan.refused`), as the run would be: it
-never counts as fitting on the host. A model folder without a ``config.json`` (a hub id) is
-not counted (:attr:`MemoryPlan.unplanned`); an invalid one is refused, naming the file and field.
+never counts as fitting on the host. A model folder without a ``config.json`` is not counted
+(:attr:`MemoryPlan.unplanned`); an invalid one is refused, naming the file and field. ``teamtr
+plan`` plans a model that is not on this machine from the ``config.json`` teamtr keeps of the
+model its path names (``Qwen/Qwen3-8B``, ``/models/Qwen3-8B``: :attr:`MemoryPlan.bundled`).
 """
 
 from __future__ import annotations
@@ -96,8 +98,11 @@ class MemoryPlan:
     """Why agents have no device here (an agent actor left without a GPU, a CUDA device the
     plan does not have), one line each: the run would be refused, so the plan does not fit."""
     unplanned: dict[str, str] = field(default_factory=dict)
-    """Agents whose model's size is not known (no ``config.json`` in its folder, e.g. a hub id),
-    and why: their memory is not counted."""
+    """Agents whose model's size is not known (no ``config.json`` in its folder), and why: their
+    memory is not counted."""
+    bundled: dict[str, str] = field(default_factory=dict)
+    """Agents planned from teamtr's bundled ``config.json`` of a model (its hub id), their
+    model's folder not being on this machine (:mod:`trainers.run.bundled_models`)."""
 
     def on(self, device: str) -> list[Placed]:
         return [p for p in self.placed if p.device == device]
@@ -151,6 +156,7 @@ class MemoryPlan:
             "tokens_per_micro_batch": dict(self.tokens),
             "refused": list(self.refused),
             "unplanned": dict(self.unplanned),
+            "bundled": dict(self.bundled),
         }
 
 
@@ -163,17 +169,23 @@ def plan_memory(
     env: Any,
     devices: dict[str, Device] | None = None,
     prompt_tokens: int | None = None,
+    *,
+    bundled: bool = False,
 ) -> MemoryPlan:
     """The memory plan of ``config``'s run (``env``: its training environment, for the team and
     the contexts' lengths) on ``devices`` (default: this machine's). ``prompt_tokens``: the
     longest context in tokens (default: measured on a few of the task's problems).
+    ``bundled``: a model path that is not on this machine is planned from teamtr's
+    ``config.json`` of the model it names (``teamtr plan``; a run's check leaves it off: a run
+    needs the model's folder).
 
     Raises:
-        ConfigError: a model's ``config.json`` that is not valid (every problem at once).
+        ConfigError: a model's ``config.json`` that is not valid, or a model path the plan
+            cannot read (every problem at once).
     """
     given = devices is not None
     devices = dict(local_devices() if devices is None else devices)
-    agents, unplanned = plan_agents(config, tuple(env.possible_agents))
+    agents, unplanned = plan_agents(config, tuple(env.possible_agents), bundled=bundled)
     local = config.runner.agents != "ray"
     shards = 1 if local else config.runner.agent_shards
     where, refused = _placement(config, agents, devices, shards, given=given)
@@ -204,7 +216,8 @@ def plan_memory(
             processes[device] = 1
     processes.setdefault("cpu", 1)  # the driver
     placed = _shared(placed, agents)
-    return MemoryPlan(placed, devices, tokens, processes, refused, unplanned)
+    from_bundled = {a.name: a.bundled for a in agents if a.bundled}
+    return MemoryPlan(placed, devices, tokens, processes, refused, unplanned, from_bundled)
 
 
 def _placement(

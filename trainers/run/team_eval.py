@@ -12,6 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from adapters.hf_progress import transformers_progress
 from teamtr_core.policy import SamplingParams
 from teamtr_core.seeds import EVAL_STREAM, INIT_STREAM, derive_seed
 from teamtr_env.evaluation import CLIPPED_WARN_RATIO, GRADER_FAILURE_ALARM_RATIO, evaluate
@@ -33,19 +34,21 @@ def build_policies(
     the tiny model each (from ``tiny_path``, default the run's ``models/tiny``, built there if
     missing). A team config's fresh weights (new LoRA adapters) are drawn from the
     run's seed, each agent's from its own stream, so a run and its rerun, a separate and a
-    shared-base team, and an agent built alone in its agent actor all start alike."""
+    shared-base team, and an agent built alone in its agent actor all start alike. With
+    ``config.progress`` off, transformers' own bars (loading, writing the tiny model) are too."""
     agents = list(env.possible_agents)
-    if config.team is not None:
-        from adapters.team import build_team
+    with transformers_progress(config.progress):
+        if config.team is not None:
+            from adapters.team import build_team
 
-        init_seed = derive_seed(config.seed, INIT_STREAM)
-        policies, _ = build_team(config.team, agents, env.task, only=only, init_seed=init_seed)
-        return with_rollout_engines(config, policies)
-    from adapters.hf import HFPolicy
+            init_seed = derive_seed(config.seed, INIT_STREAM)
+            policies, _ = build_team(config.team, agents, env.task, only=only, init_seed=init_seed)
+            return with_rollout_engines(config, policies)
+        from adapters.hf import HFPolicy
 
-    path = tiny_path or tiny_model_dir(config, run_dir)
-    built = {a: HFPolicy.from_pretrained(path) for a in agents if only is None or a in only}
-    return with_rollout_engines(config, built, default_path=path)
+        path = tiny_path or tiny_model_dir(config, run_dir)
+        built = {a: HFPolicy.from_pretrained(path) for a in agents if only is None or a in only}
+        return with_rollout_engines(config, built, default_path=path)
 
 
 def with_rollout_engines(
@@ -174,7 +177,8 @@ def tiny_model_dir(config: TrainConfig, run_dir: Path) -> Path:
 
     path = Path(run_dir) / "models" / "tiny"
     if not (path / "config.json").exists():
-        build_tiny_model(path, config.tiny_model)
+        with transformers_progress(config.progress):  # no "Writing model shards" bar when off
+            build_tiny_model(path, config.tiny_model)
     return path
 
 
