@@ -113,6 +113,7 @@ def _refuse_models(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(cls, "from_pretrained", classmethod(refuse))
 
 
+@pytest.mark.slow  # two whole runs on Ray (about 50 s): make test-all
 def test_with_ray_rollout_workers_too_the_driver_loads_no_model(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -192,6 +193,7 @@ class _KillOnce(Callback):
             self.killed = True
 
 
+@pytest.mark.slow  # two whole runs on Ray (about 50 s): make test-all
 def test_a_dead_agent_actor_costs_a_replay_of_its_stage_and_nothing_else(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
