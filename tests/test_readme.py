@@ -113,6 +113,7 @@ def test_the_gpu_config_loads_and_its_plan_line_runs_as_written() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # two trainings: 224 s on a slow 2-core machine, sharing it
 def test_the_python_example_gives_the_summary_teamtr_train_gives(tmp_path: Path) -> None:
     """The README's training example, run as written, and ``teamtr train`` with the same settings
     on the command line: the same held-out numbers before and after."""
@@ -156,6 +157,7 @@ def test_the_python_example_gives_the_summary_teamtr_train_gives(tmp_path: Path)
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1920)  # its own steps' limits (900 + 120 + 900 s), not the suite's 300 s
 def test_the_quickstart_runs_on_a_fresh_install(tmp_path: Path) -> None:
     """The three Quickstart commands as written, in a fresh venv over a copy of the checkout:
     the install line, the scripted evaluation, and the demo (its summary where the README says)."""
