@@ -21,29 +21,22 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import re
 import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
+from helpers_openenv import FIXTURES, IN_PROCESS, TEAM, Bisect, guess_server
 
 import teamtr_env
 from teamtr_cli import main
 from teamtr_cli.serve import free_port
 from teamtr_core.errors import ConfigError
-from teamtr_core.policy import Generation, SamplingParams
 from teamtr_env.registration import Registry
 from teamtr_env.runners import Runner
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "openenv_guess"
-IN_PROCESS = {"env": "guess_env:GuessEnv", "action": "guess_env:GuessAction"}
-TEAM = {"agents": ["player"], "actor": "player", "max_turns": 8}
 pytestmark = [
     pytest.mark.xdist_group("openenv"),
     pytest.mark.filterwarnings("ignore:.*(space|named|NumPy).*"),
@@ -53,51 +46,6 @@ pytestmark = [
 @pytest.fixture(autouse=True)
 def _guess_env_importable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(FIXTURES))
-
-
-class Bisect:
-    """Finds the digit by bisection, reading its earlier guesses and the hints in its context."""
-
-    def generate(self, prompts: Sequence[str], sampling: SamplingParams) -> list[Generation]:
-        out = []
-        for text in prompts:
-            low, high = 0, 9
-            for guess, hint in re.findall(r"(\d)\D*\n### [^\n]+\n(higher|lower|right)", text):
-                if hint == "higher":
-                    low = max(low, int(guess) + 1)
-                elif hint == "lower":
-                    high = min(high, int(guess) - 1)
-            out.append(Generation(f'{{"guess": {(low + high) // 2}}}'))
-        return out
-
-
-@contextlib.contextmanager
-def openenv_server(max_sessions: int, env_class: str = "GuessEnv") -> Iterator[str]:
-    """The guess environment served by OpenEnv's ``create_app`` (``max_concurrent_envs``
-    sessions) under uvicorn on 127.0.0.1, stopped on exit."""
-    import guess_env
-    from openenv.core import create_app
-
-    app = create_app(
-        getattr(guess_env, env_class),
-        guess_env.GuessAction,
-        guess_env.GuessObservation,
-        env_name="guess",
-        max_concurrent_envs=max_sessions,
-    )
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "the OpenEnv server did not start"
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 @contextlib.contextmanager
@@ -203,7 +151,7 @@ def test_an_actor_that_is_not_one_of_the_agents_is_refused_before_the_first_epis
 
 def _full_by_default(caplog: pytest.LogCaptureFixture) -> None:
     """5 problems x k=2 against 4 sessions: refused at the fifth, played in blocks of 4."""
-    with openenv_server(4) as url, caplog.at_level(logging.WARNING):
+    with guess_server(4) as url, caplog.at_level(logging.WARNING):
         runner, rewards = play({"url": url}, 5, 2)
         assert rewards == [1.0] * 10
         warned = " ".join(caplog.text.split())
@@ -216,7 +164,7 @@ def _full_by_default(caplog: pytest.LogCaptureFixture) -> None:
 
 def _max_sessions(caplog: pytest.LogCaptureFixture) -> None:
     """``max_sessions`` plans the blocks up front; the command line takes it too."""
-    with openenv_server(4) as url, caplog.at_level(logging.WARNING):
+    with guess_server(4) as url, caplog.at_level(logging.WARNING):
         assert play({"url": url, "max_sessions": 4}, 5, 2)[1] == [1.0] * 10
         assert caplog.text == ""
         options = {"url": url, "agents": ["player"], "actor": "player", "max_sessions": 2}
@@ -226,7 +174,7 @@ def _max_sessions(caplog: pytest.LogCaptureFixture) -> None:
 def _groups_larger_than_the_server(caplog: pytest.LogCaptureFixture) -> None:
     """A template-built server (``max_concurrent_envs=1``) and groups of 2: said, not a
     53-line traceback; groups of 1 play one episode at a time."""
-    with openenv_server(1) as url:
+    with guess_server(1) as url:
         with pytest.raises(ConfigError) as refused:
             play({"url": url}, 3, 2)
         message = " ".join(str(refused.value).split())
@@ -271,7 +219,7 @@ def _unreachable_or_garbage(caplog: pytest.LogCaptureFixture) -> None:
 
 def _dies_mid_episode(caplog: pytest.LogCaptureFixture) -> None:
     """The server stops while an episode runs: the next action says so (exit 2 in the CLI)."""
-    with openenv_server(2) as url:
+    with guess_server(2) as url:
         env = teamtr_env.make("openenv/Env-v0", url=url, **TEAM)
         env.reset(seed=0)
     with pytest.raises(ConfigError) as refused:
@@ -317,7 +265,7 @@ def test_every_episode_closes_its_environment(monkeypatch: pytest.MonkeyPatch) -
     env.reset(seed=1)  # the first episode is left: its environment is closed
     env.close()
     assert len(made) == 10 and sorted(map(id, closed)) == sorted(map(id, made))
-    with openenv_server(1) as url:
+    with guess_server(1) as url:
         env = teamtr_env.make("openenv/Env-v0", url=url, **TEAM)
         for seed in range(3):  # each reset ends the session before it
             env.reset(seed=seed)
@@ -351,7 +299,7 @@ def test_an_invalid_action_gets_the_same_reason_served_and_in_process(
     pydantic's reason. Now every form of an action is checked against the schema's ``minimum``
     and ``maximum`` before it is stepped, so both say the same thing, and neither steps."""
     told = []
-    with openenv_server(2) as url:
+    with guess_server(2) as url:
         for options in (IN_PROCESS, {"url": url}):
             env = teamtr_env.make("openenv/Env-v0", **options, **TEAM, max_message_chars=10_000)
             env.reset(seed=3)
@@ -379,7 +327,7 @@ def test_an_environment_has_one_name_served_and_in_process_and_a_plugin_gives_it
         return [p.id for p in Runner(make, Bisect(), progress=False).sample_problems(4)]
 
     for env_class, name in (("GuessEnv", "GuessEnv"), ("NamedGuessEnv", "DigitGuess")):
-        with openenv_server(1, env_class) as url:
+        with guess_server(1, env_class) as url:
             served = ids({"url": url})
         in_process = ids({**IN_PROCESS, "env": f"guess_env:{env_class}"})
         assert served == in_process and served[0].startswith(f"openenv/{name}:")

@@ -19,14 +19,12 @@ import json
 import re
 import select
 import socket
-import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
+from helpers_openenv import serve_app
 from websockets.exceptions import ConnectionClosedError
 from websockets.sync.client import ClientConnection, connect
 
@@ -61,22 +59,8 @@ def server() -> Iterator[tuple[str, CountingApp]]:
     app = CountingApp(
         create_team_app(lambda: teamtr_env.make("teamtr/Arith-v0"), name="teamtr/Arith-v0")
     )
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", ws_max_size=WS_MAX_MESSAGE_BYTES
-    )
-    uv = uvicorn.Server(config)
-    thread = threading.Thread(target=uv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not uv.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", app
-    uv.should_exit = True
-    thread.join(timeout=30)
+    with serve_app(app, ws_max_size=WS_MAX_MESSAGE_BYTES) as url:
+        yield url, app
 
 
 def _ws(url: str) -> ClientConnection:

@@ -4,26 +4,18 @@ schema, observations and rewards back as environment messages, the episodes the 
 
 from __future__ import annotations
 
-import re
-import threading
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
+from helpers_openenv import FIXTURES, IN_PROCESS, TEAM, Bisect, guess_server
 from pettingzoo.test import api_test, seed_test
 
 import teamtr_env
 from tasks.openenv import parse_action
-from teamtr_cli.serve import free_port
 from teamtr_core.errors import ConfigError
-from teamtr_core.policy import Generation, SamplingParams
 from teamtr_env.runners import Runner
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "openenv_guess"
-IN_PROCESS = {"env": "guess_env:GuessEnv", "action": "guess_env:GuessAction"}
-TEAM = {"agents": ["player"], "actor": "player", "max_turns": 8}
 pytestmark = [
     pytest.mark.xdist_group("openenv"),
     pytest.mark.filterwarnings("ignore:.*(space|named|NumPy).*"),
@@ -35,48 +27,11 @@ def _guess_env_importable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(FIXTURES))
 
 
-class Bisect:
-    """Guesses the digit by bisection, reading its earlier guesses and the hints from its context;
-    with ``plain``, writes the bare number instead of JSON."""
-
-    def __init__(self, plain: bool = False) -> None:
-        self.plain = plain
-
-    def generate(self, prompts: Sequence[str], sampling: SamplingParams) -> list[Generation]:
-        out = []
-        for text in prompts:
-            low, high = 0, 9
-            turns = re.findall(r"(\d)\D*\n### [^\n]+\n(higher|lower|right)", text)
-            for guess, hint in turns:
-                if hint == "higher":
-                    low = max(low, int(guess) + 1)
-                elif hint == "lower":
-                    high = min(high, int(guess) - 1)
-            guess = (low + high) // 2
-            out.append(Generation(str(guess) if self.plain else f'{{"guess": {guess}}}'))
-        return out
-
-
 @pytest.fixture
 def server() -> Iterator[str]:
     """The guess environment served by OpenEnv's create_app under uvicorn on 127.0.0.1."""
-    from guess_env import GuessAction, GuessEnv, GuessObservation
-    from openenv.core import create_app
-
-    app = create_app(
-        GuessEnv, GuessAction, GuessObservation, env_name="guess", max_concurrent_envs=16
-    )
-    port = free_port()
-    served = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=served.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not served.started:
-        assert time.monotonic() < deadline, "the OpenEnv server did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    served.should_exit = True
-    thread.join(10)
+    with guess_server(16) as url:
+        yield url
 
 
 def rewards(env_options: dict, policy: Bisect, seed: int = 0) -> list[float]:
