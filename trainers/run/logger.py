@@ -274,6 +274,17 @@ class NullLogger:
         """Does nothing."""
 
 
+def metric_series(path: str | os.PathLike[str]) -> dict[str, list[tuple[int, float]]]:
+    """Every numeric metric of a :class:`JsonlLogger` file as ``key -> [(step, value), ...]``,
+    sorted by step (``step``, ``time`` and null values left out)."""
+    series: dict[str, list[tuple[int, float]]] = {}
+    for record in read_jsonl(path):
+        for key, value in record.items():
+            if "/" in key and isinstance(value, int | float):  # skips step, time, nulls
+                series.setdefault(key, []).append((int(record["step"]), float(value)))
+    return {key: sorted(points) for key, points in series.items()}
+
+
 def plot_learning_curves(
     jsonl_path: str | os.PathLike[str],
     png_path: str | os.PathLike[str],
@@ -296,11 +307,7 @@ def plot_learning_curves(
     """
     from matplotlib.figure import Figure  # no pyplot: Agg canvas, no display, no global state
 
-    series: dict[str, list[tuple[int, float]]] = {}
-    for record in read_jsonl(jsonl_path):
-        for key, value in record.items():
-            if "/" in key and isinstance(value, int | float):  # skips step, time, nulls
-                series.setdefault(key, []).append((int(record["step"]), float(value)))
+    series = metric_series(jsonl_path)
     keys = (
         [
             k
@@ -331,7 +338,7 @@ def plot_learning_curves(
     for ax in axes[len(keys) :]:
         ax.set_axis_off()
     for ax, key in zip(axes, keys or [""]):
-        points = sorted(series.get(key, []))
+        points = series.get(key, [])
         if points:
             ax.plot(*zip(*points), marker="." if len(points) < 50 else "")
         else:

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainers.run.logger import read_jsonl
+from trainers.run.logger import metric_series
 
 PANEL_WIDTH, PANEL_HEIGHT = 4.5, 3.4
 """Inches per panel (at dpi 100: 450 x 340 pixels)."""
@@ -87,14 +87,13 @@ def plot_run_figure(
 
 
 def _stage_series(path: str | Path) -> dict[str, list[tuple[int, float]]]:
-    """The numeric series of ``metrics.jsonl`` (key -> sorted ``(step, value)``), finite values
-    only."""
-    series: dict[str, list[tuple[int, float]]] = {}
-    for record in read_jsonl(path):
-        for key, value in record.items():
-            if "/" in key and isinstance(value, int | float) and math.isfinite(value):
-                series.setdefault(key, []).append((int(record["step"]), float(value)))
-    return {key: sorted(points) for key, points in series.items()}
+    """The series of ``metrics.jsonl`` (:func:`~trainers.run.logger.metric_series`), finite
+    values only."""
+    return {
+        key: finite
+        for key, points in metric_series(path).items()
+        if (finite := [(step, value) for step, value in points if math.isfinite(value)])
+    }
 
 
 Panel = tuple[str, Any]
