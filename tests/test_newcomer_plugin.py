@@ -30,9 +30,9 @@ import pytest
 from teamtr_cli import main
 from teamtr_core.errors import LearnerError
 from trainers.learners import Learner
-from trainers.learners.base import update_index_problem
 from trainers.learners.stage import Stage
 from trainers.learners.team_trainer import TeamTrainer
+from trainers.learners.update_index import update_index_problem
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "adding-a-trainer.md"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numbers
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, ClassVar
 
@@ -33,7 +32,7 @@ class Learner(ABC):
       agent's place in ``stage.order`` is not it when the learner runs another order: the stale
       gap would be measured for the wrong updates (the first to run, with nothing stale yet,
       not the last). An index that repeats, decreases or is out of range is refused
-      (:class:`~teamtr_core.errors.LearnerError`, :func:`update_index_problem`);
+      (:class:`~teamtr_core.errors.LearnerError`, :func:`~trainers.learners.update_index.update_index_problem`);
     * ``stage.log(key, value)``: an extra stage metric.
 
     ``stage.schedule.batch_prompts(covered)`` sizes a batch that serves ``covered`` updates by
@@ -79,27 +78,3 @@ class Learner(ABC):
     @abstractmethod
     def run_stage(self, stage: Stage) -> None:
         """Samples and updates every agent of ``stage.order`` once."""
-
-
-def update_index_problem(index: int, n: int, previous: int) -> str | None:
-    """Why ``index`` cannot be the ``index`` of the next update of a stage of ``n`` updates whose
-    previous update had index ``previous`` (-1: none yet); ``None`` when it can. An index is the
-    update's 0-based position in the stage's run order, so it stays in ``0..n-1`` and grows from
-    one update to the next."""
-    fix = (
-        "pass index=i for the i-th update the learner runs in this stage (0-based, in the order "
-        "it runs them; docs/adding-a-trainer.md#the-update-index)"
-    )
-    # a learner may pass anything: a NumPy integer is an index, a bool or a float is not
-    if isinstance(index, bool) or not isinstance(index, numbers.Integral) or not 0 <= index < n:
-        return (
-            f"expected the update's position in the stage's run order, an integer in "
-            f"0..{n - 1} (the stage updates {n} agent(s)), got {index!r}; {fix}"
-        )
-    if index <= previous:
-        seen = "the same index again" if index == previous else f"{index}"
-        return (
-            f"expected an index above the previous update's ({previous}): positions in the run "
-            f"order grow from one update to the next, got {seen}; {fix}"
-        )
-    return None

@@ -32,9 +32,9 @@ from teamtr_core.policy import syncs_since
 from teamtr_env.rollout import EpisodeRecord, MessageRecord, RolloutBatch
 from teamtr_env.runners.tree import Select
 from trainers.config import ScheduleConfig, TrainConfig
-from trainers.learners.base import update_index_problem
 from trainers.learners.callbacks import CallbackList
 from trainers.learners.stage_diagnostics import RunDiagnostics, StageDiagnostics
+from trainers.learners.update_index import update_index_problem
 from trainers.optim.advantages import GroupAdvantages, group_advantages
 from trainers.optim.records import AGENT_METRIC_KEYS, UpdateRecord
 from trainers.optim.result import UpdateResult
