@@ -57,6 +57,7 @@ from trainers.tools.compare_out import SPEC_FILE, check_out, start_out
 from trainers.tools.compare_stats import (
     BUDGET_KEYS,
     EXACT_KEY,
+    gain_over_seeds,
     markdown,
     measured_budget,
     paired_difference,
@@ -338,6 +339,7 @@ def report(
             "before": [runs[s]["before"][key] for s in sorted(runs)],
             "after": after,
             "after_mean": float(np.mean(after)),
+            "gain": gain_over_seeds([runs[s]["before"][key] for s in sorted(runs)], after),
             "after_std": float(np.std(after, ddof=1)) if len(after) > 1 else 0.0,
             "eval_problems_distinct": [runs[s].get("eval_problems_distinct") for s in sorted(runs)],
             "delta_stale": [

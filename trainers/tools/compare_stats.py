@@ -92,6 +92,36 @@ def paired_difference(
     }
 
 
+# Student's t, two-sided 95%: the 0.975 quantile for 1..30 degrees of freedom (beyond: 1.96 is
+# within 2% of it). numpy has no t quantile, and a table of 30 constants spares a scipy dependency.
+_T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+
+def gain_over_seeds(before: Sequence[float], after: Sequence[float]) -> dict[str, Any]:
+    """What training gained, ``after - before`` in held-out avg@K per seed, and a 95% Student-t
+    CI of its mean over seeds (each seed's before and after are evaluated on the same problems,
+    so a seed's gain carries its problems' noise; the seeds are the independent units).
+
+    Returns:
+        ``mean``, ``ci`` (``[nan, nan]`` with fewer than 2 seeds) and ``per_seed``.
+    """
+    gains = [float(a) - float(b) for b, a in zip(before, after, strict=True)]
+    if not gains:
+        return {"mean": math.nan, "ci": [math.nan, math.nan], "per_seed": []}
+    mean = float(np.mean(gains))
+    if len(gains) < 2:
+        return {"mean": mean, "ci": [math.nan, math.nan], "per_seed": gains}
+    df = len(gains) - 1
+    half = (
+        (_T975[df - 1] if df <= len(_T975) else 1.96) * statistics.stdev(gains) / len(gains) ** 0.5
+    )
+    return {"mean": mean, "ci": [mean - half, mean + half], "per_seed": gains}
+
+
 #: A tabular team's exact expected reward after training (``trainers.run.team_eval.exact_key``).
 EXACT_KEY = "eval/exact_J"
 
@@ -128,10 +158,11 @@ def markdown(data: Mapping[str, Any]) -> str:
         "",
         f"Held-out {metric} ({data['eval_split']} split), mean ± std over seeds; paired "
         f"difference against {ref} (learner - {ref}) with a 95% bootstrap CI over seeds and "
-        "problems.",
+        "problems; gain: after - before, with a 95% t CI over seeds.",
         "",
-        "| learner | before | after | paired diff | 95% CI | Δ_stale / run | floor / run |",
-        "|---|---|---|---|---|---|---|",
+        "| learner | before | after | gain [95% CI] | paired diff | 95% CI | Δ_stale / run "
+        "| floor / run |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     paired = {p["learner"]: p for p in data["paired"]}
     for learner, row in data["results"].items():
@@ -140,9 +171,11 @@ def markdown(data: Mapping[str, Any]) -> str:
         ci = "-" if p is None else f"[{p['ci'][0]:+.3f}, {p['ci'][1]:+.3f}]"
         gaps = [g for g in row["delta_stale"] if g is not None]
         floors = [g for g in row["noise_floor"] if g is not None]
+        gain = row.get("gain") or gain_over_seeds(row["before"], row["after"])
         lines.append(
-            f"| {learner} | {_mean_std(row['before'])} | {_mean_std(row['after'])} | {diff} | "
-            f"{ci} | {_mean_std(gaps) if gaps else '-'} | {_mean_std(floors) if floors else '-'} |"
+            f"| {learner} | {_mean_std(row['before'])} | {_mean_std(row['after'])} | "
+            f"{_with_ci(gain)} | {diff} | {ci} | {_mean_std(gaps) if gaps else '-'} | "
+            f"{_mean_std(floors) if floors else '-'} |"
         )
     if any("exact" in p for p in data["paired"]):
         lines += [
@@ -169,6 +202,13 @@ def markdown(data: Mapping[str, Any]) -> str:
     check = "equal" if budget["equal"] else "NOT EQUAL (see compare.json: budget)"
     lines += ["", f"Budget per update: {declared}; messages per update: {check}.", ""]
     return "\n".join(lines)
+
+
+def _with_ci(gain: Mapping[str, Any]) -> str:
+    low, high = gain["ci"]
+    if math.isnan(low):
+        return f"{gain['mean']:+.3f}"
+    return f"{gain['mean']:+.3f} [{low:+.3f}, {high:+.3f}]"
 
 
 def _mean_std(values: Sequence[float]) -> str:
