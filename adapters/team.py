@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, cast
 
 from adapters.availability import VLLM_INSTALL, missing_package
+from adapters.fetch import MODELS
 from adapters.gguf import gguf_path_errors, is_gguf_path
 from tasks.base import no_expert_reason
 from teamtr_core.config import from_dict, inherit, load_config
@@ -227,6 +228,7 @@ def check_team(
                 errors.append(
                     f"agents.{name}.path: {agent.path} is not a directory: give a local model "
                     "folder (its config.json, tokenizer and weights; nothing is downloaded)"
+                    + _fetch_hint(agent.path)
                 )
         if agent.backend not in _MODEL_BACKENDS and (agent.lora or agent.adapter_path):
             errors.append(f"agents.{name}: lora/adapter_path need backend 'hf' or 'vllm'")
@@ -556,3 +558,11 @@ def team_sampling(
         )
         for name, agent in chosen.items()
     }
+
+
+def _fetch_hint(path: str) -> str:
+    """How to get a missing model folder named after a model ``teamtr models get`` knows."""
+    name = Path(path).name
+    if name in MODELS:
+        return f"; fetch it with `teamtr models get {name} --out {path}`"
+    return ""
