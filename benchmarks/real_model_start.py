@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,47 +58,36 @@ class Candidate:
     options: dict[str, Any]
     note: str
     max_new_tokens: int = 32
-    extra: list[str] = field(default_factory=list)
 
     def args(self) -> list[str]:
         out = [self.task]
         for key, value in self.options.items():
             out += ["-o", f"{key}={json.dumps(value)}"]
-        return out + self.extra
+        return out
+
+
+def _arith(name: str, note: str, **options: Any) -> Candidate:
+    """An Arith-v0 candidate: a solver and a checker who answer ``Answer: <integer>``."""
+    team = {
+        "agents": ["solver", "checker"],
+        "system_prompts": {"solver": _SOLVER, "checker": _CHECKER},
+    }
+    return Candidate(name, "teamtr/Arith-v0", {**options, **team}, note)
 
 
 CANDIDATES: tuple[Candidate, ...] = (
-    Candidate(
-        "arith 2-digit a+b",
-        "teamtr/Arith-v0",
-        {
-            "digits": 2,
-            "agents": ["solver", "checker"],
-            "system_prompts": {"solver": _SOLVER, "checker": _CHECKER},
-        },
-        "Arith-v0's default: two 2-digit numbers",
-    ),
-    Candidate(
+    _arith("arith 2-digit a+b", "Arith-v0's default: two 2-digit numbers", digits=2),
+    _arith(
         "arith 1-digit a+b",
-        "teamtr/Arith-v0",
-        {
-            "digits": 1,
-            "agents": ["solver", "checker"],
-            "system_prompts": {"solver": _SOLVER, "checker": _CHECKER},
-        },
         "only 100 expressions exist, about 10 in the test split: below the 200 a claim needs",
+        digits=1,
     ),
-    Candidate(
+    _arith(
         "arith 1-digit a±b±c",
-        "teamtr/Arith-v0",
-        {
-            "digits": 1,
-            "operands": 3,
-            "operators": "+-",
-            "agents": ["solver", "checker"],
-            "system_prompts": {"solver": _SOLVER, "checker": _CHECKER},
-        },
         "three 1-digit numbers, + and -",
+        digits=1,
+        operands=3,
+        operators="+-",
     ),
     Candidate(
         "needle in a haystack",
