@@ -112,6 +112,26 @@ def test_the_gpu_config_loads_and_its_plan_line_runs_as_written() -> None:
     assert "every device holds its plan" in out
 
 
+def test_the_real_model_lines_fetch_a_known_model_into_the_folder_the_config_names() -> None:
+    """The README's real-model section: `teamtr models get NAME` with a name it knows, then
+    `teamtr train --config FILE` with the shipped config, whose agents load the folder `get`
+    writes by default (tests/test_real_model.py trains it, slow)."""
+    from adapters.fetch import default_out, known_model
+
+    get, train = (line.split("  #")[0].strip() for line in block("real").splitlines())
+    words = shlex.split(get)
+    assert words[:3] == ["teamtr", "models", "get"] and len(words) == 4
+    known_model(words[3])
+    args = shlex.split(train)
+    assert args[:2] == ["teamtr", "train"]
+    config = args[args.index("--config") + 1]
+    ignored = subprocess.run(["git", "check-ignore", "-q", config], cwd=ROOT, check=False)
+    assert ignored.returncode == 1, f"{config} is git-ignored: a fresh checkout lacks it"
+    loaded = load_train_config(ROOT / config)
+    assert loaded.team is not None and loaded.team.default is not None
+    assert loaded.team.default.path == str(default_out(words[3]))
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # two trainings: 224 s on a slow 2-core machine, sharing it
 def test_the_python_example_gives_the_summary_teamtr_train_gives(tmp_path: Path) -> None:
