@@ -38,6 +38,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from trainers.run.config_file import load_train_config
+
 ROOT = Path(__file__).resolve().parents[1]
 TEAMTR = str(Path(sys.executable).with_name("teamtr"))
 BAND = (0.05, 0.7)
@@ -108,16 +110,8 @@ CANDIDATES: tuple[Candidate, ...] = (
     Candidate(
         "convention relay",
         "teamtr/Convention-v0",
-        {
-            "length": 3,
-            "conventions": 2,
-            "agents": ["sender", "receiver"],
-            "system_prompts": {
-                "sender": "Pass the secret word on to the receiver. Reply with one word.",
-                "receiver": "Reply with the secret word the sender passed you. Reply with one "
-                "word.",
-            },
-        },
+        # the task options of the config that trains this team (its role prompts included)
+        dict(load_train_config(ROOT / "examples/real_smollm2.yaml").task_options),
         "pass a 3-letter word along a relay of two (the receiver sees only the sender's message)",
     ),
 )

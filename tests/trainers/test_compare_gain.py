@@ -43,6 +43,7 @@ def test_one_seed_gives_its_gain_and_no_interval_and_40_seeds_the_normal_one() -
 
 def test_the_table_shows_each_learners_gain_and_its_interval() -> None:
     row = {"before": [0.5, 0.5, 0.4], "after": [0.8, 0.9, 0.9], "delta_stale": [None]}
+    row["gain"] = gain_over_seeds(row["before"], row["after"])
     data = {
         "task": "t",
         "learners": ["a"],

@@ -333,13 +333,14 @@ def report(
     }
     rows: dict[str, dict[str, Any]] = {}
     for learner, runs in results.items():
+        before = [runs[s]["before"][key] for s in sorted(runs)]
         after = [runs[s]["after"][key] for s in sorted(runs)]
         rows[learner] = {
             "seeds": sorted(runs),
-            "before": [runs[s]["before"][key] for s in sorted(runs)],
+            "before": before,
             "after": after,
             "after_mean": float(np.mean(after)),
-            "gain": gain_over_seeds([runs[s]["before"][key] for s in sorted(runs)], after),
+            "gain": gain_over_seeds(before, after),
             "after_std": float(np.std(after, ddof=1)) if len(after) > 1 else 0.0,
             "eval_problems_distinct": [runs[s].get("eval_problems_distinct") for s in sorted(runs)],
             "delta_stale": [

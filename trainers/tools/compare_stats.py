@@ -171,10 +171,9 @@ def markdown(data: Mapping[str, Any]) -> str:
         ci = "-" if p is None else f"[{p['ci'][0]:+.3f}, {p['ci'][1]:+.3f}]"
         gaps = [g for g in row["delta_stale"] if g is not None]
         floors = [g for g in row["noise_floor"] if g is not None]
-        gain = row.get("gain") or gain_over_seeds(row["before"], row["after"])
         lines.append(
             f"| {learner} | {_mean_std(row['before'])} | {_mean_std(row['after'])} | "
-            f"{_with_ci(gain)} | {diff} | {ci} | {_mean_std(gaps) if gaps else '-'} | "
+            f"{_with_ci(row['gain'])} | {diff} | {ci} | {_mean_std(gaps) if gaps else '-'} | "
             f"{_mean_std(floors) if floors else '-'} |"
         )
     if any("exact" in p for p in data["paired"]):
