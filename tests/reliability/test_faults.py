@@ -196,39 +196,56 @@ def _teamtr(*argv: str) -> list[str]:
     return [str(Path(sys.executable).parent / "teamtr"), *argv]
 
 
+def _kill_when(proc: subprocess.Popen[bytes], ready: Path | None, seconds: float) -> None:
+    """SIGKILLs PROC once READY exists (polled every 10 ms), or after SECONDS when READY is None;
+    a process that already ended is left alone."""
+    deadline = time.perf_counter() + seconds
+    while proc.poll() is None:
+        if (ready is not None and ready.exists()) or (
+            ready is None and time.perf_counter() >= deadline
+        ):
+            os.kill(proc.pid, signal.SIGKILL)
+            break
+        time.sleep(0.01)
+    proc.wait()
+
+
 @pytest.mark.slow
 def test_a_run_killed_at_any_moment_resumes_to_the_uninterrupted_result(work: Path) -> None:
-    """SIGKILL at five moments spread over a 3-stage run (before the first checkpoint, between
-    stages, maybe inside a checkpoint's write); each resumed run (``--resume``, which takes the
-    dead process's lock over) ends with the uninterrupted run's held-out numbers."""
+    """SIGKILL at five moments of a 3-stage run: four spread over its wall time (before the first
+    checkpoint, between stages, maybe inside a checkpoint's write) and one the moment the first
+    stage's checkpoint is on disk, so that one kill falls after a checkpoint however loaded the
+    machine is. Each resumed run (``--resume``, which takes the dead process's lock over) ends with
+    the uninterrupted run's held-out numbers, and the run killed after its checkpoint says it
+    resumed from it."""
     three = ["--config", "base.yaml", "--set", "schedule.stages=3"]
     t0 = time.perf_counter()
     subprocess.run(_teamtr("train", *three, "--run-dir", "whole"), check=True, capture_output=True)
     wall = time.perf_counter() - t0
     expected = json.loads((work / "whole" / "summary.json").read_text())["after"]
-    resumed = []
-    for i, fraction in enumerate((0.35, 0.5, 0.62, 0.75, 0.88)):
+    first = Path("checkpoints") / "stage_0001.pt"  # renamed in after its digest
+    for i, moment in enumerate((0.35, first, 0.5, 0.7, 0.88)):
         run = f"killed{i}"
         proc = subprocess.Popen(
             _teamtr("train", *three, "--run-dir", run),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        time.sleep(wall * fraction)
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+        if isinstance(moment, Path):
+            _kill_when(proc, work / run / moment, 0.0)
+        else:
+            _kill_when(proc, None, wall * moment)
         done = subprocess.run(
             _teamtr("train", *three, "--run-dir", run, "--resume"), capture_output=True, text=True
         )
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-        resumed.append("resumed" in done.stdout and "after stage" in done.stdout)
+        if isinstance(moment, Path):
+            assert "resumed" in done.stdout and "after stage 1" in done.stdout, done.stdout[-2000:]
         after = json.loads((work / run / "summary.json").read_text())["after"]
         assert after.keys() == expected.keys()
         for key, value in expected.items():
-            assert after[key] == pytest.approx(value, abs=1e-6), (run, fraction, key)
+            assert after[key] == pytest.approx(value, abs=1e-6), (run, moment, key)
         assert not (work / run / ".teamtr.lock").exists()
-    assert any(resumed), "no kill came after a checkpoint: the moments do not cover the run"
 
 
 def test_a_gold_answer_no_answer_can_match_is_warned_about(work: Path) -> None:
