@@ -3,7 +3,8 @@ message. Shared by the transformers and vLLM backends so both see identical toke
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from teamtr_core.policy import Completion, Generation
@@ -99,3 +100,15 @@ def valid_utf8(text: str) -> str:
         return text
     except UnicodeEncodeError:
         return text.encode("utf-8", errors="replace").decode("utf-8")
+
+
+@functools.lru_cache(maxsize=8)
+def prompt_token_counter(folder: str, chat_template: bool | None = None) -> Callable[[str], int]:
+    """``count(context) -> tokens`` of a prompt as an HF policy on the model in ``folder``
+    renders it (:meth:`PromptCodec.prompt_ids`, its chat template per ``chat_template``), from
+    the folder's tokenizer alone (no weights are read). Cached per folder and setting."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    codec = PromptCodec(tokenizer, 1 << 30, chat_template)
+    return lambda context: len(codec.prompt_ids(context))

@@ -144,3 +144,62 @@ def test_what_a_gang_cannot_train_yet_is_refused_before_anything_starts(
     assert main(["train", "--run-dir", str(tmp_path / "run"), *gang, "--set", team]) == 2
     assert "shard full-weight agents only" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_prompts_are_counted_as_the_policy_renders_them(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """A model folder with a tokenizer: the plan counts the longest context in that tokenizer's
+    tokens with its chat template (as HFPolicy renders it), so an instruct model's template
+    (here 40 characters of markup around the context) is counted; with the template turned
+    off (``chat_template: false``), the plain context. A micro-batch of one message holds the
+    prompt and its completion."""
+    import shutil
+
+    import teamtr_env
+    from adapters.codec import PromptCodec
+    from teamtr_core.config import from_dict
+    from trainers.config import TrainConfig
+    from trainers.run.memory_plan import plan_memory
+
+    folder = tmp_path / "chat"
+    shutil.copytree(tiny_model_dir, folder)
+    settings = json.loads((folder / "tokenizer_config.json").read_text())
+    settings["chat_template"] = (
+        "{% for m in messages %}<|system|>be brief<|user|>{{ m['content'] }}{% endfor %}"
+        "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+    )
+    (folder / "tokenizer_config.json").write_text(json.dumps(settings))
+
+    options = {"agents": ["solver"], "max_turns": 1, "system_prompts": {"solver": ""}}
+
+    def planned(chat_template: bool | None) -> int:
+        agent = {"backend": "hf", "path": str(folder), "chat_template": chat_template}
+        config = from_dict(
+            TrainConfig,
+            {
+                "task": "teamtr/Arith-v0",
+                "task_options": options,
+                "team": {"default": agent},
+                "sampling": {"max_new_tokens": 4},
+                "schedule": {"problems_per_batch": 1, "group_size": 1},
+            },
+        )
+        env = teamtr_env.make(config.task, **config.task_options)
+        return plan_memory(config, env).tokens["solver"]
+
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    env = teamtr_env.make("teamtr/Arith-v0", **options)
+    longest = {}
+    for template in (True, False):
+        codec = PromptCodec(tokenizer, 1 << 20, template)
+        counts = []
+        for seed in range(4):
+            env.reset(seed=seed)
+            counts.append(len(codec.prompt_ids(env.context(env.agent_selection))))
+        longest[template] = max(counts)
+    assert longest[True] > longest[False] + 30  # the template's markup is counted
+    assert planned(None) == longest[True] + 4
+    assert planned(False) == longest[False] + 4

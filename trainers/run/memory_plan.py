@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from adapters.codec import prompt_token_counter
 from teamtr_core.errors import ConfigError
 from trainers.config import TrainConfig
 from trainers.run.memory_model import DTYPE_BYTES, UpdateBytes, update_peak
@@ -285,17 +286,28 @@ def _micro_batch_tokens(
 
 def _prompt_tokens(env: Any, agent: PlannedAgent, new_tokens: int) -> int:
     """The longest context the agent scores, in tokens: the longest opening context of a few
-    of the task's problems, plus every earlier turn's message, within the model's window."""
-    chars = 0
+    of the task's problems, plus every earlier turn's message, within the model's window.
+
+    With the agent's tokenizer on disk (``PlannedAgent.tokenizer``) a context is counted as its
+    policy renders it (``adapters.codec.prompt_token_counter``: the chat template and its
+    default system prompt included, which double a short context's tokens on an instruct
+    model); otherwise it is estimated from its characters (:data:`CHARS_PER_TOKEN`; one a
+    token for a character-level model)."""
+    contexts = []
     for seed in range(4):
         try:
             env.reset(seed=seed)
-            chars = max(chars, len(env.context(env.agent_selection)))
+            contexts.append(env.context(env.agent_selection))
         except Exception:  # a task that cannot draw here (files the plan does not need)
             break
-    per_token = 1.0 if agent.shape.vocab < 1000 else CHARS_PER_TOKEN  # a character-level model
+    if agent.tokenizer is not None:
+        count = prompt_token_counter(agent.tokenizer, agent.chat_template)
+        longest = max((count(c) for c in contexts), default=0)
+    else:
+        per_token = 1.0 if agent.shape.vocab < 1000 else CHARS_PER_TOKEN
+        longest = math.ceil(max((len(c) for c in contexts), default=0) / per_token)
     turns = int(getattr(getattr(env, "protocol", None), "turn_limit", 1) or 1)
-    tokens = math.ceil(chars / per_token) + (turns - 1) * new_tokens
+    tokens = longest + (turns - 1) * new_tokens
     return max(1, min(tokens, agent.shape.max_positions - new_tokens))
 
 

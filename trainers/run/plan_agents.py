@@ -41,6 +41,11 @@ class PlannedAgent:
     shared_base: bool = False
     bundled: str | None = None
     """The hub id of the bundled ``config.json`` its shape comes from (``None``: its own)."""
+    tokenizer: str | None = None
+    """Its model folder when that holds a tokenizer: the plan counts the agent's prompts in its
+    tokens, rendered as its policy renders them (``None``: estimated from characters)."""
+    chat_template: bool | None = None
+    """The agent's ``chat_template`` setting (``None``: when the tokenizer has one)."""
 
 
 def plan_agents(
@@ -83,12 +88,31 @@ def plan_agents(
         trains = agent.backend == "hf"
         out.append(
             PlannedAgent(
-                name, shape, dtype, trainable, lora, device, trains, config.team.shared_base, hub
+                name,
+                shape,
+                dtype,
+                trainable,
+                lora,
+                device,
+                trains,
+                config.team.shared_base,
+                hub,
+                None if hub else _tokenizer_folder(agent.path),
+                agent.chat_template,
             )
         )
     if config.team.shared_policy and out:  # role-sharing: one model and optimizer for them all
         return [dataclasses.replace(out[0], name="+".join(a.name for a in out))], unplanned
     return out, unplanned
+
+
+def _tokenizer_folder(path: str | None) -> str | None:
+    """``path`` when it is a model folder here with a tokenizer (``tokenizer.json`` or
+    ``tokenizer_config.json``), else ``None``."""
+    if not path or not Path(path).is_dir():
+        return None
+    names = ("tokenizer.json", "tokenizer_config.json")
+    return path if any((Path(path) / n).is_file() for n in names) else None
 
 
 def _shapes(
