@@ -23,6 +23,14 @@ machine's cores:
   engines, ``VLLM_CPU_KVCACHE_SPACE`` GiB of KV cache each: one per full-weight agent, one
   multi-LoRA engine for the shared base).
 
+``--model DIR`` measures a real model instead (e.g. ``models/smollm2-135m-instruct``, which
+``teamtr models get smollm2-135m-instruct`` writes; no memory rows). With ``--stage-config FILE``
+its stage rows are ``teamtr train --config FILE`` runs on that model (``--stages`` stages after
+a ``--sft-steps`` clone) with HF rollouts, vLLM rollouts, and vLLM rollouts with the truncated
+importance correction (``rollout.importance_correction: tis``), each with the engine-trainer
+log-prob gap and KL over its updates and the TIS weights' mean. ``benchmarks/real_model_perf.py``
+runs it so, beside the update rows.
+
 On a CPU, vLLM is how the GPU path gets tested, not a speed-up: the table says plainly where it
 loses. Quote figures only from an idle machine.
 """
@@ -127,8 +135,89 @@ def stage_seconds(path: Path, vllm: bool) -> dict[str, float]:
     }
 
 
+#: The ``--stage-config`` runs: (label, ``--set`` overrides of the rollouts).
+CONFIG_STAGES = (
+    ("HF", ["rollout.engine=hf"]),
+    ("vLLM", ["rollout.engine=vllm", "rollout.in_process=true"]),
+    ("vLLM + TIS", [
+        "rollout.engine=vllm", "rollout.in_process=true", "rollout.importance_correction=tis"
+    ]),
+)  # fmt: skip
+
+
+def config_stages(config: Path, model: Path, stages: int, sft_steps: int) -> list[dict[str, Any]]:
+    """``teamtr train --config CONFIG`` (its team on ``model``) for ``stages`` stages after a
+    ``sft_steps``-step behaviour clone, once per :data:`CONFIG_STAGES` entry, in this venv: the
+    stages' wall, rollout, update and sync seconds, and with an engine, the engine-trainer
+    log-prob gap and KL of every update and the TIS weights' mean. The evaluations are cut to 8
+    problems x 1 (they are not what is measured)."""
+    teamtr = Path(sys.executable).parent / "teamtr"
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="teamtr-stage-") as work:
+        for label, sets in CONFIG_STAGES:
+            run = Path(work) / label.replace(" ", "").replace("+", "-")
+            overrides = [
+                f"team.default.path={model}",
+                f"schedule.stages={stages}",
+                f"sft.steps={sft_steps}",
+                "eval.problems=8",
+                "eval.k=1",
+                "eval.train_distribution=false",
+                "progress=false",
+                "plot=false",
+                "loggers=[]",
+                *sets,
+            ]
+            command = [str(teamtr), "train", "--config", str(config), "--run-dir", str(run)]
+            for item in overrides:
+                command += ["--set", item]
+            done = subprocess.run(command, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise RuntimeError(f"{label}: {done.stderr[-3000:]}")
+            records = [
+                json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()
+            ]
+            rows.append(stage_row(label, [r for r in records if "stage/wall_s" in r]))
+    return rows
+
+
+def stage_row(label: str, stages: list[dict[str, Any]]) -> dict[str, Any]:
+    """One ``--stage-config`` run's figures from its stage records: seconds summed over the
+    stages; the engine-trainer gap, KL and TIS weights over every update (``agent/<name>/...``;
+    ``None`` without an engine)."""
+
+    def per_update(metric: str) -> list[float]:
+        return [
+            v
+            for r in stages
+            for k, v in r.items()
+            if k.startswith("agent/") and k.endswith(f"/{metric}") and v == v  # not NaN
+        ]
+
+    row: dict[str, Any] = {"rollouts": label, "stages": len(stages)}
+    for key in ("wall_s", "rollout_s", "update_s", "tokens"):
+        row[key] = sum(r.get(f"stage/{key}", 0.0) for r in stages)
+    row["sync_s"] = sum(r.get("rollout/sync_s", 0.0) for r in stages)
+    row["syncs"] = int(sum(r.get("rollout/sync_count", 0) for r in stages))
+    row["reward_mean"] = statistics.mean(r["stage/reward_mean"] for r in stages)
+    gaps, kls, tis = per_update("logprob_gap"), per_update("engine_kl"), per_update("tis_mean")
+    row["updates"] = len(per_update("accepted"))
+    row["logprob_gap_mean"] = statistics.mean(gaps) if gaps else None
+    row["logprob_gap_max"] = max(gaps) if gaps else None
+    row["engine_kl_mean"] = statistics.mean(kls) if kls else None
+    row["tis_mean"] = statistics.mean(tis) if tis else None
+    return row
+
+
 def measure(
-    name: str, path: Path, prompts: list[str], new_tokens: int, repeats: int
+    name: str,
+    path: Path,
+    prompts: list[str],
+    new_tokens: int,
+    repeats: int,
+    stage_config: Path | None = None,
+    stages: int = 2,
+    sft_steps: int = 5,
 ) -> dict[str, Any]:
     from adapters.hf import HFPolicy
 
@@ -149,8 +238,11 @@ def measure(
     row["sync_s"] = statistics.median(syncs)
     row["sync_bytes"] = vllm.syncs.bytes // max(vllm.syncs.count, 1)
     del vllm
-    row["stage_hf"] = stage_seconds(path, vllm=False)
-    row["stage_vllm"] = stage_seconds(path, vllm=True)
+    if stage_config is None:
+        row["stage_hf"] = stage_seconds(path, vllm=False)
+        row["stage_vllm"] = stage_seconds(path, vllm=True)
+    else:
+        row["config_stages"] = config_stages(stage_config, path, stages, sft_steps)
     return row
 
 
@@ -230,6 +322,45 @@ def memory_rows(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _stage_cells(r: dict[str, Any]) -> list[str]:
+    """The demo stage's cells of a row (``-`` when the stages were a config's runs)."""
+    if "stage_hf" not in r:
+        return ["-", "-"]
+    hf, vllm = r["stage_hf"], r["stage_vllm"]
+    return [
+        f"{hf['wall_s']:.1f} ({hf['rollout_s']:.1f})",
+        f"{vllm['wall_s']:.1f} ({vllm['rollout_s']:.1f}, {vllm['sync_s']:.2f})",
+    ]
+
+
+def config_table(runs: list[dict[str, Any]], config: Path) -> Any:
+    """The ``--stage-config`` runs as a table."""
+    from rich.table import Table
+
+    def num(value: float | None, spec: str) -> str:
+        return "-" if value is None else format(value, spec)
+
+    table = Table(title=f"teamtr train --config {config}: {runs[0]['stages']} stages per run")
+    for col in (
+        "rollouts", "stages s", "rollouts s", "updates s", "syncs (s)", "log-prob gap mean (max)",
+        "engine KL", "TIS weight mean", "reward",
+    ):  # fmt: skip
+        table.add_column(col)
+    for run in runs:
+        table.add_row(
+            run["rollouts"],
+            f"{run['wall_s']:.1f}",
+            f"{run['rollout_s']:.1f}",
+            f"{run['update_s']:.1f}",
+            f"{run['syncs']} ({run['sync_s']:.2f})",
+            f"{num(run['logprob_gap_mean'], '.1e')} ({num(run['logprob_gap_max'], '.1e')})",
+            num(run["engine_kl_mean"], ".1e"),
+            num(run["tis_mean"], ".6f"),
+            f"{run['reward_mean']:.3f}",
+        )
+    return table
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the tiny model only, 1 repeat")
@@ -237,9 +368,26 @@ def main() -> int:
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument(
+        "--model",
+        type=Path,
+        help="measure this Hugging Face model directory instead of the built ones (e.g. "
+        "models/smollm2-135m-instruct); no memory rows",
+    )
+    parser.add_argument(
+        "--stage-config",
+        type=Path,
+        help="with --model: the stage rows are teamtr train runs of this config on the model "
+        "(HF, vLLM and vLLM with TIS rollouts), with the engine-trainer log-prob gap",
+    )
+    parser.add_argument("--stages", type=int, default=2, help="stages of each --stage-config run")
+    parser.add_argument(
+        "--sft-steps", type=int, default=5, help="the behaviour clone of each --stage-config run"
+    )
     parser.add_argument("--memory-layout", choices=list(LAYOUTS), help=argparse.SUPPRESS)
-    parser.add_argument("--model", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.stage_config and not args.model:
+        parser.error("--stage-config needs --model")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     if args.memory_layout:  # one memory row, in the fresh process memory_rows started
@@ -261,9 +409,18 @@ def main() -> int:
     models = dict(list(MODELS.items())[:1]) if args.quick else MODELS
     prompts = [f"Start: {i % 10}\nStep: +{1 + i % 5}\n### solver\n" for i in range(args.prompts)]
     work = Path(tempfile.mkdtemp(prefix="teamtr-rollout-engines-"))
-    paths = {name: build(work, name, spec) for name, spec in models.items()}
-    rows = [measure(name, path, prompts, args.new_tokens, repeats) for name, path in paths.items()]
-    memory = [] if args.quick else memory_rows(paths[list(MODELS)[-1]])
+    if args.model:
+        paths = {args.model.name: args.model}
+    else:
+        paths = {name: build(work, name, spec) for name, spec in models.items()}
+    rows = [
+        measure(
+            name, path, prompts, args.new_tokens, repeats, args.stage_config, args.stages,
+            args.sft_steps,
+        )
+        for name, path in paths.items()
+    ]  # fmt: skip
+    memory = [] if args.quick or args.model else memory_rows(paths[list(MODELS)[-1]])
     table = Table(
         title=f"HF vs vLLM-CPU rollouts: {args.prompts} prompts x {args.new_tokens} tokens"
     )
@@ -280,12 +437,13 @@ def main() -> int:
             f"{r['vllm_over_hf']:.2f}x",
             f"{r['sync_s']:.3f}",
             f"{r['sync_bytes'] / 1e6:.1f}",
-            f"{r['stage_hf']['wall_s']:.1f} ({r['stage_hf']['rollout_s']:.1f})",
-            f"{r['stage_vllm']['wall_s']:.1f} ({r['stage_vllm']['rollout_s']:.1f}, "
-            f"{r['stage_vllm']['sync_s']:.2f})",
+            *_stage_cells(r),
             f"{r['engine_start_s']:.1f}",
         )
     console.print(table)
+    for r in rows:
+        if "config_stages" in r:
+            console.print(config_table(r["config_stages"], args.stage_config))
     if memory:
         mem = Table(title=f"Memory per layout: 3 agents on the {list(MODELS)[-1]} model")
         for col in ("layout", "engines", "agents' weights MB", "peak RSS over baseline MB"):
@@ -313,6 +471,12 @@ def main() -> int:
                 "torch_threads": torch.get_num_threads(),
                 "cpu": platform.processor() or platform.machine(),
                 "cores": os.cpu_count(),
+                "model": str(args.model) if args.model else None,
+                "stage_config": str(args.stage_config) if args.stage_config else None,
+                "stage_config_runs": {"stages": args.stages, "sft_steps": args.sft_steps}
+                if args.stage_config
+                else None,
+                "stage_config_overrides": {label: sets for label, sets in CONFIG_STAGES},
             },
             "rows": rows,
             "memory": memory,

@@ -33,6 +33,9 @@ a gang of 2 ranks sharded with FSDP2 (gloo, two processes): the sharded figure i
 peak over its memory after loading and sharding (the larger of the two).
 
 ``--quick`` runs a 4M-parameter model at both settings' batches (a smoke run for the tests).
+``--model DIR`` measures a real model instead (e.g. ``models/smollm2-135m-instruct``, written by
+``teamtr models get smollm2-135m-instruct``): the three step rows at ``--batch`` (8x4), with
+``--threads`` torch threads; TRL gets the model's chat template as teamtr does.
 """
 
 from __future__ import annotations
@@ -75,6 +78,8 @@ QUICK = {"hidden_size": 256, "num_layers": 4, "num_heads": 4, "intermediate_size
 ARMS = ("teamtr, trust region on", "teamtr, trust region off", "TRL GRPOTrainer")
 UPDATE_ARMS = ("one update, unsharded", "one update, 2 shards (each rank)")
 NEW_TOKENS, LR, TEMPERATURE = 12, 1e-4, 0.8
+THREADS = 1
+"""torch threads of every row (``--threads``; passed on to each row's fresh process)."""
 MMAP_THRESHOLD = 131072
 """Bytes above which every allocation gets its own mapping (glibc's default threshold grows with
 freed blocks, which then stay resident and hide later peaks)."""
@@ -140,7 +145,7 @@ def _trl(model_dir: Path, prompts: int, generations: int) -> Any:
     except ImportError:
         return None
     import numpy as np
-    from update_speed import TRL_REPORTED, TRL_SETTINGS, _effective, make_env
+    from update_speed import TRL_REPORTED, TRL_SETTINGS, _effective, make_env, trl_prompts, trl_text
 
     env = make_env()
     rng = np.random.default_rng(0)
@@ -152,8 +157,11 @@ def _trl(model_dir: Path, prompts: int, generations: int) -> Any:
         contexts.append(env.context("solver"))
     by_context = dict(zip(contexts, problems))
 
-    def reward(prompts: list[str], completions: list[str], **_: Any) -> list[float]:
-        return [env.task.grade(by_context[p], c).reward for p, c in zip(prompts, completions)]
+    def reward(prompts: list[Any], completions: list[Any], **_: Any) -> list[float]:
+        return [
+            env.task.grade(by_context[trl_text(p)], trl_text(c)).reward
+            for p, c in zip(prompts, completions)
+        ]
 
     config = GRPOConfig(
         **TRL_SETTINGS,
@@ -180,7 +188,7 @@ def _trl(model_dir: Path, prompts: int, generations: int) -> Any:
         model=model,
         reward_funcs=reward,
         args=config,
-        train_dataset=Dataset.from_dict({"prompt": contexts}),
+        train_dataset=Dataset.from_dict({"prompt": trl_prompts(contexts, tokenizer)}),
         processing_class=tokenizer,
     )
 
@@ -201,7 +209,7 @@ def run_arm(arm: str, model_dir: Path, prompts: int, generations: int) -> dict[s
     """One row, in this process: the set-up, then the step's peak over the memory before it."""
     import torch
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(THREADS)
     if arm == "TRL GRPOTrainer":
         step = _trl(model_dir, prompts, generations)
         if step is None:
@@ -272,7 +280,7 @@ def _rank(rank: int, world: int, model_dir: str, batch: str, port: int, out: str
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
-    torch.set_num_threads(1)
+    torch.set_num_threads(THREADS)
     prompts, generations = (int(x) for x in batch.split("x"))
     policy = HFPolicy.from_pretrained(model_dir)
     resident(policy.model)
@@ -288,7 +296,7 @@ def run_update_arm(arm: str, model_dir: Path, prompts: int, generations: int) ->
 
     from trainers.optim.collective import SOLO
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(THREADS)
     if arm == UPDATE_ARMS[0]:
         from adapters.hf import HFPolicy
 
@@ -325,6 +333,8 @@ def measure(arm: str, model_dir: Path, prompts: int, generations: int) -> dict[s
             f"{prompts}x{generations}",
             "--arm-out",
             str(out),
+            "--threads",
+            str(THREADS),
         ]
         env = {
             **os.environ,
@@ -348,18 +358,24 @@ def parameter_bytes(model_dir: Path) -> int:
 def run_setting(name: str, setting: dict[str, int], folder: Path) -> dict[str, Any]:
     """Every arm of one setting on one model."""
     model_dir = build_model(folder / name, setting)
+    result = run_model(model_dir, setting["prompts"], setting["generations"], ARMS + UPDATE_ARMS)
+    model = {k: setting[k] for k in ("hidden_size", "num_layers", "intermediate_size")}
+    return {"model": model, **result}
+
+
+def run_model(model_dir: Path, prompts: int, generations: int, arms: tuple[str, ...]) -> dict:
+    """The ``arms`` on the model in ``model_dir`` at a batch of ``prompts`` x ``generations``."""
     params = parameter_bytes(model_dir)
     rows: dict[str, Any] = {}
-    for arm in ARMS + UPDATE_ARMS:
-        result = measure(arm, model_dir, setting["prompts"], setting["generations"])
+    for arm in arms:
+        result = measure(arm, model_dir, prompts, generations)
         if result is not None:
             result["x_params"] = result["step_bytes"] / params
         rows[arm] = result
     return {
-        "model": {k: setting[k] for k in ("hidden_size", "num_layers", "intermediate_size")},
         "parameters": params // 4,
         "parameter_bytes": params,
-        "batch": f"{setting['prompts']} prompts x {setting['generations']}",
+        "batch": f"{prompts} prompts x {generations}",
         "rows": rows,
         **_ratios(rows),
     }
@@ -384,19 +400,32 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--quick", action="store_true", help="a 4M-parameter smoke run")
+    parser.add_argument(
+        "--model",
+        type=Path,
+        help="measure this Hugging Face model directory instead of the two built settings (e.g. "
+        "models/smollm2-135m-instruct): the three step rows, at --batch",
+    )
+    parser.add_argument(
+        "--batch", default="8x4", help="with --model: prompts x generations of a step (8x4)"
+    )
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of every row")
     parser.add_argument("--arm", choices=ARMS + UPDATE_ARMS, help=argparse.SUPPRESS)
-    parser.add_argument("--model", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--batch", help=argparse.SUPPRESS)
     parser.add_argument("--arm-out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    global THREADS
+    THREADS = args.threads
+    prompts, generations = (int(x) for x in args.batch.split("x"))
     if args.arm:  # one row, in this (fresh) process
-        prompts, generations = (int(x) for x in args.batch.split("x"))
         run = run_update_arm if args.arm in UPDATE_ARMS else run_arm
         args.arm_out.write_text(json.dumps(run(args.arm, args.model, prompts, generations)))
         return 0
     settings = {k: {**v, **QUICK} for k, v in SETTINGS.items()} if args.quick else SETTINGS
-    with tempfile.TemporaryDirectory() as scratch:
-        results = {name: run_setting(name, s, Path(scratch)) for name, s in settings.items()}
+    if args.model:
+        results = {args.model.name: run_model(args.model, prompts, generations, ARMS)}
+    else:
+        with tempfile.TemporaryDirectory() as scratch:
+            results = {name: run_setting(name, s, Path(scratch)) for name, s in settings.items()}
     for name, r in results.items():
         table = []
         for arm, row in r["rows"].items():
@@ -422,7 +451,11 @@ def main() -> int:
             )
     data = {
         "command": shlex.join([sys.executable, *sys.argv]),
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "torch_threads": 1},
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "torch_threads": THREADS,
+        },
         "settings": {"new_tokens": NEW_TOKENS, "lr": LR, "epochs": 1, "dtype": "float32"},
         "malloc_mmap_threshold": MMAP_THRESHOLD,
         "results": results,

@@ -19,7 +19,15 @@ to the virtual environment), TRL's ``GRPOTrainer`` runs the same model, prompts 
 solver sees), reward (the task's grader) and settings (``num_iterations=1``, ``beta=0``: no
 reference model, one optimizer step per generation batch) for the same number of steps, and the
 ratios teamtr / TRL are reported (``ratio_vs_trl``: trust region on; ``ratio_vs_trl_no_tr``).
-Every figure is the median over ``--steps`` steps after one warm-up step, with one torch thread.
+Every figure is the median over ``--steps`` steps after one warm-up step, with one torch thread
+(``--threads``).
+
+``--model DIR`` runs every row on a real model instead (e.g. ``models/smollm2-135m-instruct``,
+which ``teamtr models get smollm2-135m-instruct`` writes); a model with a chat template gets it
+on both sides (TRL's conversational prompts render the context as the user turn, as teamtr
+does). On 2 cores a real model's step takes tens of seconds, so
+``benchmarks/real_model_perf.py`` runs it with ``--steps 2 --prompts 8 --threads 2
+--no-shipped`` and the other sections off.
 
 With ``comlrl`` importable (the ``peers`` extra), CoMLRL's MAGRPO and teamtr train the
 same two-agent team at the same settings (:func:`two_agent_peers`, ``benchmarks/peer_comlrl.py``),
@@ -68,6 +76,12 @@ OPTIONS: dict[str, Any] = {
 PROMPTS, GENERATIONS, NEW_TOKENS, TEMPERATURE, LR = 16, 4, 12, 0.8, 1e-4
 
 
+def set_batch(prompts: int, generations: int) -> None:
+    """Sets the prompts and generations of a step for every row of this process."""
+    global PROMPTS, GENERATIONS
+    PROMPTS, GENERATIONS = prompts, generations
+
+
 def make_env() -> Any:
     return teamtr_env.make(TASK, **OPTIONS)
 
@@ -113,6 +127,10 @@ def teamtr_steps(model_dir: Path, steps: int, *, epochs: int, trust_region: bool
                 "update_s": m.get("stage/update_s", 0.0),
                 "monitor_s": m.get("stage/monitor_s", 0.0),
                 "reward": m["stage/reward_mean"],
+                # the trust region's line search: each backtrack restores the weights, halves
+                # the step and measures the KL again (KL check seconds grow with them)
+                "backtracks": m.get("agent/solver/backtracks", 0.0),
+                "kl_tok": m.get("agent/solver/kl_tok", float("nan")),
             }
         )
     rows = rows[1:]  # the first step warms up
@@ -232,6 +250,21 @@ def multi_turn_scoring(problems: int) -> dict:
     return out
 
 
+def trl_prompts(contexts: list[str], tokenizer: Any) -> list[Any]:
+    """The contexts as TRL prompts, rendered as teamtr renders them: when the tokenizer has a chat
+    template (a real instruct model), each context is the user turn of TRL's conversational
+    format, which TRL renders with the template and the generation prompt as
+    ``adapters.codec.PromptCodec`` does; otherwise the plain text."""
+    if getattr(tokenizer, "chat_template", None) is None:
+        return list(contexts)
+    return [[{"role": "user", "content": c}] for c in contexts]
+
+
+def trl_text(value: Any) -> str:
+    """A TRL prompt or completion as text (a conversational one: its last message's content)."""
+    return str(value[-1]["content"]) if isinstance(value, list) else str(value)
+
+
 TRL_SETTINGS: dict[str, Any] = {
     # Every GRPOConfig option whose default differs from teamtr's update, set to teamtr's:
     "bf16": False,  # TRL's default autocasts to bf16 (slow on CPUs without fast bf16)
@@ -343,8 +376,11 @@ def trl_steps(model_dir: Path, steps: int) -> dict | None:
         prompts.append(env.context("solver"))
     by_prompt = {p: problem for p, problem in zip(prompts, problems)}
 
-    def reward(prompts: list[str], completions: list[str], **_: Any) -> list[float]:
-        return [task.grade(by_prompt[p], c).reward for p, c in zip(prompts, completions)]
+    def reward(prompts: list[Any], completions: list[Any], **_: Any) -> list[float]:
+        return [
+            task.grade(by_prompt[trl_text(p)], trl_text(c)).reward
+            for p, c in zip(prompts, completions)
+        ]
 
     times: list[float] = []
 
@@ -381,7 +417,7 @@ def trl_steps(model_dir: Path, steps: int) -> dict | None:
         model=model,
         reward_funcs=reward,
         args=config,
-        train_dataset=Dataset.from_dict({"prompt": prompts}),
+        train_dataset=Dataset.from_dict({"prompt": trl_prompts(prompts, tokenizer)}),
         processing_class=tokenizer,
         callbacks=[Clock()],
     )
@@ -441,7 +477,28 @@ def two_agent_peers(model_dir: Path, args: argparse.Namespace, console: Console)
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=10, help="timed steps (after one warm-up)")
-    parser.add_argument("--model", type=Path, default=None, help="a tiny model directory")
+    parser.add_argument(
+        "--model",
+        type=Path,
+        default=None,
+        help="a Hugging Face model directory (default: the tiny model, built here), e.g. "
+        "models/smollm2-135m-instruct from teamtr models get",
+    )
+    parser.add_argument(
+        "--prompts", type=int, default=PROMPTS, help="prompts per step (CoMLRL's section: 16)"
+    )
+    parser.add_argument(
+        "--generations", type=int, default=GENERATIONS, help="generations per prompt (CoMLRL: 4)"
+    )
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads of every row (TRL's included)"
+    )
+    parser.add_argument(
+        "--shipped",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the 'as shipped (4 epochs)' row (--no-shipped skips it: 4 updates a step)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     parser.add_argument(
         "--multi-turn-problems",
@@ -466,8 +523,14 @@ def main() -> int:
         "skipped with a message when comlrl is not installed)",
     )
     args = parser.parse_args()
+    if (args.prompts, args.generations) != (PROMPTS, GENERATIONS) and args.comlrl_steps != 0:
+        parser.error(
+            f"--prompts/--generations other than {PROMPTS}/{GENERATIONS} need --comlrl-steps 0 "
+            "(the CoMLRL section runs at its own batch)"
+        )
+    set_batch(args.prompts, args.generations)
     OPTIONS["digits"] = args.digits
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     console = Console()
     model_dir = args.model or build_tiny_model(Path(tempfile.mkdtemp()) / "tiny")
     rows = {
@@ -477,8 +540,11 @@ def main() -> int:
         "no trust region, 1 epoch": teamtr_steps(
             model_dir, args.steps, epochs=1, trust_region=False
         ),
-        "as shipped (4 epochs)": teamtr_steps(model_dir, args.steps, epochs=4, trust_region=True),
     }
+    if args.shipped:
+        rows["as shipped (4 epochs)"] = teamtr_steps(
+            model_dir, args.steps, epochs=4, trust_region=True
+        )
     trl = trl_steps(model_dir, args.steps)
     if trl is None:
         console.print('TRL arm skipped: trl is not installed (pip install -e ".[peers]")')
@@ -539,7 +605,12 @@ def main() -> int:
         console.print(band)
     result: dict[str, Any] = {
         "command": shlex.join([sys.executable, *sys.argv]),
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "torch_threads": 1},
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "torch_threads": args.threads,
+        },
+        "model": str(args.model) if args.model else "tiny (0.55M, built here)",
         "settings": {
             "prompts": PROMPTS,
             "generations": GENERATIONS,

@@ -77,3 +77,31 @@ def test_a_short_run_writes_both_peers_sections_and_generation_rates(tmp_path: P
         assert result["trl"]["settings"]["bf16"] is False
         assert result["trl"]["settings"]["gradient_checkpointing"] is False
         assert result["gen_tokens_per_s"]["trl"] > 0 and result["ratio_vs_trl"] > 0
+
+
+def test_trl_gets_the_chat_template_teamtr_renders(bench: ModuleType, tiny_model_dir: Path) -> None:
+    """A tokenizer with a chat template (a real instruct model): TRL's prompts are
+    conversational, and rendered as TRL renders them (the template with the generation prompt)
+    they are the token ids teamtr's codec gives the same context; without a template, the plain
+    text. Rewards read the text back from either form."""
+    from transformers import AutoTokenizer
+
+    from adapters.codec import PromptCodec
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    assert bench.trl_prompts(["1+2=?"], tokenizer) == ["1+2=?"]
+    tokenizer.chat_template = (
+        "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}"
+        "{% if add_generation_prompt %}<assistant>{% endif %}"
+    )
+    (prompt,) = bench.trl_prompts(["1+2=?"], tokenizer)
+    assert prompt == [{"role": "user", "content": "1+2=?"}]
+    rendered = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True)
+    ids = (
+        rendered["input_ids"]
+        if isinstance(rendered, dict) or hasattr(rendered, "keys")
+        else rendered
+    )
+    assert list(ids) == PromptCodec(tokenizer, 512).prompt_ids("1+2=?")
+    assert bench.trl_text(prompt) == "1+2=?" and bench.trl_text("Answer: 3") == "Answer: 3"
+    assert bench.trl_text([{"role": "assistant", "content": "Answer: 3"}]) == "Answer: 3"
