@@ -105,3 +105,11 @@ def test_trl_gets_the_chat_template_teamtr_renders(bench: ModuleType, tiny_model
     assert list(ids) == PromptCodec(tokenizer, 512).prompt_ids("1+2=?")
     assert bench.trl_text(prompt) == "1+2=?" and bench.trl_text("Answer: 3") == "Answer: 3"
     assert bench.trl_text([{"role": "assistant", "content": "Answer: 3"}]) == "Answer: 3"
+
+
+def test_another_batch_needs_the_comlrl_section_off(tmp_path: Path) -> None:
+    """--prompts/--generations change every row's batch; CoMLRL's section runs at its own, so the
+    two together are refused (exit 2) before anything runs."""
+    cmd = [sys.executable, str(ROOT / "benchmarks/update_speed.py"), "--prompts", "8"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2 and "need --comlrl-steps 0" in proc.stderr
