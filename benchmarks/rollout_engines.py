@@ -340,7 +340,9 @@ def config_table(runs: list[dict[str, Any]], config: Path) -> Any:
     def num(value: float | None, spec: str) -> str:
         return "-" if value is None else format(value, spec)
 
-    table = Table(title=f"teamtr train --config {config}: {runs[0]['stages']} stages per run")
+    stages = runs[0]["stages"]
+    title = f"teamtr train --config {config}: {stages} stage{'' if stages == 1 else 's'} per run"
+    table = Table(title=title)
     for col in (
         "rollouts", "stages s", "rollouts s", "updates s", "syncs (s)", "log-prob gap mean (max)",
         "engine KL", "TIS weight mean", "reward",

@@ -71,5 +71,5 @@ def test_a_config_run_on_a_given_model_reports_the_engine_trainer_gap(
         assert run["syncs"] >= 1 and run["updates"] == 2
         assert run["logprob_gap_max"] < 1e-3
     assert vllm["tis_mean"] is None and abs(tis["tis_mean"] - 1.0) < 1e-3
-    assert "teamtr train --config examples/real_smollm2.yaml: 1 stages per run" in done.stdout
+    assert "teamtr train --config examples/real_smollm2.yaml: 1 stage per run" in done.stdout
     assert "log-prob gap mean (max)" in done.stdout
