@@ -53,6 +53,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _bench import write_outputs
+from rollout_engines import config_table
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 PARTS = ("generation", "update", "memory", "plan")
@@ -259,19 +264,9 @@ def tables(model: str, s: dict[str, Any], parts: dict[str, Any]) -> list[Table]:
         )
         out.append(t)
     if got.get("config_runs"):
-        t = Table(title="teamtr train (LoRA config): rollouts through each engine")
-        for col in ("rollouts", "stages s", "rollouts s", "gap mean (max)", "engine KL", "TIS w"):
-            t.add_column(col, justify="left" if col == "rollouts" else "right")
-        for r in got["config_runs"]:
-            gap = (
-                "-"
-                if r["logprob_gap_mean"] is None
-                else f"{r['logprob_gap_mean']:.1e} ({r['logprob_gap_max']:.1e})"
-            )
-            kl = "-" if r["engine_kl_mean"] is None else f"{r['engine_kl_mean']:.1e}"
-            tis = "-" if r["tis_mean"] is None else f"{r['tis_mean']:.6f}"
-            t.add_row(r["rollouts"], f"{r['wall_s']:.1f}", f"{r['rollout_s']:.1f}", gap, kl, tis)
-        out.append(t)
+        out.append(
+            config_table(got["config_runs"], LAYOUTS["LoRA r16, shared base"].relative_to(ROOT))
+        )
     if "update_s_per_step" in got or "update_peak_bytes" in got:
         p, g = s["batch"]
         t = Table(title=f"one update step, {p} prompts x {g}: teamtr against TRL's GRPOTrainer")
@@ -363,9 +358,7 @@ def main() -> int:
             "summary": summary(parts),
             "parts": parts,
         }
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(data, indent=1) + "\n")
-        console.print(f"wrote {args.json}")
+        write_outputs(args.json, data)
     return 0
 
 
