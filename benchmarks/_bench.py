@@ -141,10 +141,11 @@ def mean_ci_bounds(
     return float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))
 
 
-def _status_kib(field: str) -> int | None:
-    """A ``/proc/self/status`` field in KiB (Linux), else ``None``."""
+def status_kib(field: str, pid: int | str = "self") -> int | None:
+    """A ``/proc/PID/status`` field in KiB (Linux; this process by default), else ``None`` (no
+    such file, or a process that has ended)."""
     try:
-        for line in Path("/proc/self/status").read_text().splitlines():
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith(field + ":"):
                 return int(line.split()[1])
     except OSError:
@@ -158,13 +159,13 @@ def reset_peak_rss() -> int:
     comes next; returns the current resident bytes."""
     with contextlib.suppress(OSError):
         Path("/proc/self/clear_refs").write_text("5")
-    now = _status_kib("VmRSS")
+    now = status_kib("VmRSS")
     return peak_rss_bytes() if now is None else now * 1024
 
 
 def peak_rss_bytes() -> int:
     """This process's peak resident memory (since :func:`reset_peak_rss` where it worked)."""
-    peak = _status_kib("VmHWM")
+    peak = status_kib("VmHWM")
     if peak is not None:
         return peak * 1024
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

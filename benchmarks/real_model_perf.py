@@ -55,7 +55,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bench import write_outputs
+from _bench import status_kib, write_outputs
 from rollout_engines import config_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,17 +142,6 @@ def memory(model: Path, s: dict[str, Any], work: Path) -> dict[str, Any]:
     return _json_of(command, work / "memory.json")
 
 
-def _hwm_bytes(pid: int) -> int | None:
-    """``VmHWM`` of a live process (Linux), its peak resident memory since its ``exec``."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        return None
-    return None
-
-
 def peak_rss_of(command: list[str], log: Path, every: float = 0.05) -> tuple[int, float]:
     """Runs ``command`` (its output into ``log``) and returns its peak resident bytes and its
     wall seconds. The peak is the process's ``VmHWM``, read every ``every`` seconds while it
@@ -170,7 +159,7 @@ def peak_rss_of(command: list[str], log: Path, every: float = 0.05) -> tuple[int
             command, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, **QUIET}
         )
         while proc.poll() is None:
-            peak = max(peak, _hwm_bytes(proc.pid) or 0)
+            peak = max(peak, 1024 * (status_kib("VmHWM", proc.pid) or 0))
             time.sleep(every)
     if proc.returncode != 0:
         tail = log.read_text(encoding="utf-8")[-3000:]
