@@ -284,3 +284,29 @@ def test_gold_answers_the_grader_cannot_be_trusted_on_are_warned_about(work: Pat
     assert gold_problems([("p", "12")], pool=yes) == [
         "p: the grader accepts '13' for the gold '12' (one digit changed)"
     ]
+
+
+def test_a_tiny_model_build_cut_short_leaves_no_model_to_resume_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run killed while writing its tiny model (here: the build stops after config.json) leaves
+    no ``models/tiny`` for ``--resume`` to load half-written; the next build puts it in place
+    whole and loadable."""
+    import adapters.tiny
+    from adapters.hf import HFPolicy
+    from trainers.config import TrainConfig
+    from trainers.run.team_eval import tiny_model_dir
+
+    def cut_short(path: Path, spec: object = None) -> Path:
+        Path(path).mkdir(parents=True)
+        (Path(path) / "config.json").write_text("{}")
+        raise KeyboardInterrupt  # the kill, after the first file
+
+    real = adapters.tiny.build_tiny_model
+    monkeypatch.setattr(adapters.tiny, "build_tiny_model", cut_short)
+    with pytest.raises(KeyboardInterrupt):
+        tiny_model_dir(TrainConfig(), tmp_path)
+    assert not (tmp_path / "models" / "tiny").exists()
+    monkeypatch.setattr(adapters.tiny, "build_tiny_model", real)
+    path = tiny_model_dir(TrainConfig(), tmp_path)
+    assert path == tmp_path / "models" / "tiny" and HFPolicy.from_pretrained(path) is not None

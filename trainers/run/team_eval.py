@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -172,13 +173,28 @@ def _saved_rank(agent: Any) -> int:
 
 
 def tiny_model_dir(config: TrainConfig, run_dir: Path) -> Path:
-    """The run's tiny model (``models/tiny`` in the run directory), built there if missing."""
+    """The run's tiny model (``models/tiny`` in the run directory), built there if missing.
+
+    It is built in a temporary folder of this process beside it (``tiny.PID.tmp``) and renamed
+    into place, so a run killed while writing it leaves no half-written model for ``--resume``
+    to load: the folder exists whole or not at all (a killed build leaves only its own
+    ``tiny.PID.tmp``). A process that finds the model in place when its own is built (another
+    one, on the same run directory, was first) keeps that one."""
+    import shutil
+
     from adapters.tiny import build_tiny_model
 
     path = Path(run_dir) / "models" / "tiny"
-    if not (path / "config.json").exists():
-        with transformers_progress(config.progress):  # no "Writing model shards" bar when off
-            build_tiny_model(path, config.tiny_model)
+    if (path / "config.json").exists():
+        return path
+    tmp = path.with_name(f"tiny.{os.getpid()}.tmp")
+    with transformers_progress(config.progress):  # no "Writing model shards" bar when off
+        build_tiny_model(tmp, config.tiny_model)
+    if (path / "config.json").exists():
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)  # an empty folder, or an older run's partial one
+        os.replace(tmp, path)
     return path
 
 
