@@ -126,6 +126,107 @@ def test_every_learner_trains_the_shared_policy_on_every_agents_turns(learner: s
     assert after[0] > before[0] + 0.2 and after[1] > before[1] + 0.2
 
 
+SAMPLER_CASES = {
+    "at_grpo": {},
+    "joint": {},
+    "naive_sequential": {},
+    "independent": {},
+    "teamtr": {"resample_every": 2},  # one batch serves both updates
+}
+
+
+@pytest.mark.parametrize("learner", list(SAMPLER_CASES))
+def test_every_agents_behaviour_log_probs_are_the_samplers_under_a_shared_policy(
+    learner: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loss of every update takes its behaviour log-probs (the ratio's denominator) from the
+    policy that sampled its batch, not from the shared model as the stage's earlier updates
+    left it: PettingLLMs computes them once, before the update. Without keeping them, agent 2's
+    ratio would start at 1 on messages the moved model no longer samples as the sampler did."""
+    import trainers.optim.update as update_module
+
+    cfg = config(
+        schedule={
+            "learner": learner,
+            "stages": 2,
+            "problems_per_batch": 4,
+            "group_size": 4,
+            **SAMPLER_CASES[learner],
+        },
+        optim={"lr": 0.5, "epochs": 2},
+        trust_region={"delta_mode": "none"},
+        diagnostics=False,
+    )
+    # one state for both seats: every update moves what the other agent's messages are scored by
+    table = TabularPolicy(["any"], CHOICES, featurize=lambda context: "any", seed=0)
+    team = dict.fromkeys(AGENTS, table)
+    trainer = TeamTrainer(cfg, pipeline_env, team)
+    samplers: list[TabularPolicy] = []  # the table as it was at each training sampling
+    sample = trainer.sampler.__call__
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        samplers.append(team["step1"].copy())
+        return sample(*args, **kwargs)
+
+    monkeypatch.setattr(type(trainer.sampler), "__call__", lambda self, *a, **k: recording(*a, **k))
+    used: list[tuple[list[Any], torch.Tensor, TabularPolicy]] = []
+    moved: list[float] = []  # how far the shared model at each update is from the sampler
+    step, loss = update_module.policy_step, update_module._loss
+    current: list[Any] = []
+
+    def step_spy(policy: Any, optimizer: Any, messages: Any, *args: Any, **kwargs: Any) -> Any:
+        current[:] = [list(messages)]
+        contexts, texts = [m.context for m in messages], [m.text for m in messages]
+        now = policy.logprobs(contexts, texts).logprobs.detach()
+        then = samplers[-1].logprobs(contexts, texts).logprobs.detach()
+        moved.append(float((now - then).abs().max()))
+        return step(policy, optimizer, messages, *args, **kwargs)
+
+    def loss_spy(new: Any, cur: Any, *args: Any) -> Any:
+        used.append((current[0], cur.logprobs.detach().clone(), samplers[-1]))
+        return loss(new, cur, *args)
+
+    monkeypatch.setattr(update_module, "policy_step", step_spy)
+    monkeypatch.setattr(update_module, "_loss", loss_spy)
+    gaps = []
+    for _ in range(cfg.schedule.stages):
+        trainer.run_stage()
+    assert used, "no update ran"
+    for messages, behaviour, sampler in used:
+        expected = sampler.logprobs([m.context for m in messages], [m.text for m in messages])
+        gaps.append(float((behaviour[:, :1] - expected.logprobs.detach()).abs().max()))
+    assert max(gaps) < 1e-5, gaps
+    # the shared model had moved from the sampler by then: its own log-probs would be wrong
+    assert max(moved) > 0.1, moved
+
+
+def test_a_learner_that_reuses_a_batch_of_a_moved_shared_model_is_stopped() -> None:
+    """A learner of the user's that updates two agents of one model from one batch without
+    keeping the sampler's log-probs gets an error that says what to call, not a silent
+    off-policy update."""
+    from teamtr_core.errors import LearnerError
+    from trainers.learners.base import Learner
+
+    class Forgetful(Learner):
+        def run_stage(self, stage: Any) -> None:
+            batch = stage.sample(0, stage.schedule.batch_prompts(1))
+            for i, agent in enumerate(stage.order):
+                stage.update(agent, batch, index=i)
+
+    cfg = config(
+        schedule={"stages": 1, "problems_per_batch": 4, "group_size": 4},
+        optim={"lr": 0.5},
+        trust_region={"delta_mode": "none"},
+        diagnostics=False,
+    )
+    trainer = TeamTrainer(cfg, pipeline_env, shared_table(), Forgetful())
+    with pytest.raises(LearnerError, match="keep_sampler_logprobs"):
+        trainer.run_stage()
+    # with a model per agent the same learner is fine: each model is its batch's sampler
+    separate = {a: shared_table(seed=i)[a] for i, a in enumerate(AGENTS)}
+    TeamTrainer(cfg, pipeline_env, separate, Forgetful()).run_stage()
+
+
 def test_what_a_shared_policy_cannot_do_is_refused() -> None:
     for overrides, phrase in (
         ({"runner": {"agents": "ray"}}, "runner.agents"),

@@ -16,6 +16,7 @@ registry); ``teamtr train`` alone runs the defaults (the CPU demo).
 
 from trainers.config.sections import (
     AdvantageEstimator,
+    AdvantageStd,
     DiagnosticsConfig,
     EvalConfig,
     OptimConfig,
@@ -39,6 +40,7 @@ __all__ = [
     "DEMO_TASK",
     "DEMO_TASK_OPTIONS",
     "AdvantageEstimator",
+    "AdvantageStd",
     "DiagnosticsConfig",
     "EvalConfig",
     "OptimConfig",

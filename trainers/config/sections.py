@@ -22,6 +22,8 @@ Budget = Literal["disjoint", "matched", "per_sample"]
 DiagnosticsLevel = Literal["off", "cheap", "full"]
 OccupancyFeatures = Literal["auto", "hash", "task"]
 AdvantageEstimator = Literal["group", "leave_one_out", "none"]
+AdvantageStd = Literal["population", "unbiased"]
+RatioLevel = Literal["message", "token"]
 """How group advantages are estimated (:func:`trainers.optim.advantages.group_advantages`)."""
 
 
@@ -252,6 +254,24 @@ class OptimConfig:
         "MAREINFORCE)",
         "group",
     )
+    advantage_std: AdvantageStd = _help(
+        "the group spread advantages are divided by: population (sqrt(var + eps_std), the "
+        "paper's Eq. E.1) or unbiased (std with G - 1, plus eps_std: verl's GRPO, as PettingLLMs "
+        "runs AT-GRPO)",
+        "population",
+    )
+    ratio_level: RatioLevel = _help(
+        "message: one ratio per message (a product over its tokens), clipped per message, loss "
+        "averaged over messages (the paper's Eq. 17); token: a ratio per token, clipped per "
+        "token, loss averaged over the batch's tokens (verl's token-mean, PettingLLMs' AT-GRPO); "
+        "the KL terms stay averaged over messages",
+        "message",
+    )
+    dual_clip: float | None = _help(
+        "ratio_level token: dual-clip PPO's cap c > 1 on a negative-advantage token's loss "
+        "(verl's clip_ratio_c, 3 in PettingLLMs); null = none",
+        None,
+    )
     max_grad_norm: float = _help("gradient clipping", 1.0)
     weight_decay: float = _help("AdamW weight decay", 0.0)
     lr_schedule: RlLrSchedule = _help(
@@ -285,6 +305,12 @@ class OptimConfig:
             errors.append("need lr > 0, epochs >= 1, micro_batch_size >= 1, ratio_clip > 0")
         errors += choice_errors("lr_schedule", self.lr_schedule, RlLrSchedule)
         errors += choice_errors("advantage", self.advantage, AdvantageEstimator)
+        errors += choice_errors("advantage_std", self.advantage_std, AdvantageStd)
+        errors += choice_errors("ratio_level", self.ratio_level, RatioLevel)
+        if self.dual_clip is not None and not self.dual_clip > 1:
+            errors.append(f"dual_clip must be > 1 or null, got {self.dual_clip}")
+        if self.dual_clip is not None and self.ratio_level != "token":
+            errors.append("dual_clip applies to ratio_level: token only")
         errors += choice_errors("autocast", self.autocast, Literal["none", "bf16"])
         if self.warmup_stages < 0:
             errors.append(f"warmup_stages must be >= 0, got {self.warmup_stages}")

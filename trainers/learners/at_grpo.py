@@ -80,6 +80,8 @@ class ATGRPO(Learner):
         prompts = stage.schedule.batch_prompts(1)  # B: one node per prompt and acting turn
         batch = stage.sample(0, prompts, select=agent_rewards_of(stage.config))
         enforce = stage.schedule.tree_trust_region
+        # a shared model's later agents learn from the sampler's log-probs, not the moved model's
+        stage.keep_sampler_logprobs([(agent, batch) for agent in stage.order])
         for i, agent in enumerate(stage.order):
             if batch.messages_of(agent):
                 stage.update(agent, batch, index=i, trust_region=enforce)

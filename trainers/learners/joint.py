@@ -23,5 +23,7 @@ class Joint(Learner):
         covered = stage.n  # one stage-start batch serves every update
         prompts = stage.schedule.batch_prompts(covered)
         batch = stage.sample(0, prompts)
+        parts = [stage.part(batch, i, covered)[0] for i in range(covered)]
+        stage.keep_sampler_logprobs(list(zip(stage.order, parts)))  # a shared model's
         for i, agent in enumerate(stage.order):
-            stage.update(agent, stage.part(batch, i, covered)[0], index=i)
+            stage.update(agent, parts[i], index=i)

@@ -30,8 +30,10 @@ class NaiveSequential(Learner):
         start = stage.sample(0, prompts)  # the stage-start team, reused for every update
         weighted = stage.schedule.importance_weighting
         log_ratio = torch.zeros(len(start.episodes), dtype=torch.float64)
+        parts = [stage.part(start, i, covered) for i in range(covered)]
+        stage.keep_sampler_logprobs([(a, p) for a, (p, _) in zip(stage.order, parts)])
         for i, agent in enumerate(stage.order):
-            part, offset = stage.part(start, i, covered)
+            part, offset = parts[i]
             if not weighted:
                 stage.update(agent, part, index=i)
                 continue

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from teamtr_core.errors import LearnerError
-from teamtr_core.policy import syncs_since
+from teamtr_core.policy import TokenLogprobs, syncs_since
 from teamtr_env.rollout import EpisodeRecord, MessageRecord, RolloutBatch
 from teamtr_env.runners.tree import Select
 from trainers.config import ScheduleConfig, TrainConfig
@@ -127,6 +127,10 @@ class Stage:
         self.messages: dict[str, list[int]] = {}
         self._t0 = time.perf_counter()
         self._last_index = -1  # the index of the stage's latest update (-1: none yet)
+        # id(batch) -> (batch, the versions that sampled it): batches of this stage and parts
+        self._sampled: dict[int, tuple[RolloutBatch, Mapping[str, int]]] = {}
+        # (agent, id(batch)) -> (batch, the sampler's log-probs of the agent's messages in it)
+        self._sampler_lp: dict[tuple[str, int], tuple[RolloutBatch, list[TokenLogprobs]]] = {}
         self._syncs = engine_syncs()
         self.diag = StageDiagnostics(diagnostics, self.n) if diagnostics is not None else None
         if self.diag is not None:
@@ -148,6 +152,7 @@ class Stage:
             batch, event = self._sampler(self.index, index, prompts, "train", select=select)
         self.report.samples.append(event)
         self.timing["rollout_s"] += time.perf_counter() - t0
+        self._sampled[id(batch)] = (batch, dict(event.versions))
         for m in batch.messages:
             counts = self.messages.setdefault(m.agent, [0, 0])
             counts[0] += m.clipped
@@ -163,7 +168,32 @@ class Stage:
         if not self.schedule.sliced(covered):
             return batch, 0
         size = batch.num_groups // covered
-        return batch.groups(j * size, (j + 1) * size), j * size * batch.group_size
+        part = batch.groups(j * size, (j + 1) * size)
+        if id(batch) in self._sampled:  # a part was sampled when its batch was
+            self._sampled[id(part)] = (part, self._sampled[id(batch)][1])
+        return part, j * size * batch.group_size
+
+    def keep_sampler_logprobs(self, updates: Sequence[tuple[str, RolloutBatch]]) -> None:
+        """Declares the updates that batches sampled now will serve, in the order they will run
+        (``(agent, batch it is updated on)``), before the first of them.
+
+        In a role-sharing team (one model plays several agents) an update moves the model every
+        later agent of the stage plays, so a later update on a batch sampled before it would
+        take its behaviour log-probs from the moved model: its ratio would start at 1 although
+        the model no longer is the sampler. For every update whose model an earlier update of
+        ``updates`` trains, the agent's messages are scored now, while the model is still the
+        sampler, and :meth:`update` gives the loss those log-probs (PettingLLMs likewise
+        computes the old log-probs once, before its update). Agents with a model of their own
+        cost nothing: their model is the sampler until their own update. Every learner that
+        updates several agents from one batch calls this; :meth:`update` refuses an update on a
+        batch whose sampler's log-probs it no longer has."""
+        trained: set[int] = set()
+        for agent, batch in updates:
+            model = self.agents[agent].model_key
+            if model in trained and batch.messages_of(agent):
+                logprobs = self.score(agent, batch.messages_of(agent))
+                self._sampler_lp[(agent, id(batch))] = (batch, logprobs)
+            trained.add(model)
 
     def sample_diagnostic(self, index: int, prompts: int) -> RolloutBatch:
         """Rollouts for the diagnostics (outside the training budget; seeded by their own
@@ -253,15 +283,21 @@ class Stage:
         problem = update_index_problem(index, self.n, self._last_index)
         if problem is not None:
             raise LearnerError(f"stage.update(agent={agent!r}, index={index!r}): {problem}")
-        self._last_index = int(index)
         owner = self.agents[agent]
+        behaviour = self._sampler_logprobs(agent, batch, owner.version)
+        self._last_index = int(index)
         groups = self.advantages(batch, agent)
         messages, msg_adv = self.message_advantages(batch, agent, groups)
         if self.diag is not None:
             self.diag.before_update(self, agent, index)
         delta = owner.region.radius(enforce=trust_region)
         result, reference_s = owner.update(
-            messages, msg_adv, delta=delta, flip_trials=self.flip_trials, weights=weights
+            messages,
+            msg_adv,
+            delta=delta,
+            flip_trials=self.flip_trials,
+            weights=weights,
+            behaviour=behaviour,
         )
         if owner.has_reference:
             self.timing["reference_s"] += reference_s
@@ -280,6 +316,26 @@ class Stage:
         self.report.updates.append(record)
         self._callbacks.on_update(record)
         return record
+
+    def _sampler_logprobs(
+        self, agent: str, batch: RolloutBatch, version: int
+    ) -> list[TokenLogprobs] | None:
+        """The sampler's log-probs of ``agent``'s messages in ``batch`` when its model moved since
+        ``batch`` was sampled (kept by :meth:`keep_sampler_logprobs`); ``None`` when the model is
+        still the sampler (the update's first pass gives them)."""
+        kept = self._sampler_lp.get((agent, id(batch)))
+        if kept is not None:
+            return kept[1]
+        sampled = self._sampled.get(id(batch))
+        if sampled is None or sampled[1].get(agent, version) == version:
+            return None
+        raise LearnerError(
+            f"stage.update(agent={agent!r}): the model {agent!r} plays changed since this batch "
+            f"was sampled (version {sampled[1][agent]} sampled it, {version} plays now: an "
+            "earlier update of a model it shares), so its messages' behaviour log-probs are "
+            "gone; call stage.keep_sampler_logprobs([(agent, batch), ...]) with the stage's "
+            "updates right after sampling (docs/adding-a-trainer.md)"
+        )
 
     def _record(
         self,
@@ -408,6 +464,7 @@ def batch_advantages(
         a_clip=o.a_clip,
         normalize=o.normalize_advantages,
         estimator=o.advantage,
+        std=o.advantage_std,
     )
 
 

@@ -24,6 +24,8 @@ class TeamTR(Learner):
             covered = min(r, stage.n - first)
             # the team after `first` updates of this stage
             batch = stage.sample(first, stage.schedule.batch_prompts(covered))
+            parts = [stage.part(batch, j, covered)[0] for j in range(covered)]
+            agents = stage.order[first : first + covered]
+            stage.keep_sampler_logprobs(list(zip(agents, parts)))  # r > 1: a shared model's
             for j in range(covered):
-                part, _ = stage.part(batch, j, covered)
-                stage.update(stage.order[first + j], part, index=first + j)
+                stage.update(agents[j], parts[j], index=first + j)

@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import torch
 
-from trainers.config.sections import AdvantageEstimator
+from trainers.config.sections import AdvantageEstimator, AdvantageStd
 
 
 class GroupAdvantages(NamedTuple):
@@ -50,6 +50,7 @@ def group_advantages(
     a_clip: float | None = 5.0,
     normalize: bool = True,
     estimator: AdvantageEstimator = "group",
+    std: AdvantageStd = "population",
 ) -> GroupAdvantages:
     """Group-standardised, hard-clipped advantages, Eq. (E.1).
 
@@ -63,6 +64,11 @@ def group_advantages(
             ``A = clip(R - mu, -A_clip, A_clip)``.
         estimator: the baseline: ``group`` (the group mean), ``leave_one_out`` (the mean of
             the other rollouts of the prompt) or ``none`` (no baseline); see the module text.
+        std: the group's spread that ``normalize`` divides by: ``population``,
+            ``sqrt(var + eps_std)`` with the population variance (Eq. E.1), or ``unbiased``,
+            ``std + eps_std`` with the unbiased (``G - 1``) standard deviation, as verl's GRPO
+            computes it (PettingLLMs' AT-GRPO): ``sqrt(G / (G - 1))`` times smaller advantages
+            up to the epsilons (a group of one gets 0 either way).
 
     Returns:
         :class:`GroupAdvantages`. A group of size ``G = 1`` gets zeros with a baseline (its own),
@@ -74,6 +80,8 @@ def group_advantages(
     """
     if estimator not in ("group", "leave_one_out", "none"):
         raise ValueError(f"estimator must be 'group', 'leave_one_out' or 'none'; got {estimator!r}")
+    if std not in ("population", "unbiased"):
+        raise ValueError(f"std must be 'population' or 'unbiased'; got {std!r}")
     if rewards.dim() != 2:
         raise ValueError(
             f"rewards must be 2-D [B, G] (prompts x rollouts per prompt); got shape "
@@ -96,7 +104,10 @@ def group_advantages(
     if estimator == "none":
         standardized = rewards.clone()
     elif normalize:
-        sigma = torch.sqrt(centred.pow(2).mean(dim=1, keepdim=True) + eps_std)
+        if std == "unbiased" and group > 1:
+            sigma = centred.pow(2).sum(dim=1, keepdim=True).div(group - 1).sqrt() + eps_std
+        else:
+            sigma = torch.sqrt(centred.pow(2).mean(dim=1, keepdim=True) + eps_std)
         standardized = centred / sigma
     else:
         standardized = centred

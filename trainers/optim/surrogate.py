@@ -170,3 +170,71 @@ def surrogate_value(
     with torch.no_grad():
         w, weights = _prepare(logp_new, logp_old, mask, advantages, weights, max_log_ratio)
         return float(_weighted_mean(w * advantages.to(w.dtype), weights).item())
+
+
+class TokenSurrogateOut(NamedTuple):
+    """Output of :func:`token_clipped_surrogate`.
+
+    Attributes:
+        loss_sum: scalar, ``-sum`` over counted tokens of the clipped per-token objective (divide
+            by the batch's token count for verl's ``token-mean``).
+        tokens: counted tokens.
+        clipped_tokens: tokens whose clipped term (or the dual clip) cut the gradient.
+    """
+
+    loss_sum: torch.Tensor
+    tokens: int
+    clipped_tokens: int
+
+
+def token_clipped_surrogate(
+    logp_new: torch.Tensor,
+    logp_old: torch.Tensor,
+    mask: torch.Tensor,
+    advantages: torch.Tensor,
+    *,
+    eps: float = 0.2,
+    dual_clip: float | None = None,
+    weights: torch.Tensor | None = None,
+    max_log_ratio: float = 20.0,
+) -> TokenSurrogateOut:
+    """PPO's clipped surrogate with a ratio per token, as verl computes it for GRPO (PettingLLMs'
+    AT-GRPO): per counted token ``r = exp(logp_new - logp_old)`` (the log ratio clamped to
+    ``[-max_log_ratio, max_log_ratio]``) and ``loss = max(-A r, -A clip(r, 1-eps, 1+eps))``; with
+    ``dual_clip = c`` (verl's ``clip_ratio_c``, dual-clip PPO) a token of negative advantage has its
+    loss capped at ``-A c``. Returns the SUM over counted tokens (each token's loss times its
+    message's weight, if ``weights``): the caller divides by the batch's token count, so that
+    micro-batches add up to verl's ``token-mean``.
+
+    Args:
+        logp_new, logp_old, mask, advantages, weights, max_log_ratio: as in
+            :func:`clipped_surrogate` (``advantages`` per message, broadcast to its tokens).
+        eps: the ratio clip's half-width.
+        dual_clip: ``c > 1``, or ``None`` for no dual clip.
+    """
+    if not eps > 0:
+        raise ValueError(f"eps must be > 0 (ratio-clip half-width); got {eps}. Try 0.2.")
+    if dual_clip is not None and not dual_clip > 1:
+        raise ValueError(f"dual_clip must be > 1 (verl's clip_ratio_c, e.g. 3); got {dual_clip}")
+    check_token_batch(mask, logp_new=logp_new, logp_old=logp_old)
+    n = mask.shape[0]
+    if advantages.shape != (n,):
+        raise ValueError(
+            f"advantages must be [N] = ({n},), one per message; got {tuple(advantages.shape)}."
+        )
+    dtype = torch.promote_types(logp_new.dtype, torch.float32)
+    log_r = (logp_new.to(dtype) - logp_old.detach().to(dtype)).clamp(-max_log_ratio, max_log_ratio)
+    ratio = torch.exp(log_r)
+    adv = advantages.detach().to(dtype).unsqueeze(-1).expand_as(ratio)
+    loss1 = -adv * ratio
+    loss2 = -adv * ratio.clamp(1.0 - eps, 1.0 + eps)
+    loss = torch.maximum(loss1, loss2)
+    cut = loss2 > loss1
+    if dual_clip is not None:
+        capped = torch.minimum(loss, -adv * dual_clip)
+        cut = cut | ((adv < 0) & (capped < loss))
+        loss = torch.where(adv < 0, capped, loss)
+    if weights is not None:
+        loss = loss * weights.detach().to(dtype).unsqueeze(-1)
+    loss_sum = torch.where(mask, loss, torch.zeros_like(loss)).sum()
+    return TokenSurrogateOut(loss_sum, int(mask.sum()), int((cut & mask).sum()))

@@ -52,10 +52,16 @@ from trainers.optim.scoring import (
     gathered,
     joined,
     score,
+    scored,
     scored_rows,
     to_width,
 )
-from trainers.optim.surrogate import clipped_surrogate, message_log_ratio, surrogate_value
+from trainers.optim.surrogate import (
+    clipped_surrogate,
+    message_log_ratio,
+    surrogate_value,
+    token_clipped_surrogate,
+)
 from trainers.optim.trust_region import Snapshot
 
 
@@ -80,18 +86,31 @@ def policy_step(
     gradients accumulated over micro-batches and clipped to ``optim.max_grad_norm``; stops before
     an optimizer step at a non-finite loss or gradient norm (``failed``, after ``epochs_done``).
     ``snapshot`` is taken just before the first optimizer step; on a gang see the module
-    docstring. ``tis_cap``: each message's weight times ``min(pi_trainer(m) / pi_engine(m),
+    docstring. ``behaviour``: the sampler's log-probs for the loss (see :func:`update_agent`);
+    the step's own ``behaviour`` (what the trust region measures from) is always the first
+    epoch's forward pass. ``optim.ratio_level: token`` takes a ratio per token and averages the
+    surrogate over the batch's tokens (verl's token-mean), scoring the behaviour log-probs first
+    when not given. ``tis_cap``: each message's weight times ``min(pi_trainer(m) / pi_engine(m),
     tis_cap)`` (1 without engine log-probs), kept in ``step.tis``."""
     n, mb = len(messages), optim.micro_batch_size
     t0 = time.perf_counter()
     mine = group.share(n)
     chunks = aligned_chunks(mine, mb, math.ceil(n / group.size))
-    # Without precomputed behaviour log-probs they come from the first epoch's own forward pass,
-    # detached: the parameters do not change within an epoch (one optimizer step per epoch), so
-    # they are exactly the behaviour log-probs, and a separate scoring pass is saved.
+    token_level = optim.ratio_level == "token"
+    if token_level and behaviour is None:
+        # a token-mean loss needs the batch's token count before its first backward pass: the
+        # behaviour log-probs are scored first (verl's old_log_prob pass)
+        behaviour = scored(policy, messages, mb, temperature, group, optim.autocast)
+    # The loss's behaviour log-probs (the ratio's denominator, the KL penalty's anchor): the
+    # given ones (the sampler's, when the model moved since: a role-sharing team), else the first
+    # epoch's own forward pass, detached: the parameters do not change within an epoch (one
+    # optimizer step per epoch), so those are exactly the behaviour log-probs and a separate
+    # scoring pass is saved. The trust region is measured from the update's own start (``old``).
     given = joined(behaviour) if behaviour is not None else None
+    tokens = float(given.mask.sum()) if token_level and given is not None else 0.0
     ref_rows = joined(reference) if reference is not None else None
     old: list[TokenLogprobs] = []
+    base: list[TokenLogprobs] = []
     step = PolicyStep(old, 0)
     params = list(policy.parameters())
     use_ref = ref_rows is not None and optim.ref_kl_coef > 0
@@ -104,25 +123,29 @@ def policy_step(
             chunk = [messages[r] for r in rows] or [messages[mine.start if mine else 0]]
             new = score(policy, chunk, mb, temperature, grad=True, autocast=optim.autocast)[0]
             if epoch == 0:
-                old.append(_behaviour(new, given, rows))
-                step.n_tokens += int(old[i].mask.sum()) if rows else 0
+                own = TokenLogprobs(new.logprobs.detach(), new.mask, new.token_ids)
+                old.append(own)
+                base.append(_behaviour(new, given, rows) if rows else own)
+                step.n_tokens += int(own.mask.sum()) if rows else 0
                 if tis_cap is not None:
-                    tis_parts.append(truncated_is_weights(chunk, old[i], tis_cap)[: len(rows)])
-            cur = old[i] if rows else TokenLogprobs(new.logprobs.detach(), new.mask, new.token_ids)
+                    tis_parts.append(truncated_is_weights(chunk, base[i], tis_cap)[: len(rows)])
             index = torch.tensor(list(rows) or [0], dtype=torch.long)
             w = _weights(weights, index, tis_parts[i] if tis_parts and rows else None)
             width = new.logprobs.shape[1]
             ref_lp = to_width(ref_rows.logprobs[index], width) if ref_rows and use_ref else None
-            loss, clip_frac, ref_kl = _loss(new, cur, advantages[index], w, beta, optim, ref_lp)
+            share = len(rows) / n  # this micro-batch's messages, of the batch's
+            loss, clip_frac, ref_kl = _loss(
+                new, base[i], advantages[index], w, beta, optim, ref_lp, share, tokens
+            )
             # Accumulate the full-batch mean: micro-batching-invariant. On a gang the sharded
             # model averages the ranks' gradients, so each rank's share is scaled by their count.
-            loss = loss * (len(rows) / n * group.size)
+            loss = loss * group.size
             if group.any(not bool(torch.isfinite(loss))):
                 step.failed, step.seconds = "nonfinite_loss", time.perf_counter() - t0
                 return step
             loss.backward()
-            clipped += clip_frac * len(rows) / n
-            ref_sum += ref_kl * len(rows) / n
+            clipped += clip_frac
+            ref_sum += ref_kl * share
         norm = _full(torch.nn.utils.clip_grad_norm_(params, optim.max_grad_norm))
         if not math.isfinite(float(norm)):  # checked before the step: nothing to undo
             step.failed, step.seconds = "nonfinite_grad", time.perf_counter() - t0
@@ -160,18 +183,40 @@ def _loss(
     beta: float,
     optim: OptimConfig,
     ref_lp: torch.Tensor | None,
+    share: float,
+    tokens: float,
 ) -> tuple[torch.Tensor, float, float]:
-    """One micro-batch's loss (Eq. 17): the clipped message-level surrogate, ``beta`` times the
-    KL penalty against the behaviour log-probs ``cur`` and, with a reference's log-probs, that
-    KL times ``optim.ref_kl_coef``; its clipped fraction and reference KL (0 without one)."""
-    sur = clipped_surrogate(
-        new.logprobs, cur.logprobs, cur.mask, adv, eps=optim.ratio_clip, weights=weights
-    )
-    loss = sur.loss + beta * kl_penalty(cur.logprobs, new.logprobs, cur.mask)
+    """One micro-batch's part of the batch's loss (Eq. 17): the clipped surrogate (per message,
+    its mean times ``share``, the micro-batch's fraction of the messages; per token with
+    ``optim.ratio_level: token``, its token sum over the batch's ``tokens``), plus ``beta`` times
+    the KL penalty against the behaviour log-probs ``cur`` and, with a reference's log-probs,
+    that KL times ``optim.ref_kl_coef`` (both means over messages, times ``share``). Returns the
+    loss, its part of the batch's clipped fraction (of messages, or of tokens) and the reference
+    KL (0 without one). An empty micro-batch (``share`` 0) weighs nothing."""
+    if optim.ratio_level == "token":
+        tok = token_clipped_surrogate(
+            new.logprobs,
+            cur.logprobs,
+            cur.mask,
+            adv,
+            eps=optim.ratio_clip,
+            dual_clip=optim.dual_clip,
+            weights=weights,
+        )
+        scale = 1.0 / tokens if share > 0 and tokens > 0 else 0.0
+        loss = tok.loss_sum * scale
+        clip_frac = tok.clipped_tokens * scale
+    else:
+        sur = clipped_surrogate(
+            new.logprobs, cur.logprobs, cur.mask, adv, eps=optim.ratio_clip, weights=weights
+        )
+        loss, clip_frac = sur.loss * share, sur.clip_frac * share
+    if beta:
+        loss = loss + beta * kl_penalty(cur.logprobs, new.logprobs, cur.mask) * share
     if ref_lp is None:
-        return loss, sur.clip_frac, 0.0
+        return loss, clip_frac, 0.0
     ref_term = reference_kl(ref_lp, new.logprobs, cur.mask)
-    return loss + optim.ref_kl_coef * ref_term, sur.clip_frac, float(ref_term.detach())
+    return loss + optim.ref_kl_coef * ref_term * share, clip_frac, float(ref_term.detach())
 
 
 def _behaviour(new: TokenLogprobs, given: TokenLogprobs | None, rows: range) -> TokenLogprobs:
@@ -365,7 +410,13 @@ def update_agent(
         flip_trials: > 0: the update's diagnostics (zeta_ratio; KL-monitor flip rates at 25%
             and 50% with this many subsamples each); 0: none.
         weights: ``[N]`` optional importance weights (stale-rollout IS ablation).
-        behaviour: precomputed behaviour log-probs (``score`` of the same messages), if any.
+        behaviour: the log-probs of the policy that sampled ``messages`` (``score`` of them
+            then), if any: the loss's ratio and KL penalty use them. A role-sharing team gives
+            them when an earlier update of the stage moved the one model since the sampling
+            (:meth:`trainers.learners.stage.Stage.keep_sampler_logprobs`); without them the
+            first epoch's own forward pass gives them (the parameters are the sampler's). The
+            trust region is measured from the parameters the update started from either way:
+            it bounds this update's step.
         reference: a frozen reference policy's log-probs of the messages (``score``, same
             micro-batching); with ``optim.ref_kl_coef > 0`` the loss adds that times
             :func:`reference_kl` (TRL's ``beta``), beside the trust region.

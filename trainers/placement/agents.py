@@ -73,6 +73,12 @@ class TrainedAgent(Protocol):
     version: int
     temperature: float
 
+    @property
+    def model_key(self) -> int:
+        """Identifies the weights this agent trains: equal for the agents of a shared policy,
+        distinct otherwise."""
+        ...
+
     def begin_stage(self, lr: float, *, freeze_reference: bool) -> None:
         """Sets the stage's learning rate; with ``freeze_reference``, freezes the reference
         policy (once: the team as training starts)."""
@@ -91,9 +97,11 @@ class TrainedAgent(Protocol):
         delta: float | None,
         flip_trials: int,
         weights: torch.Tensor | None,
+        behaviour: Sequence[TokenLogprobs] | None = None,
     ) -> tuple[UpdateResult, float]:
-        """The policy step and trust region at its ``beta`` and temperature; the result and the
-        seconds spent scoring the reference."""
+        """The policy step and trust region at its ``beta`` and temperature (``behaviour``: the
+        sampler's log-probs, when the model moved since); the result and the seconds spent
+        scoring the reference."""
         ...
 
     def accept(self) -> None:
@@ -189,6 +197,10 @@ class _Owner:
     def updater(self) -> LocalUpdater | RayUpdater:
         raise NotImplementedError
 
+    @property
+    def model_key(self) -> int:
+        return id(self.updater)
+
     def begin_stage(self, lr: float, *, freeze_reference: bool) -> None:
         self.updater.set_lr(lr)
         if freeze_reference and not self.updater.has_reference:
@@ -206,7 +218,11 @@ class _Owner:
         delta: float | None,
         flip_trials: int,
         weights: torch.Tensor | None,
+        behaviour: Sequence[TokenLogprobs] | None = None,
     ) -> tuple[UpdateResult, float]:
+        settings: dict[str, Any] = {}
+        if behaviour is not None:  # only a role-sharing team's, which trains in this process
+            settings["behaviour"] = list(behaviour)
         return self.updater.update(
             messages,
             advantages,
@@ -215,6 +231,7 @@ class _Owner:
             temperature=self.temperature,
             flip_trials=flip_trials,
             weights=weights,
+            **settings,
         )
 
     def score(self, messages: Sequence[MessageRecord]) -> list[TokenLogprobs]:

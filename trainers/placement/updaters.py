@@ -96,9 +96,11 @@ class LocalUpdater:
         temperature: float,
         flip_trials: int,
         weights: torch.Tensor | None,
+        behaviour: Sequence[TokenLogprobs] | None = None,
     ) -> tuple[UpdateResult, float]:
-        """The policy step and the trust region on ``messages``; returns the result and the
-        seconds spent scoring the reference."""
+        """The policy step and the trust region on ``messages`` (``behaviour``: the sampler's
+        log-probs of them, when the model moved since they were sampled); returns the result
+        and the seconds spent scoring the reference."""
         cfg = self.config
         reference: list[TokenLogprobs] | None = None
         t0 = time.perf_counter()
@@ -118,6 +120,7 @@ class LocalUpdater:
             temperature=temperature,
             flip_trials=flip_trials,
             weights=weights,
+            behaviour=behaviour,
             reference=reference,
             tis_cap=cfg.rollout.tis,
             group=self.group,
