@@ -38,11 +38,32 @@ from typing import Any
 from _bench import markdown_table, write_outputs
 from rich.console import Console
 
-from trainers.learners.registry import learner_spec
-from trainers.tools.compare import CompareSpec, compare
+from trainers.tools.compare import CompareSpec, compare, learner_entry
+from trainers.tools.compare_stats import generation_line, short_label
 
 ROOT = Path(__file__).resolve().parents[1]
-LEARNERS = ("teamtr", "at_grpo", "naive_sequential", "joint", "independent")
+LEARNERS = ("teamtr", "at_grpo", "naive_sequential", "joint", "independent", "teamtr_tree")
+#: ``--ablation``: what carries AT-GRPO's lead, same-context groups or no trust region
+#: (docs/benchmarks/learners.md, "What carries AT-GRPO's lead").
+#: PettingLLMs' own update, as its AT-GRPO runs verl's PPO loss (docs/adding-a-trainer.md).
+PETTINGLLMS_UPDATE = (
+    "optim.ratio_level=token",
+    "optim.ratio_clip=0.2",
+    "optim.dual_clip=3",
+    "optim.advantage_std=unbiased",
+    "optim.a_clip=null",
+    "optim.epochs=1",
+    "trust_region.beta=0",
+    "trust_region.adapt_beta=false",
+)
+ABLATION = (
+    "teamtr",
+    "at_grpo",
+    "at_grpo+tr=at_grpo:schedule.tree_trust_region=true",
+    "teamtr-no-radius=teamtr:trust_region.delta_mode=none",
+    "teamtr_tree",
+    "at_grpo-pettingllms=at_grpo:" + ",".join(PETTINGLLMS_UPDATE),
+)
 # a smoke run of a language-model env: two short stages from a short behaviour cloning
 LM_QUICK = (
     "schedule.stages=2",
@@ -94,6 +115,7 @@ def board_rows(name: str, data: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Per learner: the env's metric after training (exact J where the team is tabular), mean
     and std over seeds, and the paired difference against the reference with its CI."""
     paired = {p["learner"]: p for p in data["paired"]}
+    budget = data["budget"]
     rows = []
     for learner, result in data["results"].items():
         exact = "exact_after" in result
@@ -113,9 +135,21 @@ def board_rows(name: str, data: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "separates": None
                 if diff is None or len(after) < 2
                 else not diff["ci"][0] <= 0 <= diff["ci"][1],
+                # what it generated for training, per stage (mean over seeds), and its ratio
+                # to the reference's on the same seeds
+                **_generated_per_stage(budget.get("generated", {}).get(learner, {})),
+                "generated_ratio": budget.get("generated_ratio", {}).get(learner),
             }
         )
     return rows
+
+
+def _generated_per_stage(made: Mapping[Any, Any]) -> dict[str, float]:
+    runs = [m for m in made.values() if m and m["stages"] > 0]
+    return {
+        f"generated_{key}_per_stage": _mean([m[key] / m["stages"] for m in runs])
+        for key in ("messages", "tokens")
+    }
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -129,6 +163,10 @@ def _std(values: Sequence[float]) -> float:
     return float(math.sqrt(sum((v - m) ** 2 for v in values) / (len(values) - 1)))
 
 
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None or not math.isfinite(value) else fmt.format(value)
+
+
 def markdown(rows: Sequence[Mapping[str, Any]], reference: str) -> str:
     header = [
         "env",
@@ -138,6 +176,8 @@ def markdown(rows: Sequence[Mapping[str, Any]], reference: str) -> str:
         f"paired diff vs {reference}",
         "95% CI",
         "separates",
+        "generated msgs / stage",
+        "msgs, tokens vs ref",
     ]
     table = [
         [
@@ -148,6 +188,10 @@ def markdown(rows: Sequence[Mapping[str, Any]], reference: str) -> str:
             "-" if r["diff"] is None else f"{r['diff']:+.3f}",
             "-" if r["ci"] is None else f"[{r['ci'][0]:+.3f}, {r['ci'][1]:+.3f}]",
             "-" if r["separates"] is None else ("yes" if r["separates"] else "no"),
+            _num(r.get("generated_messages_per_stage"), "{:.0f}"),
+            "-"
+            if not r.get("generated_ratio")
+            else f"{r['generated_ratio']['messages']:.2f}x, {r['generated_ratio']['tokens']:.2f}x",
         ]
         for r in rows
     ]
@@ -167,7 +211,7 @@ def plot(
     fig, axes = plt.subplots(1, len(envs), figsize=(4.2 * len(envs), 3.4), squeeze=False)
     for ax, env in zip(axes[0], envs):
         mine = [r for r in rows if r["env"] == env and r["diff"] is not None]
-        names = [r["learner"].split("/")[-1] for r in mine]
+        names = [short_label(r["learner"]) for r in mine]
         diffs = [r["diff"] for r in mine]
         low = [r["diff"] - r["ci"][0] for r in mine]
         high = [r["ci"][1] - r["diff"] for r in mine]
@@ -175,7 +219,7 @@ def plot(
         ax.axvline(0, color="black", linewidth=0.8)
         metric = mine[0]["metric"] if mine else ""
         ax.set_title(f"{env}: {metric}", fontsize=10)
-        ax.set_xlabel(f"learner - {reference.split('/')[-1]}")
+        ax.set_xlabel(f"learner - {short_label(reference)}")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -185,12 +229,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="the board's directory")
     parser.add_argument("--envs", nargs="+", choices=list(ENVS), default=list(ENVS))
-    parser.add_argument("--learners", nargs="+", default=list(LEARNERS))
+    parser.add_argument(
+        "--learners",
+        nargs="+",
+        default=None,
+        help="learner names, or variants NAME:KEY=VALUE[,KEY=VALUE] (default: every built-in)",
+    )
+    parser.add_argument(
+        "--ablation",
+        action="store_true",
+        help="the learners of the AT-GRPO ablation instead: " + " ".join(ABLATION),
+    )
     parser.add_argument("--seeds", nargs="+", type=int, default=None)
     parser.add_argument("--quick", action="store_true", help="a smoke run in minutes")
     args = parser.parse_args(argv)
+    if args.learners is None:
+        args.learners = list(ABLATION if args.ablation else LEARNERS)
     seeds = args.seeds if args.seeds is not None else ([0] if args.quick else [0, 1, 2])
-    reference = learner_spec(args.learners[0]).id
+    reference = learner_entry(args.learners[0])[0]
     rows: list[dict[str, Any]] = []
     envs: dict[str, Any] = {}
     for name in args.envs:
@@ -205,14 +261,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             "config": ENVS[name]["config"],
             "quick": args.quick,
             "budget": data["budget"],
+            "generation": generation_line(data["budget"]),
             "messages_per_update": rollouts,
             "compare": str(args.out / name / "compare.json"),
         }
     table = markdown(rows, reference)
     print(table)
+    for name, env in envs.items():
+        print(
+            f"{name}: training messages per update {'equal' if env['budget']['equal'] else 'NOT EQUAL'}; {env['generation']}"
+        )
     result = {
         "command": shlex.join([sys.executable, *sys.argv]),
-        "learners": [learner_spec(name).id for name in args.learners],
+        "learners": [learner_entry(name)[0] for name in args.learners],
         "reference": reference,
         "seeds": seeds,
         "envs": envs,

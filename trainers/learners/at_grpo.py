@@ -50,6 +50,23 @@ if TYPE_CHECKING:
     from trainers.learners.stage import Stage
 
 
+def tree_errors(config: TrainConfig) -> list[str]:
+    """What a learner that samples trees needs of ``config`` (one line per problem)."""
+    errors = []
+    name = config.schedule.learner
+    if config.schedule.group_size < 2:
+        errors.append(
+            f"schedule.group_size: {name} branches every turn into group_size candidates; "
+            f"it needs >= 2, got {config.schedule.group_size}"
+        )
+    if config.runner.backend != "local":
+        errors.append(
+            f"runner.backend: {name}'s tree sampling runs on the local runner (rollout "
+            f"workers cannot branch episodes yet), got {config.runner.backend!r}"
+        )
+    return errors
+
+
 class ATGRPO(Learner):
     """Tree-structured sampling, then every agent updated on its candidates' node groups."""
 
@@ -63,18 +80,7 @@ class ATGRPO(Learner):
         return b * turns * g, f"B={b} prompts x {turns} turns x G={g} candidates"
 
     def check(self, config: TrainConfig) -> list[str]:
-        errors = super().check(config)
-        if config.schedule.group_size < 2:
-            errors.append(
-                "schedule.group_size: at_grpo branches every turn into group_size candidates; "
-                f"it needs >= 2, got {config.schedule.group_size}"
-            )
-        if config.runner.backend != "local":
-            errors.append(
-                "runner.backend: at_grpo's tree sampling runs on the local runner (rollout "
-                f"workers cannot branch episodes yet), got {config.runner.backend!r}"
-            )
-        return errors
+        return super().check(config) + tree_errors(config)
 
     def run_stage(self, stage: Stage) -> None:
         prompts = stage.schedule.batch_prompts(1)  # B: one node per prompt and acting turn

@@ -9,7 +9,8 @@ A plugin's entry point names a function ``register(registry)`` that calls
 
 ``schedule.learner`` in a training config, ``teamtr train --learner`` and
 ``teamtr compare --learners`` take any registered id, or one of the short names
-``teamtr``, ``naive_sequential``, ``joint``, ``independent`` and ``at_grpo`` of the built-ins.
+``teamtr``, ``naive_sequential``, ``joint``, ``independent``, ``at_grpo`` and ``teamtr_tree`` of
+the built-ins.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ ALIASES = {
     "joint": "teamtr/Joint-v0",
     "independent": "teamtr/IndependentGRPO-v0",
     "at_grpo": "teamtr/ATGRPO-v0",
+    "teamtr_tree": "teamtr/TeamTRTree-v0",
 }
 
 
@@ -210,6 +212,11 @@ registry.register(
     "teamtr/ATGRPO-v0",
     "trainers.learners.at_grpo:ATGRPO",
     description="AT-GRPO: a tree of candidates per turn, groups per agent and turn (PettingLLMs)",
+)
+registry.register(
+    "teamtr/TeamTRTree-v0",
+    "trainers.learners.teamtr_tree:TeamTRTree",
+    description="TeamTR whose resampled batches are trees: fresh contexts, same-context groups",
 )
 
 

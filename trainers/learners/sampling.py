@@ -61,7 +61,16 @@ class TeamSampler:
         tokens = batch.stats.tokens_generated or batch.stats.chars_generated
         played = getattr(self.runner, "last_versions", None)
         versions = {a: s.version for a, s in self.agents.items()}
-        event = SampleEvent(stage, index, purpose, versions, batch.stats.envs, tokens, played)
+        event = SampleEvent(
+            stage,
+            index,
+            purpose,
+            versions,
+            batch.stats.envs,
+            tokens,
+            played,
+            messages=batch.stats.messages,
+        )
         return batch, event
 
     def sync_workers(self) -> None:

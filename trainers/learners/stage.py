@@ -45,7 +45,9 @@ from trainers.placement.agents import TrainedAgent
 @dataclass(frozen=True)
 class SampleEvent:
     """One sampling of a stage: its purpose (``"train"`` or ``"diagnostic"``), the versions of
-    the agents that played, and its size (tests check who produced which rollouts)."""
+    the agents that played, and its size: episodes, generated tokens (characters for policies
+    that report no tokens) and generated messages (tests check who produced which rollouts;
+    ``teamtr compare`` compares what the learners generated)."""
 
     stage: int
     index: int
@@ -55,6 +57,8 @@ class SampleEvent:
     tokens: int
     # What a distributed runner's workers report they played (None on the local runner).
     worker_versions: Mapping[str, int] | None = None
+    # Messages generated (a tree's candidates and continuations all count).
+    messages: int = 0
 
 
 class Sampler(Protocol):
@@ -406,6 +410,7 @@ class Stage:
                 "stage/accepted_rate": float(np.mean([u.accepted for u in updates])),
                 "stage/rollouts": float(sum(e.episodes for e in train)),
                 "stage/tokens": float(sum(e.tokens for e in train)),
+                "stage/messages": float(sum(e.messages for e in train)),
                 "stage/wall_s": time.perf_counter() - self._t0,
                 **{f"stage/{k}": v for k, v in self.timing.items()},
             }

@@ -33,6 +33,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -58,6 +59,7 @@ from trainers.tools.compare_stats import (
     BUDGET_KEYS,
     EXACT_KEY,
     gain_over_seeds,
+    generation_line,
     markdown,
     measured_budget,
     paired_difference,
@@ -85,8 +87,10 @@ class CompareSpec:
 
     Attributes:
         task: the registered task id.
-        learners: learner ids or short names (``teamtr learners``); the first is the reference
-            of the paired differences.
+        learners: learner ids or short names (``teamtr learners``), each optionally a variant
+            with settings of its own, ``NAME:KEY=VALUE[,KEY=VALUE...]`` (for an ablation:
+            ``at_grpo:schedule.tree_trust_region=true``; :func:`learner_entry`); the first is the
+            reference of the paired differences.
         seeds: the seeds (of the training rollouts and the evaluation problems; every run
             starts from the one behaviour clone).
         out: the output directory (runs, the clone cache, the reports).
@@ -120,15 +124,19 @@ def run_configs(spec: CompareSpec) -> dict[str, dict[int, TrainConfig]]:
             configuration).
     """
     errors = []
-    ids = []
+    entries: dict[str, tuple[str, tuple[str, ...]]] = {}  # label -> (learner id, its settings)
+    labels = []
     for name in spec.learners:
         try:
-            ids.append(learner_spec(name).id)
-        except RegistryError as exc:
+            label, learner, sets = learner_entry(name)
+        except (RegistryError, ConfigError) as exc:
             errors.append(str(exc))
+            continue
+        labels.append(label)
+        entries[label] = (learner, sets)
     if len(spec.learners) < 2:
         errors.append(f"compare needs at least two learners, got {list(spec.learners)}")
-    if len(set(ids)) < len(ids):
+    if len(set(labels)) < len(labels):
         errors.append(f"a learner is named twice: {list(spec.learners)}")
     if not spec.seeds or len(set(spec.seeds)) < len(spec.seeds):
         errors.append(f"seeds must be distinct and at least one, got {list(spec.seeds)}")
@@ -138,14 +146,15 @@ def run_configs(spec: CompareSpec) -> dict[str, dict[int, TrainConfig]]:
     out = Path(spec.out)
     base = [*(QUICK_OVERRIDES if spec.quick else ()), *spec.overrides, f"task={spec.task}"]
     configs: dict[str, dict[int, TrainConfig]] = {}
-    for learner in ids:
-        configs[learner] = {}
+    for label, (learner, sets) in entries.items():
+        configs[label] = {}
         for seed in spec.seeds:
-            run = out / "runs" / f"{learner.replace('/', '_')}-seed{seed}"
-            configs[learner][seed] = load_train_config(
+            run = out / "runs" / f"{_folder_name(label)}-seed{seed}"
+            configs[label][seed] = load_train_config(
                 spec.config_file,
                 [
                     *base,
+                    *sets,
                     f"schedule.learner={learner}",
                     f"seed={seed}",
                     f"run_dir={run}",
@@ -154,6 +163,47 @@ def run_configs(spec: CompareSpec) -> dict[str, dict[int, TrainConfig]]:
                 ],
             )
     return configs
+
+
+def learner_entry(entry: str) -> tuple[str, str, tuple[str, ...]]:
+    """A ``--learners`` entry as ``(label, learner id, its own settings)``: ``NAME`` gives the
+    registered id (a short name resolved) and no settings; a variant ``NAME:KEY=VALUE[,...]``
+    gives ``id:KEY=VALUE,...`` as its label and its ``KEY=VALUE`` settings, applied on top of the
+    comparison's own (``teamtr train --set``'s syntax); ``LABEL=NAME:KEY=VALUE[,...]`` names
+    the variant ``LABEL`` (letters, digits and ``_.+-``).
+
+    Raises:
+        RegistryError: no learner registered as ``NAME``.
+        ConfigError: a setting without ``=``, or a label with other characters.
+    """
+    head, _, rest = entry.partition(":")
+    label = None
+    if "=" in head:
+        label, head = (part.strip() for part in head.split("=", 1))
+        if not re.fullmatch(r"[A-Za-z0-9_.+-]+", label):
+            raise ConfigError(
+                "compare", [f"learner {entry!r}: a label is letters, digits and _.+- only"]
+            )
+    learner = learner_spec(head.strip()).id
+    if not rest:
+        return label or learner, learner, ()
+    sets = tuple(s.strip() for s in rest.split(",") if s.strip())
+    bad = [s for s in sets if "=" not in s]
+    if bad or not sets:
+        raise ConfigError(
+            "compare",
+            [
+                f"learner {entry!r}: a variant is NAME:KEY=VALUE[,KEY=VALUE...] (e.g. "
+                f"at_grpo:schedule.tree_trust_region=true), got {bad or [rest]}"
+            ],
+        )
+    return label or f"{learner}:{','.join(sets)}", learner, sets
+
+
+def _folder_name(label: str) -> str:
+    """A learner label as a folder name: ``teamtr/TeamTR-v0:trust_region.delta_mode=none`` ->
+    ``teamtr_TeamTR-v0_trust_region.delta_mode-none``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", label.replace("=", "-"))
 
 
 def declared_budget(config: TrainConfig) -> dict[str, Any]:
@@ -325,6 +375,7 @@ def report(
     results and curves, and the paired differences against the first learner."""
     learners = list(results)
     first_config = next(iter(configs[learners[0]].values()))
+    spec_sets = {label: sets for label, _, sets in map(learner_entry, spec.learners)}
     k = first_config.eval.k
     key = f"eval/avg@{k}"
     per_problem = {
@@ -381,6 +432,11 @@ def report(
         "metric": key,
         "eval_split": first_config.eval.split,
         "budget": {**declared_budget(first_config), **measured_budget(results)},
+        "variants": {
+            label: {"learner": c.schedule.learner, "settings": list(spec_sets[label])}
+            for label, c in ((lb, next(iter(configs[lb].values()))) for lb in learners)
+            if spec_sets.get(label)
+        },
         "results": rows,
         "paired": paired,
         "command": " ".join(sys.argv),
@@ -442,6 +498,12 @@ def _compare(
             "[yellow]warning:[/] the learners' updates did not see the same number of messages "
             "(compare.json: budget.messages_per_update): the comparison is not at an equal budget"
         )
+    if data["budget"]["generation_equal"] is False:
+        console.print(
+            f"note: the learners' training updates are equal, their generation is not: "
+            f"{generation_line(data['budget'])}",
+            soft_wrap=True,
+        )
     (out / "compare.json").write_text(json.dumps(json_finite(data), indent=2))
     (out / "compare.md").write_text(markdown(data))
     plot(data, out / "compare.png")
@@ -461,6 +523,7 @@ __all__ = [
     "check_out",
     "compare",
     "declared_budget",
+    "learner_entry",
     "measured_budget",
     "paired_difference",
     "run_configs",

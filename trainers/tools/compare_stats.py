@@ -30,11 +30,26 @@ BUDGET_KEYS = (
 _BOOTSTRAP = 2000
 
 
+#: What a run generated, summed over its stages (:func:`generated`): metric key -> name.
+GENERATED_KEYS = {
+    "stage/messages": "messages",
+    "stage/tokens": "tokens",
+    "stage/rollouts": "episodes",
+}
+
+
 def measured_budget(
     results: Mapping[str, Mapping[int, Mapping[str, Any]]],
 ) -> dict[str, Any]:
-    """Messages per update of every run, and whether every learner of a seed saw the same
-    (``equal``): the check of the declared budget."""
+    """The check of the declared budget, on what the runs did:
+
+    * ``messages_per_update``: the messages of every update of every run, and ``equal``: whether
+      every learner's updates of a seed saw the same (the training budget);
+    * ``generated``: what every run generated for training (:func:`generated`: messages,
+      tokens, episodes), ``generated_ratio``: per learner, the mean over seeds of its generated
+      messages and tokens over the first learner's, and ``generation_equal``: whether every
+      learner generated as many messages as the first on every seed (``None`` when a run
+      did not log them)."""
     messages = {
         learner: {seed: [u["messages"] for u in s["updates"]] for seed, s in runs.items()}
         for learner, runs in results.items()
@@ -45,7 +60,103 @@ def measured_budget(
         for per_seed in messages.values()
         for seed, counts in first.items()
     )
-    return {"equal": equal, "messages_per_update": messages}
+    made = {
+        learner: {seed: generated(s) for seed, s in runs.items()}
+        for learner, runs in results.items()
+    }
+    ratio, generation_equal = _generation_ratio(made)
+    return {
+        "equal": equal,
+        "messages_per_update": messages,
+        "generated": made,
+        "generated_ratio": ratio,
+        "generation_equal": generation_equal,
+    }
+
+
+def generated(summary: Mapping[str, Any]) -> dict[str, float] | None:
+    """What a finished run generated for training, summed over its stages: ``messages``,
+    ``tokens`` and ``episodes`` (its metrics' ``stage/messages``, ``stage/tokens``,
+    ``stage/rollouts``), and ``stages``; ``None`` without a metrics file that logs messages."""
+    path = summary.get("paths", {}).get("metrics")
+    if not path or not Path(path).exists():
+        return None
+    by_step: dict[int, dict[str, float]] = {}
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            if "stage/messages" in row:  # a resumed run logs a stage again: the last counts
+                by_step[row["step"]] = {
+                    n: float(row.get(k, 0.0)) for k, n in GENERATED_KEYS.items()
+                }
+    if not by_step:
+        return None
+    total = {n: sum(r[n] for r in by_step.values()) for n in GENERATED_KEYS.values()}
+    return {**total, "stages": float(len(by_step))}
+
+
+def _generation_ratio(
+    made: Mapping[str, Mapping[int, Mapping[str, float] | None]],
+) -> tuple[dict[str, dict[str, float]], bool | None]:
+    """Per learner, the mean over seeds of its generated messages and tokens over the first
+    learner's on the same seed, and whether the messages are equal on every seed."""
+    learners = list(made)
+    ref = made[learners[0]]
+    ratio: dict[str, dict[str, float]] = {}
+    equal: bool | None = True
+    for learner in learners:
+        pairs = [
+            (ref[s], made[learner][s])
+            for s in ref
+            if ref[s] is not None and made[learner].get(s) is not None
+        ]
+        if not pairs or len(pairs) < len(ref):
+            equal = None
+        if not pairs:
+            continue
+        ratio[learner] = {
+            key: float(np.mean([b[key] / a[key] for a, b in pairs if a[key] > 0] or [math.nan]))
+            for key in ("messages", "tokens")
+        }
+        if equal and any(a["messages"] != b["messages"] for a, b in pairs):
+            equal = False
+    return ratio, equal
+
+
+def short_label(label: str) -> str:
+    """A learner's label for a table or a plot: ``teamtr/NaiveSequential-v0`` ->
+    ``NaiveSequential``; a variant's settings by their last key,
+    ``teamtr/TeamTR-v0:trust_region.delta_mode=none`` -> ``TeamTR (delta_mode=none)``."""
+    learner, _, sets = label.partition(":")
+    if "/" not in learner:  # a variant's own label
+        return learner
+    name = learner.split("/")[-1].rsplit("-v", 1)[0]
+    if not sets:
+        return name
+    short = [
+        f"{k.rsplit('.', 1)[-1]}={v}" for k, _, v in (s.partition("=") for s in sets.split(","))
+    ]
+    return f"{name} ({', '.join(short)})"
+
+
+def generation_line(budget: Mapping[str, Any]) -> str:
+    """The budget line's generation part: equal, or each learner's generated messages and
+    tokens against the first learner's when they differ."""
+    equal = budget.get("generation_equal")
+    if equal is None:
+        return "generated messages: not logged by every run"
+    ratio = budget.get("generated_ratio", {})
+    learners = list(ratio)
+    if equal:
+        return "generated messages: equal"
+    parts = [
+        f"{short_label(learner)} {r['messages']:.2f}x messages, {r['tokens']:.2f}x tokens"
+        for learner, r in ratio.items()
+        if learner != learners[0]
+    ]
+    return f"generated messages: NOT EQUAL, against {short_label(learners[0])}'s: " + "; ".join(
+        parts
+    )
 
 
 def per_problem_avg(summary: Mapping[str, Any]) -> dict[str, float]:
@@ -161,8 +272,8 @@ def markdown(data: Mapping[str, Any]) -> str:
         "problems; gain: after - before, with a 95% t CI over seeds.",
         "",
         "| learner | before | after | gain [95% CI] | paired diff | 95% CI | Δ_stale / run "
-        "| floor / run |",
-        "|---|---|---|---|---|---|---|---|",
+        "| floor / run | generated / stage (messages, tokens) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     paired = {p["learner"]: p for p in data["paired"]}
     for learner, row in data["results"].items():
@@ -174,7 +285,8 @@ def markdown(data: Mapping[str, Any]) -> str:
         lines.append(
             f"| {learner} | {_mean_std(row['before'])} | {_mean_std(row['after'])} | "
             f"{_with_ci(row['gain'])} | {diff} | {ci} | {_mean_std(gaps) if gaps else '-'} | "
-            f"{_mean_std(floors) if floors else '-'} |"
+            f"{_mean_std(floors) if floors else '-'} | "
+            f"{_per_stage(data['budget'].get('generated', {}).get(learner, {}))} |"
         )
     if any("exact" in p for p in data["paired"]):
         lines += [
@@ -199,8 +311,34 @@ def markdown(data: Mapping[str, Any]) -> str:
     budget = data["budget"]
     declared = ", ".join(f"{k}={budget[k]}" for k in BUDGET_KEYS)
     check = "equal" if budget["equal"] else "NOT EQUAL (see compare.json: budget)"
-    lines += ["", f"Budget per update: {declared}; messages per update: {check}.", ""]
+    lines += [
+        "",
+        f"Budget per update: {declared}; messages per update: {check}; "
+        f"{generation_line(budget)} (compare.json: budget.generated).",
+        "",
+    ]
+    variants = data.get("variants", {})
+    if variants:
+        lines += [
+            "Variants (their own settings on top of the comparison's): "
+            + "; ".join(
+                f"{label}: {v['learner']} with {', '.join(v['settings'])}"
+                for label, v in variants.items()
+            )
+            + ".",
+            "",
+        ]
     return "\n".join(lines)
+
+
+def _per_stage(made: Mapping[Any, Mapping[str, float] | None]) -> str:
+    """A learner's generated messages and tokens per stage, mean over seeds."""
+    runs = [m for m in made.values() if m is not None and m["stages"] > 0]
+    if not runs:
+        return "-"
+    msgs = np.mean([m["messages"] / m["stages"] for m in runs])
+    toks = np.mean([m["tokens"] / m["stages"] for m in runs])
+    return f"{msgs:.0f}, {toks:.0f}"
 
 
 def _with_ci(gain: Mapping[str, Any]) -> str:
@@ -228,7 +366,7 @@ def plot(data: Mapping[str, Any], path: Path) -> None:
         if curves:
             width = min(len(c) for c in curves)
             mean = np.mean([c[:width] for c in curves], axis=0)
-            ax1.plot(range(1, width + 1), mean, marker="o", label=learner)
+            ax1.plot(range(1, width + 1), mean, marker="o", label=short_label(learner))
     ax1.set_xlabel("stage")
     ax1.set_title("training reward, stage-start team (mean over seeds)")
     ax1.legend()
@@ -239,7 +377,7 @@ def plot(data: Mapping[str, Any], path: Path) -> None:
         yerr=[data["results"][n]["after_std"] for n in names],
     )
     # "teamtr/NaiveSequential-v0" -> "NaiveSequential": the bars' labels stay apart
-    ax2.set_xticks(range(len(names)), [n.split("/")[-1].rsplit("-v", 1)[0] for n in names])
+    ax2.set_xticks(range(len(names)), [short_label(n) for n in names])
     ax2.tick_params(axis="x", labelrotation=20)
     ax2.set_title(f"held-out {data['metric']} after training (± std over seeds)")
     fig.tight_layout()
