@@ -63,6 +63,9 @@ ABLATION = (
     "teamtr-no-radius=teamtr:trust_region.delta_mode=none",
     "teamtr_tree",
     "at_grpo-pettingllms=at_grpo:" + ",".join(PETTINGLLMS_UPDATE),
+    # the same loss at the board's gradient work (optim.epochs as every other learner's)
+    "at_grpo-pettingllms-epochs=at_grpo:"
+    + ",".join(s for s in PETTINGLLMS_UPDATE if not s.startswith("optim.epochs")),
 )
 # a smoke run of a language-model env: two short stages from a short behaviour cloning
 LM_QUICK = (
@@ -115,7 +118,7 @@ def board_rows(name: str, data: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Per learner: the env's metric after training (exact J where the team is tabular), mean
     and std over seeds, and the paired difference against the reference with its CI."""
     paired = {p["learner"]: p for p in data["paired"]}
-    budget = data["budget"]
+    budget = data.get("budget", {})
     rows = []
     for learner, result in data["results"].items():
         exact = "exact_after" in result

@@ -50,6 +50,33 @@ def test_a_row_separates_only_when_its_interval_over_seeds_excludes_zero(
     assert board.board_rows("relay", one_seed)[1]["separates"] is None  # no interval over seeds
     table = board.markdown(list(rows.values()), "ref")
     assert "better" in table and "+0.300" in table and "[+0.200, +0.400]" in table
+    assert "generated msgs / stage" in table
+
+
+def test_the_board_shows_what_each_learner_generated(board: ModuleType, tmp_path: Path) -> None:
+    data = compare_data({"ref": [0.5], "tree": [0.7]}, {"tree": [0.1, 0.3]})
+    made = {"messages": 128.0, "tokens": 640.0, "episodes": 32.0, "stages": 2.0}
+    data["budget"] = {
+        "generated": {"ref": {0: made}, "tree": {0: {**made, "messages": 80.0}}},
+        "generated_ratio": {
+            "ref": {"messages": 1.0, "tokens": 1.0},
+            "tree": {"messages": 0.625, "tokens": 1.0},
+        },
+    }
+    rows = {r["learner"]: r for r in board.board_rows("relay", data)}
+    assert rows["tree"]["generated_messages_per_stage"] == pytest.approx(40.0)
+    table = board.markdown(list(rows.values()), "ref")
+    assert "0.62x, 1.00x" in table and "| 64 " in table
+
+
+def test_the_ablation_names_its_variants(board: ModuleType) -> None:
+    from trainers.tools.compare import learner_entry
+
+    labels = [learner_entry(e)[0] for e in board.ABLATION]
+    assert labels[:2] == ["teamtr/TeamTR-v0", "teamtr/ATGRPO-v0"]
+    assert {"at_grpo+tr", "teamtr-no-radius", "teamtr/TeamTRTree-v0"} <= set(labels)
+    _, learner, sets = learner_entry(board.ABLATION[-1])
+    assert learner == "teamtr/ATGRPO-v0" and "optim.ratio_level=token" in sets
 
 
 @pytest.mark.slow
@@ -67,12 +94,16 @@ def test_the_quick_board_runs_every_learner_on_every_env(tmp_path: Path) -> None
     data = json.loads((out / "board.json").read_text())
     learners = data["learners"]
     assert learners[0] == data["reference"] == "teamtr/TeamTR-v0"
-    assert "teamtr/ATGRPO-v0" in learners and len(learners) == 5
+    assert "teamtr/ATGRPO-v0" in learners and "teamtr/TeamTRTree-v0" in learners
+    assert len(learners) == 6
     assert set(data["envs"]) == {"relay", "pipeline", "convention"}
-    assert len(data["rows"]) == 3 * 5
+    assert len(data["rows"]) == 3 * 6
     for env in data["envs"].values():
         assert env["budget"]["equal"]  # the same messages per update for every learner
         assert Path(env["compare"]).exists()
+        # generation is counted, and it is not equal: a tree generates differently
+        assert env["budget"]["generation_equal"] is False and "NOT EQUAL" in env["generation"]
+    assert all(r["generated_messages_per_stage"] > 0 for r in data["rows"])
     relay = [r for r in data["rows"] if r["env"] == "relay"]
     assert all(r["metric"] == "exact J" for r in relay)  # the tabular team's exact J
     assert (out / "board.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -151,3 +151,67 @@ def test_the_compare_line_of_the_issue_runs(tmp_path: Path) -> None:
     table = (out / "compare.md").read_text(encoding="utf-8")
     assert "teamtr/ATGRPO-v0" in table
     assert "messages per update: equal" in table or "NOT EQUAL" not in table
+
+
+def test_teamtr_tree_samples_a_tree_under_the_partially_updated_team_before_every_update() -> None:
+    """``teamtr_tree``: before agent i's update, a tree under the team after i updates (its
+    versions say so); agent i learns from its candidates, grouped by node (one context per
+    group), inside its trust region; its updates see as many messages as TeamTR's."""
+    base = {"stages": 1, "problems_per_batch": 4, "group_size": 4}
+    cfg = config(
+        schedule={"learner": "teamtr_tree", **base},
+        optim={"lr": 0.5, "epochs": 2},
+        trust_region={"delta": 0.5},
+        diagnostics=False,
+    )
+    assert learner_spec("teamtr_tree").id == "teamtr/TeamTRTree-v0"
+    report = TeamTrainer(cfg, pipeline_env, tabular()).run_stage()
+    train = [e for e in report.samples if e.purpose == "train"]
+    assert [e.index for e in train] == [0, 1]  # a tree per update
+    # the second tree was sampled after the first agent's accepted update
+    first_accepted = int(report.updates[0].accepted)
+    assert train[1].versions[AGENTS[0]] == first_accepted and train[1].versions[AGENTS[1]] == 0
+    assert all(u.delta == pytest.approx(0.5) for u in report.updates)  # TeamTR's trust region
+    plain = TeamTrainer(
+        config(schedule={"learner": "teamtr", **base}, diagnostics=False), pipeline_env, tabular()
+    ).run_stage()
+    assert [u.messages for u in report.updates] == [u.messages for u in plain.updates]
+    # it generates a whole tree per update: T x G episodes per prompt per update
+    assert report.metrics["stage/rollouts"] == 2 * (4 * 2 * 4)
+    assert report.metrics["stage/messages"] == 2 * 4 * (4 * 2 + 4 * 1)
+
+
+def test_teamtr_tree_checks_what_a_tree_needs() -> None:
+    errors = learner_errors(
+        config(schedule={"learner": "teamtr_tree", "group_size": 1}, runner={"backend": "ray"})
+    )
+    assert any("group_size" in e and "teamtr" in e for e in errors)
+    assert any("runner.backend" in e for e in errors)
+
+
+def test_a_trees_stage_reward_is_its_first_depth_a_plain_batch_of_the_team(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``stage/reward_start`` compares learners: of a tree it is the reward of the first depth's
+    episodes (every prompt's first candidates, finished under the team: a plain batch), not of
+    the later depths, whose prefixes were chosen greedily."""
+    cfg = config(
+        schedule={"learner": "at_grpo", "stages": 1, "problems_per_batch": 6, "group_size": 4},
+        diagnostics=False,
+    )
+    trainer = TeamTrainer(cfg, pipeline_env, tabular())
+    trees = []
+    runner = trainer.sampler.runner
+    grow = runner.rollout_tree
+
+    def keep(*args, **kwargs):  # type: ignore[no-untyped-def]
+        trees.append(grow(*args, **kwargs))
+        return trees[-1]
+
+    monkeypatch.setattr(runner, "rollout_tree", keep)
+    report = trainer.run_stage()
+    (tree,) = trees
+    first_depth = [e.reward for e in tree.episodes[: 6 * 4]]
+    assert report.metrics["stage/reward_start"] == pytest.approx(sum(first_depth) / len(first_depth))
+    assert {m.turn for m in tree.messages[: 6 * 4]} == {0}  # the first depth: turn 0 only
+    assert report.metrics["stage/reward_start"] != pytest.approx(float(tree.rewards().mean()))

@@ -18,6 +18,7 @@ from trainers.run.warm_start import behaviour_clone_cache
 from trainers.tools.compare import (
     CompareSpec,
     compare,
+    learner_entry,
     measured_budget,
     paired_difference,
     run_configs,
@@ -95,6 +96,101 @@ def test_the_budget_check_compares_messages_per_update() -> None:
     more = {"updates": [{"messages": 8}, {"messages": 24}]}
     assert measured_budget({"a": {0: run}, "b": {0: run}})["equal"]
     assert not measured_budget({"a": {0: run}, "b": {0: more}})["equal"]
+
+
+def test_a_learner_entry_is_a_name_or_a_variant_with_settings_of_its_own(tmp_path: Path) -> None:
+    assert learner_entry("joint") == ("teamtr/Joint-v0", "teamtr/Joint-v0", ())
+    assert learner_entry("at_grpo:schedule.tree_trust_region=true, optim.epochs=2") == (
+        "teamtr/ATGRPO-v0:schedule.tree_trust_region=true,optim.epochs=2",
+        "teamtr/ATGRPO-v0",
+        ("schedule.tree_trust_region=true", "optim.epochs=2"),
+    )
+    assert learner_entry("no-radius=teamtr:trust_region.delta_mode=none")[:2] == (
+        "no-radius",
+        "teamtr/TeamTR-v0",
+    )
+    for bad, phrase in (("teamtr:epochs", "NAME:KEY=VALUE"), ("a b=teamtr:x=1", "label")):
+        with pytest.raises(ConfigError, match=phrase):
+            learner_entry(bad)
+    configs = run_configs(
+        CompareSpec(
+            "teamtr/Relay-v0",
+            ("teamtr", "no-radius=teamtr:trust_region.delta_mode=none"),
+            (0,),
+            tmp_path,
+            overrides=TINY,
+        )
+    )
+    plain, variant = (configs[label][0] for label in ("teamtr/TeamTR-v0", "no-radius"))
+    assert variant.trust_region.delta_mode == "none" != plain.trust_region.delta_mode
+    assert variant.schedule.learner == plain.schedule.learner == "teamtr/TeamTR-v0"
+    assert Path(variant.run_dir).name == "no-radius-seed0" != Path(plain.run_dir).name
+
+
+def write_metrics(path: Path, stages: list[dict[str, float]]) -> dict:
+    """A run summary whose metrics file logs ``stages`` (one row per stage)."""
+    path.write_text("\n".join(json.dumps({"step": i + 1, **m}) for i, m in enumerate(stages)))
+    return {"updates": [{"messages": 8}], "paths": {"metrics": str(path)}}
+
+
+def test_the_budget_counts_what_every_learner_generated(tmp_path: Path) -> None:
+    from trainers.tools.compare_stats import generation_line
+
+    stage = {"stage/messages": 64.0, "stage/tokens": 640.0, "stage/rollouts": 16.0}
+    tree = {"stage/messages": 40.0, "stage/tokens": 320.0, "stage/rollouts": 16.0}
+    ref = write_metrics(tmp_path / "a.jsonl", [stage, stage])
+    same = write_metrics(tmp_path / "b.jsonl", [stage, stage])
+    fewer = write_metrics(tmp_path / "c.jsonl", [tree, tree])
+    budget = measured_budget({"ref": {0: ref}, "same": {0: same}, "tree": {0: fewer}})
+    assert budget["equal"]  # the updates saw the same messages ...
+    assert budget["generated"]["ref"][0] == {
+        "messages": 128.0,
+        "tokens": 1280.0,
+        "episodes": 32.0,
+        "stages": 2.0,
+    }
+    assert budget["generation_equal"] is False  # ... the generation differs
+    assert budget["generated_ratio"]["tree"] == {"messages": 0.625, "tokens": 0.5}
+    assert budget["generated_ratio"]["same"] == {"messages": 1.0, "tokens": 1.0}
+    line = generation_line(budget)
+    assert "NOT EQUAL" in line and "tree 0.62x messages, 0.50x tokens" in line
+    equal = measured_budget({"ref": {0: ref}, "same": {0: same}})
+    assert equal["generation_equal"] is True and generation_line(equal).endswith("equal")
+    unknown = measured_budget({"ref": {0: ref}, "old": {0: {"updates": [{"messages": 8}]}}})
+    assert unknown["generation_equal"] is None  # a run that did not log it is not "equal"
+
+
+def test_a_comparison_with_a_tree_learner_and_a_variant_reports_their_generation(
+    tmp_path: Path,
+) -> None:
+    """End to end on the tabular relay: AT-GRPO's 4-turn tree generates 40 messages per
+    prompt against TeamTR's 64, which the budget line says, and the variant ran with its own
+    setting."""
+    config_file = Path(__file__).resolve().parents[2] / "benchmarks/configs/relay_tabular.yaml"
+    quick = ("schedule.stages=1", "schedule.problems_per_batch=4", "eval.problems=8", "loggers=[]")
+    data = compare(
+        CompareSpec(
+            "teamtr/Relay-v0",
+            ("teamtr", "at_grpo", "tr=at_grpo:schedule.tree_trust_region=true"),
+            (0,),
+            tmp_path / "cmp",
+            config_file=config_file,
+            overrides=quick,
+        ),
+        QUIET,
+    )
+    budget = data["budget"]
+    assert budget["equal"]
+    assert budget["generation_equal"] is False
+    assert budget["generated_ratio"]["teamtr/ATGRPO-v0"]["messages"] == pytest.approx(40 / 64)
+    assert budget["generated"]["teamtr/TeamTR-v0"][0]["messages"] == 4 * 64
+    assert data["variants"] == {
+        "tr": {"learner": "teamtr/ATGRPO-v0", "settings": ["schedule.tree_trust_region=true"]}
+    }
+    summary = json.loads((tmp_path / "cmp/runs/tr-seed0/summary.json").read_text())
+    assert summary["config"]["schedule"]["tree_trust_region"] is True
+    table = (tmp_path / "cmp/compare.md").read_text()
+    assert "generated messages: NOT EQUAL" in table and "tr: teamtr/ATGRPO-v0 with" in table
 
 
 def test_a_comparison_resumes_an_interrupted_run_and_refuses_other_settings(

@@ -148,7 +148,9 @@ class Stage:
         :mod:`teamtr_env.runners.tree`): at every turn of each prompt's main path the acting
         agent writes G candidates, each finished under the current team and scored by
         ``select(episode, agent)``, the best continuing; the batch's groups are the tree's nodes
-        and its messages the candidates."""
+        and its messages the candidates. The stage's reward (``stage/reward_start``,
+        ``stage/reward_mean``) of a tree is its first depth's: the first agent's G candidates per
+        prompt, each finished under the team, are a plain batch of the team."""
         t0 = time.perf_counter()
         if select is None:  # a sampler of its own may not take trees
             batch, event = self._sampler(self.index, index, prompts, "train")
@@ -163,7 +165,11 @@ class Stage:
             counts[1] += 1
         if self.diag is not None:
             self.diag.train_batch(batch, event.versions)
-        self.rewards.append(float(batch.rewards().mean()))
+        # A tree's later depths start from greedily chosen prefixes; its first depth (the first
+        # `prompts` groups) is a plain batch of the team: B prompts x G episodes, each from the
+        # prompt alone. Its reward is the one comparable across learners.
+        plain = batch if select is None else batch.groups(0, min(prompts, batch.num_groups))
+        self.rewards.append(float(plain.rewards().mean()))
         return batch
 
     def part(self, batch: RolloutBatch, j: int, covered: int) -> tuple[RolloutBatch, int]:
@@ -402,7 +408,8 @@ class Stage:
             {
                 "stage/reward_mean": float(np.mean(self.rewards)),
                 # the stage's first batch, under the stage-start team: comparable across
-                # learners (TeamTR's later batches come from partially updated teams)
+                # learners (TeamTR's later batches come from partially updated teams; of a
+                # tree, its first depth: see sample)
                 "stage/reward_start": self.rewards[0],
                 "stage/kl_tok_mean": float(np.mean(kls)) if kls else math.nan,
                 "stage/kl_tok_max": float(np.max(kls)) if kls else math.nan,
