@@ -27,7 +27,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         nargs="+",
         required=True,
         metavar="ID",
-        help="learner ids or short names (teamtr learners); the first is the reference",
+        help="learner ids or short names (teamtr learners), or variants with settings of their "
+        "own, [LABEL=]NAME:KEY=VALUE[,KEY=VALUE...] (e.g. "
+        "no-radius=teamtr:trust_region.delta_mode=none); the first is the reference",
     )
     compare.add_argument(
         "--seeds",

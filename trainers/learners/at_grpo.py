@@ -16,26 +16,31 @@ sees B x G x k candidates, as many messages as a TeamTR update on B x G episodes
 T-turn episode plays T x G episodes per prompt, as many as TeamTR's n batches of B x G episodes
 when every one of the n agents acts once (T = n).
 
-What differs from the reference (PettingLLMs' ``multi_agents_execution_engine``), and why:
+What differs from the reference (PettingLLMs' ``multi_agents_execution_engine`` and the verl PPO
+settings it runs), in short; docs/adding-a-trainer.md has the whole table and the settings that
+make each one PettingLLMs':
 
 * **A candidate's score.** PettingLLMs scores a candidate by the environment's reward right after
-  its step (its environments report a reward at every turn). A teamtr task rewards the team when
-  the episode ends, so each candidate is finished once under the current team and scored by that
-  episode's reward: a one-sample Monte-Carlo estimate of its value. A T-turn episode costs T x G
-  episodes per prompt instead of G (``stage/rollouts`` and ``stage/tokens`` count them all).
-* **The mixed reward** is the ``reward`` section's ``team x R + local x r`` (AT-GRPO's
-  ``alpha R + (1 - alpha) r`` with ``team = alpha``, ``local = 1 - alpha``); the local reward of an
-  episode is the task's, over the agent's messages in it (on the main path's earlier turns as
-  well, which are equal across a node's candidates and shift no advantage).
-* **One update per agent per stage** on all of its candidates, like every teamtr learner, where
-  PettingLLMs runs verl's PPO epochs per policy; ``optim.epochs`` sets the gradient steps.
+  its step. A teamtr task rewards the team when the episode ends, so each candidate is finished
+  once under the current team and scored by that episode's reward: a one-sample Monte-Carlo
+  estimate of its value. A T-turn episode costs T x G episodes per prompt instead of G
+  (``stage/rollouts``, ``stage/messages`` and ``stage/tokens`` count them all).
+* **The mixed reward** is the ``reward`` section's ``team x R + local x r``; PettingLLMs'
+  ``alpha R + r`` is ``team = alpha``, ``local = 1``. The local reward of an episode is the
+  task's, over the agent's messages in it (on the main path's earlier turns as well, which are
+  equal across a node's candidates and shift no advantage).
+* **The update** is every teamtr learner's (a ratio per message, the population std, advantages
+  clipped at ``optim.a_clip``, the KL penalty ``trust_region.beta``, ``optim.epochs`` steps);
+  ``optim.ratio_level: token``, ``optim.dual_clip``, ``optim.advantage_std: unbiased``,
+  ``optim.a_clip: null``, ``trust_region.beta: 0`` and ``optim.epochs: 1`` give PettingLLMs'.
 * **Samples of one agent at one turn of one prompt form a group**; PettingLLMs groups by the
   rollout's environment index and the turn, the same thing once its K copies are synchronised.
 * **Role-sharing** (``team.shared_policy``: one model plays every agent): PettingLLMs pools every
-  agent's samples into one update of the shared model; here each agent's update steps the one
-  model, with its one optimizer, on that agent's candidates, in the stage's order (the same
-  gradient work, and the same path as every other learner; a pooled step would need one scoring
-  temperature for all agents' messages).
+  agent's samples into one update of the shared model, with the old log-probs computed once
+  before it; here each agent's update steps the one model, with its one optimizer, on that
+  agent's candidates, in the stage's order, and every update's old log-probs are the sampler's
+  (:meth:`~trainers.learners.stage.Stage.keep_sampler_logprobs` scores them before the first
+  update moves the model).
 """
 
 from __future__ import annotations
