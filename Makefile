@@ -72,7 +72,7 @@ test-vllm: $(VLLM_VENV)/.installed
 # Re-records tests/trainers/golden_learners.json after a change meant to change the numbers; it
 # prints every difference from the old file first (floats compared within rtol 1e-6).
 golden: $(VENV)/.installed-dev
-	$(BIN)/python tests/trainers/golden_learners.py
+	PYTHONPATH=tests:tests/trainers:. $(BIN)/python tests/trainers/golden_learners.py
 
 # The documentation site: MkDocs + Material + mkdocstrings (the `docs` extra; no torch needed).
 # --strict: a broken link, anchor, snippet or docstring reference fails the build.
