@@ -96,18 +96,7 @@ def policy_step(
     t0 = time.perf_counter()
     mine = group.share(n)
     chunks = aligned_chunks(mine, mb, math.ceil(n / group.size))
-    token_level = optim.ratio_level == "token"
-    if token_level and behaviour is None:
-        # a token-mean loss needs the batch's token count before its first backward pass: the
-        # behaviour log-probs are scored first (verl's old_log_prob pass)
-        behaviour = scored(policy, messages, mb, temperature, group, optim.autocast)
-    # The loss's behaviour log-probs (the ratio's denominator, the KL penalty's anchor): the
-    # given ones (the sampler's, when the model moved since: a role-sharing team), else the first
-    # epoch's own forward pass, detached: the parameters do not change within an epoch (one
-    # optimizer step per epoch), so those are exactly the behaviour log-probs and a separate
-    # scoring pass is saved. The trust region is measured from the update's own start (``old``).
-    given = joined(behaviour) if behaviour is not None else None
-    tokens = float(given.mask.sum()) if token_level and given is not None else 0.0
+    given, tokens = _loss_behaviour(policy, messages, behaviour, optim, temperature, group)
     ref_rows = joined(reference) if reference is not None else None
     old: list[TokenLogprobs] = []
     base: list[TokenLogprobs] = []
@@ -162,6 +151,32 @@ def policy_step(
         step.ref_kl = ref_kl if use_ref else math.nan
     step.seconds = time.perf_counter() - t0
     return step
+
+
+def _loss_behaviour(
+    policy: TrainablePolicy,
+    messages: Sequence[MessageRecord],
+    behaviour: Sequence[TokenLogprobs] | None,
+    optim: OptimConfig,
+    temperature: float,
+    group: Group,
+) -> tuple[TokenLogprobs | None, float]:
+    """The loss's behaviour log-probs (the ratio's denominator, the KL penalty's anchor), joined,
+    and the batch's token count for a token-mean loss (0 otherwise).
+
+    The given ones (the sampler's, when the model moved since: a role-sharing team), else
+    ``None``: the first epoch's own forward pass, detached, gives them (the parameters do not
+    change within an epoch, one optimizer step per epoch, so a separate scoring pass is saved).
+    A token-mean loss needs the token count before its first backward pass, so with
+    ``optim.ratio_level: token`` they are scored first when not given (verl's old_log_prob
+    pass). The trust region is measured from the update's own start either way."""
+    token_level = optim.ratio_level == "token"
+    if token_level and behaviour is None:
+        mb = optim.micro_batch_size
+        behaviour = scored(policy, messages, mb, temperature, group, optim.autocast)
+    given = joined(behaviour) if behaviour is not None else None
+    tokens = float(given.mask.sum()) if token_level and given is not None else 0.0
+    return given, tokens
 
 
 def _weights(
