@@ -212,6 +212,8 @@ def test_a_trees_stage_reward_is_its_first_depth_a_plain_batch_of_the_team(
     report = trainer.run_stage()
     (tree,) = trees
     first_depth = [e.reward for e in tree.episodes[: 6 * 4]]
-    assert report.metrics["stage/reward_start"] == pytest.approx(sum(first_depth) / len(first_depth))
+    assert report.metrics["stage/reward_start"] == pytest.approx(
+        sum(first_depth) / len(first_depth)
+    )
     assert {m.turn for m in tree.messages[: 6 * 4]} == {0}  # the first depth: turn 0 only
     assert report.metrics["stage/reward_start"] != pytest.approx(float(tree.rewards().mean()))

@@ -105,11 +105,11 @@ def _generation_ratio(
     ratio: dict[str, dict[str, float]] = {}
     equal: bool | None = True
     for learner in learners:
-        pairs = [
-            (ref[s], made[learner][s])
-            for s in ref
-            if ref[s] is not None and made[learner].get(s) is not None
-        ]
+        pairs: list[tuple[Mapping[str, float], Mapping[str, float]]] = []
+        for seed, first in ref.items():
+            mine = made[learner].get(seed)
+            if first is not None and mine is not None:
+                pairs.append((first, mine))
         if not pairs or len(pairs) < len(ref):
             equal = None
         if not pairs:
