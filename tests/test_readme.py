@@ -85,7 +85,7 @@ def test_the_learner_shown_is_teamtr_s_source() -> None:
     source = inspect.getsource(TeamTR)
     source = re.sub(r'\n    """.*?"""\n\n?', "\n", source, count=1, flags=re.DOTALL)
     assert block("learner") == source
-    assert len(inspect.getsource(TeamTR.run_stage).splitlines()) == 9
+    assert len(inspect.getsource(TeamTR.run_stage).splitlines()) == 8
 
 
 def test_the_gpu_config_loads_and_its_plan_line_runs_as_written() -> None:

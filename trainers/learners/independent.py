@@ -28,11 +28,9 @@ class IndependentGRPO(Learner):
         covered = stage.n  # one stage-start batch serves every update
         prompts = stage.schedule.batch_prompts(covered)
         batch = stage.sample(0, prompts)  # the stage-start team, for every agent
-        parts = [stage.part(batch, i, covered)[0] for i in range(covered)]  # each agent's slice
-        stage.keep_sampler_logprobs(list(zip(stage.order, parts)))  # a shared model's
         raw_kl = []
-        for i, agent in enumerate(stage.order):
-            record = stage.update(agent, parts[i], index=i, trust_region=False)
+        for i, (agent, part) in enumerate(stage.split(batch, stage.order)):  # each its slice
+            record = stage.update(agent, part, index=i, trust_region=False)
             raw_kl.append(record.kl_raw)
         measured = [kl for kl in raw_kl if math.isfinite(kl)]
         if measured:  # with trust_region.monitor_without_region: how far the steps went

@@ -23,7 +23,5 @@ class Joint(Learner):
         covered = stage.n  # one stage-start batch serves every update
         prompts = stage.schedule.batch_prompts(covered)
         batch = stage.sample(0, prompts)
-        parts = [stage.part(batch, i, covered)[0] for i in range(covered)]
-        stage.keep_sampler_logprobs(list(zip(stage.order, parts)))  # a shared model's
-        for i, agent in enumerate(stage.order):
-            stage.update(agent, parts[i], index=i)
+        for i, (agent, part) in enumerate(stage.split(batch, stage.order)):
+            stage.update(agent, part, index=i)

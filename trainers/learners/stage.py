@@ -183,6 +183,15 @@ class Stage:
             self._sampled[id(part)] = (part, self._sampled[id(batch)][1])
         return part, j * size * batch.group_size
 
+    def split(self, batch: RolloutBatch, agents: Sequence[str]) -> list[tuple[str, RolloutBatch]]:
+        """``(agent, its part of batch)`` for the updates of ``agents`` that ``batch`` serves, in
+        order: the disjoint slices of :meth:`part` (the whole batch for each when the budget
+        does not slice), with the sampler's log-probs kept for a shared model
+        (:meth:`keep_sampler_logprobs`)."""
+        updates = [(a, self.part(batch, j, len(agents))[0]) for j, a in enumerate(agents)]
+        self.keep_sampler_logprobs(updates)
+        return updates
+
     def keep_sampler_logprobs(self, updates: Sequence[tuple[str, RolloutBatch]]) -> None:
         """Declares the updates that batches sampled now will serve, in the order they will run
         (``(agent, batch it is updated on)``), before the first of them.

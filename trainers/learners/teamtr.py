@@ -21,11 +21,8 @@ class TeamTR(Learner):
     def run_stage(self, stage: Stage) -> None:
         r = stage.schedule.resample_every
         for first in range(0, stage.n, r):
-            covered = min(r, stage.n - first)
+            agents = stage.order[first : first + r]
             # the team after `first` updates of this stage
-            batch = stage.sample(first, stage.schedule.batch_prompts(covered))
-            parts = [stage.part(batch, j, covered)[0] for j in range(covered)]
-            agents = stage.order[first : first + covered]
-            stage.keep_sampler_logprobs(list(zip(agents, parts)))  # r > 1: a shared model's
-            for j in range(covered):
-                stage.update(agents[j], parts[j], index=first + j)
+            batch = stage.sample(first, stage.schedule.batch_prompts(len(agents)))
+            for j, (agent, part) in enumerate(stage.split(batch, agents)):
+                stage.update(agent, part, index=first + j)
