@@ -320,6 +320,10 @@ class ActorAgent(_Owner):
     def started(self) -> bool:
         return self._actor is not None
 
+    @property
+    def model_key(self) -> int:
+        return id(self)  # a model of its own in its actors (a shared policy trains locally)
+
     def start(self) -> None:
         pass  # an ActorPolicy's actor is running
 
