@@ -219,6 +219,7 @@ def plot(
         low = [r["diff"] - r["ci"][0] for r in mine]
         high = [r["ci"][1] - r["diff"] for r in mine]
         ax.barh(names, diffs, xerr=[low, high], color="#4c72b0", capsize=3)
+        ax.invert_yaxis()  # the learners top down, in the board's order
         ax.axvline(0, color="black", linewidth=0.8)
         metric = mine[0]["metric"] if mine else ""
         ax.set_title(f"{env}: {metric}", fontsize=10)
