@@ -256,17 +256,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in args.envs:
         data = run_env(name, args.learners, seeds, args.out, args.quick)
         rows += board_rows(name, data)
-        rollouts = {
-            learner: data["budget"].get("messages_per_update", {}).get(learner)
-            for learner in data["learners"]
-        }
         envs[name] = {
             "task": data["task"],
             "config": ENVS[name]["config"],
             "quick": args.quick,
             "budget": data["budget"],
+            # messages per update and what was generated, per learner and seed
             "generation": generation_line(data["budget"]),
-            "messages_per_update": rollouts,
             "compare": str(args.out / name / "compare.json"),
         }
     table = markdown(rows, reference)
