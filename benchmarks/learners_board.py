@@ -66,6 +66,8 @@ ABLATION = (
     # the same loss at the board's gradient work (optim.epochs as every other learner's)
     "at_grpo-pettingllms-epochs=at_grpo:"
     + ",".join(s for s in PETTINGLLMS_UPDATE if not s.startswith("optim.epochs")),
+    # is it the loss or the learner: TeamTR with the same update, its trust region kept
+    "teamtr-pettingllms=teamtr:" + ",".join(PETTINGLLMS_UPDATE),
 )
 # a smoke run of a language-model env: two short stages from a short behaviour cloning
 LM_QUICK = (

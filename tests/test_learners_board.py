@@ -75,8 +75,12 @@ def test_the_ablation_names_its_variants(board: ModuleType) -> None:
     labels = [learner_entry(e)[0] for e in board.ABLATION]
     assert labels[:2] == ["teamtr/TeamTR-v0", "teamtr/ATGRPO-v0"]
     assert {"at_grpo+tr", "teamtr-no-radius", "teamtr/TeamTRTree-v0"} <= set(labels)
-    _, learner, sets = learner_entry(board.ABLATION[-1])
+    entries = {
+        label: (learner, sets) for label, learner, sets in map(learner_entry, board.ABLATION)
+    }
+    learner, sets = entries["at_grpo-pettingllms"]
     assert learner == "teamtr/ATGRPO-v0" and "optim.ratio_level=token" in sets
+    assert entries["teamtr-pettingllms"] == ("teamtr/TeamTR-v0", sets)  # the same update
 
 
 @pytest.mark.slow
