@@ -168,6 +168,7 @@ def test_a_comparison_with_a_tree_learner_and_a_variant_reports_their_generation
     setting."""
     config_file = Path(__file__).resolve().parents[2] / "benchmarks/configs/relay_tabular.yaml"
     quick = ("schedule.stages=1", "schedule.problems_per_batch=4", "eval.problems=8", "loggers=[]")
+    printed = io.StringIO()
     data = compare(
         CompareSpec(
             "teamtr/Relay-v0",
@@ -177,8 +178,9 @@ def test_a_comparison_with_a_tree_learner_and_a_variant_reports_their_generation
             config_file=config_file,
             overrides=quick,
         ),
-        QUIET,
+        Console(file=printed, width=200),
     )
+    assert "tr seed 0: stage 1/1" in printed.getvalue()  # a variant's lines carry its label
     budget = data["budget"]
     assert budget["equal"]
     assert budget["generation_equal"] is False

@@ -244,25 +244,28 @@ class StageProgress(Callback):
         return None
 
 
-def run_one(config: TrainConfig, console: Console | None = None) -> dict[str, Any]:
+def run_one(
+    config: TrainConfig, console: Console | None = None, label: str | None = None
+) -> dict[str, Any]:
     """One run of a comparison, resumable: its ``summary.json`` when it finished, else resumed
     from its last checkpoint, else started (a directory that holds no checkpoint yet is
     restarted: nothing of it can be kept). With a ``console``, a line per stage (and a note
-    before a behaviour cloning that is not cached yet)."""
+    before a behaviour cloning that is not cached yet), named ``label`` (a variant's; default:
+    the learner)."""
     run_dir = Path(config.run_dir)
     done = run_dir / "summary.json"
     quiet = Console(file=io.StringIO())
     if done.exists():
         return dict(json.loads(done.read_text()))
-    label = f"{config.schedule.learner} seed {config.seed}"
-    progress = [StageProgress(console, label, config.schedule.stages)] if console else []
+    name = f"{label or config.schedule.learner} seed {config.seed}"
+    progress = [StageProgress(console, name, config.schedule.stages)] if console else []
     if run_dir.exists() and load_checkpoint(run_dir) is not None:
         if console is not None:
             console.print(f"resuming {run_dir}")
         return run_training(config, resume=True, console=quiet, callbacks=progress)
     cache = behaviour_clone_cache(config)
     if console is not None and cache is not None and not cache.exists():
-        console.print(f"  {label}: behaviour cloning the shared start first")
+        console.print(f"  {name}: behaviour cloning the shared start first")
     return run_training(config, console=quiet, overwrite=run_dir.exists(), callbacks=progress)
 
 
@@ -283,11 +286,15 @@ class _LineRelay(io.StringIO):
 
 
 def run_seed(
-    configs: Sequence[TrainConfig], threads: int = 0, lines: Any = None
+    configs: Sequence[TrainConfig],
+    threads: int = 0,
+    lines: Any = None,
+    labels: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
     """The runs of one seed, one after another (the first run of the comparison clones the team,
     the others load the clone); ``threads > 0`` sets torch's threads first (parallel seeds share
-    the cores), and a Ray queue ``lines`` receives the runs' progress lines (one per stage)."""
+    the cores), and a Ray queue ``lines`` receives the runs' progress lines (one per stage),
+    named by ``labels`` (the comparison's learner labels)."""
     if threads > 0:
         import torch
 
@@ -295,7 +302,8 @@ def run_seed(
     console = None
     if lines is not None:
         console = Console(file=_LineRelay(lines), width=200, color_system=None)
-    return [run_one(c, console) for c in configs]
+    names = list(labels) if labels is not None else [None] * len(configs)
+    return [run_one(c, console, label=name) for c, name in zip(configs, names)]
 
 
 def _print_lines(lines: Any, console: Console) -> None:
@@ -321,7 +329,7 @@ def _run_on_ray(
     lines = Queue()
     remote = ray.remote(num_cpus=1)(run_seed)
     seeds = {
-        remote.remote([configs[learner][seed] for learner in learners], 1, lines): seed
+        remote.remote([configs[learner][seed] for learner in learners], 1, lines, learners): seed
         for seed in spec.seeds
     }
     console.print(f"running {len(seeds)} seeds on Ray")
@@ -351,7 +359,7 @@ def _run_all(
     for seed in spec.seeds:
         for learner in learners:
             console.print(f"{learner} seed {seed} ...")
-            summary = run_one(configs[learner][seed], console)
+            summary = run_one(configs[learner][seed], console, label=learner)
             results[learner][seed] = summary
             console.print(f"{learner} seed {seed}: {_after_line(summary)}")
     return results
