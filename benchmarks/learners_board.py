@@ -38,8 +38,15 @@ from typing import Any
 from _bench import markdown_table, write_outputs
 from rich.console import Console
 
-from trainers.tools.compare import CompareSpec, compare, learner_entry
-from trainers.tools.compare_stats import generation_line, short_label
+from trainers.tools.compare import CompareSpec, compare, learner_entry, run_configs
+from trainers.tools.compare_stats import (
+    EXACT_KEY,
+    generation_line,
+    paired_difference,
+    paired_exact,
+    per_problem_avg,
+    short_label,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 LEARNERS = ("teamtr", "at_grpo", "naive_sequential", "joint", "independent", "teamtr_tree")
@@ -100,12 +107,12 @@ ENVS: dict[str, dict[str, Any]] = {
 }
 
 
-def run_env(
+def env_spec(
     name: str, learners: Sequence[str], seeds: Sequence[int], out: Path, quick: bool
-) -> dict[str, Any]:
-    """One board env: its comparison (continued if ``out/name`` holds it), as compare.json."""
+) -> CompareSpec:
+    """One board env's comparison: its runs and reports in ``out/name``."""
     env = ENVS[name]
-    spec = CompareSpec(
+    return CompareSpec(
         task=env["task"],
         learners=tuple(learners),
         seeds=tuple(seeds),
@@ -113,7 +120,42 @@ def run_env(
         config_file=ROOT / env["config"] if env["config"] else None,
         overrides=tuple(env["quick"]) if quick else (),
     )
-    return compare(spec, Console(stderr=True))
+
+
+def run_env(
+    name: str, learners: Sequence[str], seeds: Sequence[int], out: Path, quick: bool
+) -> dict[str, Any]:
+    """One board env: its comparison (continued if ``out/name`` holds it), as compare.json."""
+    return compare(env_spec(name, learners, seeds, out, quick), Console(stderr=True))
+
+
+def extra_pairs(spec: CompareSpec, pairs: Sequence[Sequence[str]]) -> list[dict[str, Any]]:
+    """``A - B`` for each ``(A, B)`` of ``pairs`` (learner entries of ``spec``), paired as the
+    comparison pairs every learner with its reference: exact J by seed where the team is
+    tabular, else held-out avg@K by seed and problem, with a 95% bootstrap CI."""
+    summaries = {
+        label: {
+            seed: json.loads((Path(c.run_dir) / "summary.json").read_text())
+            for seed, c in by_seed.items()
+        }
+        for label, by_seed in run_configs(spec).items()
+    }
+    out = []
+    for a, b in pairs:
+        first, other = (summaries[learner_entry(x)[0]] for x in (b, a))
+        exact = all(EXACT_KEY in s["after"] for s in (*first.values(), *other.values()))
+        if exact:
+            diff = paired_exact(
+                {k: s["after"][EXACT_KEY] for k, s in first.items()},
+                {k: s["after"][EXACT_KEY] for k, s in other.items()},
+            )
+        else:
+            diff = paired_difference(
+                {k: per_problem_avg(s) for k, s in first.items()},
+                {k: per_problem_avg(s) for k, s in other.items()},
+            )
+        out.append({"a": a, "b": b, "metric": "exact J" if exact else "avg@K", **diff})
+    return out
 
 
 def board_rows(name: str, data: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -248,6 +290,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--seeds", nargs="+", type=int, default=None)
     parser.add_argument("--quick", action="store_true", help="a smoke run in minutes")
+    parser.add_argument(
+        "--pair",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("A", "B"),
+        help="also report A - B (two of the learners), paired by seed (and problem), per env",
+    )
     args = parser.parse_args(argv)
     if args.learners is None:
         args.learners = list(ABLATION if args.ablation else LEARNERS)
@@ -265,10 +315,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             "budget": data["budget"],
             # messages per update and what was generated, per learner and seed
             "generation": generation_line(data["budget"]),
+            "pairs": extra_pairs(
+                env_spec(name, args.learners, seeds, args.out, args.quick), args.pair
+            ),
             "compare": str(args.out / name / "compare.json"),
         }
     table = markdown(rows, reference)
     print(table)
+    for name, env in envs.items():
+        for p in env["pairs"]:
+            print(
+                f"{name}: {p['a']} - {p['b']} = {p['mean']:+.3f} "
+                f"[{p['ci'][0]:+.3f}, {p['ci'][1]:+.3f}] ({p['metric']})"
+            )
     for name, env in envs.items():
         print(
             f"{name}: training messages per update {'equal' if env['budget']['equal'] else 'NOT EQUAL'}; {env['generation']}"

@@ -112,3 +112,22 @@ def test_the_quick_board_runs_every_learner_on_every_env(tmp_path: Path) -> None
     assert all(r["metric"] == "exact J" for r in relay)  # the tabular team's exact J
     assert (out / "board.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "Learners board" in (out / "board.md").read_text()
+
+
+def test_a_pair_of_any_two_learners_is_paired_like_the_reference(
+    board: ModuleType, tmp_path: Path
+) -> None:
+    """``--pair A B`` reports A - B by seed (exact J on the tabular relay), as the comparison
+    pairs each learner with TeamTR: here checked against compare.json's own exact J."""
+    from trainers.tools.compare_stats import paired_exact
+
+    args = ["--out", str(tmp_path), "--envs", "relay", "--quick", "--seeds", "0", "1"]
+    args += ["--learners", "teamtr", "at_grpo", "teamtr_tree", "--pair", "teamtr_tree", "at_grpo"]
+    assert board.main(args) == 0
+    data = json.loads((tmp_path / "board.json").read_text())
+    (pair,) = data["envs"]["relay"]["pairs"]
+    results = json.loads((tmp_path / "relay/compare.json").read_text())["results"]
+    exact = {k: dict(zip(v["seeds"], v["exact_after"])) for k, v in results.items()}
+    expected = paired_exact(exact["teamtr/ATGRPO-v0"], exact["teamtr/TeamTRTree-v0"])
+    assert (pair["a"], pair["b"], pair["metric"]) == ("teamtr_tree", "at_grpo", "exact J")
+    assert pair["mean"] == pytest.approx(expected["mean"])
