@@ -130,7 +130,8 @@ def run_env(
 
 
 def extra_pairs(spec: CompareSpec, pairs: Sequence[Sequence[str]]) -> list[dict[str, Any]]:
-    """``A - B`` for each ``(A, B)`` of ``pairs`` (learner entries of ``spec``), paired as the
+    """``A - B`` for each ``(A, B)`` of ``pairs`` (learners of ``spec``: a variant by its label),
+    paired as the
     comparison pairs every learner with its reference: exact J by seed where the team is
     tabular, else held-out avg@K by seed and problem, with a 95% bootstrap CI."""
     summaries = {
@@ -141,8 +142,12 @@ def extra_pairs(spec: CompareSpec, pairs: Sequence[Sequence[str]]) -> list[dict[
         for label, by_seed in run_configs(spec).items()
     }
     out = []
+
+    def runs(name: str) -> dict[int, Any]:  # a variant's label, or a learner's name or entry
+        return summaries[name] if name in summaries else summaries[learner_entry(name)[0]]
+
     for a, b in pairs:
-        first, other = (summaries[learner_entry(x)[0]] for x in (b, a))
+        first, other = runs(b), runs(a)
         exact = all(EXACT_KEY in s["after"] for s in (*first.values(), *other.values()))
         if exact:
             diff = paired_exact(

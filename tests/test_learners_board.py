@@ -122,10 +122,18 @@ def test_a_pair_of_any_two_learners_is_paired_like_the_reference(
     from trainers.tools.compare_stats import paired_exact
 
     args = ["--out", str(tmp_path), "--envs", "relay", "--quick", "--seeds", "0", "1"]
-    args += ["--learners", "teamtr", "at_grpo", "teamtr_tree", "--pair", "teamtr_tree", "at_grpo"]
+    args += [
+        "--learners",
+        "teamtr",
+        "at_grpo",
+        "teamtr_tree",
+        "no-tr=teamtr:trust_region.delta_mode=none",
+    ]
+    args += ["--pair", "teamtr_tree", "at_grpo", "--pair", "no-tr", "teamtr"]
     assert board.main(args) == 0
     data = json.loads((tmp_path / "board.json").read_text())
-    (pair,) = data["envs"]["relay"]["pairs"]
+    pair, variant = data["envs"]["relay"]["pairs"]
+    assert (variant["a"], variant["b"]) == ("no-tr", "teamtr")  # a variant by its label
     results = json.loads((tmp_path / "relay/compare.json").read_text())["results"]
     exact = {k: dict(zip(v["seeds"], v["exact_after"])) for k, v in results.items()}
     expected = paired_exact(exact["teamtr/ATGRPO-v0"], exact["teamtr/TeamTRTree-v0"])
