@@ -294,6 +294,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the learners of the AT-GRPO ablation instead: " + " ".join(ABLATION),
     )
     parser.add_argument("--seeds", nargs="+", type=int, default=None)
+    parser.add_argument(
+        "--env-seeds",
+        action="append",
+        default=[],
+        metavar="ENV=S,S,...",
+        help="one env's seeds, instead of --seeds for it (e.g. convention=0,1,2,3)",
+    )
     parser.add_argument("--quick", action="store_true", help="a smoke run in minutes")
     parser.add_argument(
         "--pair",
@@ -307,21 +314,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.learners is None:
         args.learners = list(ABLATION if args.ablation else LEARNERS)
     seeds = args.seeds if args.seeds is not None else ([0] if args.quick else [0, 1, 2])
+    env_seeds = {name: list(seeds) for name in args.envs}
+    for entry in args.env_seeds:
+        name, _, listed = entry.partition("=")
+        if name not in env_seeds or not listed:
+            parser.error(f"--env-seeds {entry!r}: expected ENV=S,S,... for an env of --envs")
+        env_seeds[name] = [int(s) for s in listed.split(",")]
     reference = learner_entry(args.learners[0])[0]
     rows: list[dict[str, Any]] = []
     envs: dict[str, Any] = {}
     for name in args.envs:
-        data = run_env(name, args.learners, seeds, args.out, args.quick)
+        data = run_env(name, args.learners, env_seeds[name], args.out, args.quick)
         rows += board_rows(name, data)
         envs[name] = {
             "task": data["task"],
+            "seeds": env_seeds[name],
             "config": ENVS[name]["config"],
             "quick": args.quick,
             "budget": data["budget"],
             # messages per update and what was generated, per learner and seed
             "generation": generation_line(data["budget"]),
             "pairs": extra_pairs(
-                env_spec(name, args.learners, seeds, args.out, args.quick), args.pair
+                env_spec(name, args.learners, env_seeds[name], args.out, args.quick), args.pair
             ),
             "compare": str(args.out / name / "compare.json"),
         }
@@ -341,7 +355,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "command": shlex.join([sys.executable, *sys.argv]),
         "learners": [learner_entry(name)[0] for name in args.learners],
         "reference": reference,
-        "seeds": seeds,
+        "seeds": seeds if len({tuple(v) for v in env_seeds.values()}) == 1 else env_seeds,
         "envs": envs,
         "rows": rows,
     }
