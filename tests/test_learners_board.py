@@ -139,3 +139,9 @@ def test_a_pair_of_any_two_learners_is_paired_like_the_reference(
     expected = paired_exact(exact["teamtr/ATGRPO-v0"], exact["teamtr/TeamTRTree-v0"])
     assert (pair["a"], pair["b"], pair["metric"]) == ("teamtr_tree", "at_grpo", "exact J")
     assert pair["mean"] == pytest.approx(expected["mean"])
+
+
+def test_env_seeds_must_name_an_env_of_the_board(board: ModuleType, tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        board.main(["--out", str(tmp_path), "--envs", "relay", "--env-seeds", "pipeline=0,1"])
+    assert not (tmp_path / "board.json").exists()
