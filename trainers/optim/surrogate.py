@@ -82,6 +82,15 @@ def _weighted_mean(values: torch.Tensor, weights: torch.Tensor | None) -> torch.
     return (weights * values).sum() / weights.sum()
 
 
+def _check_advantages(advantages: torch.Tensor, n: int) -> None:
+    """Raises ValueError unless ``advantages`` is ``[N]``, one per message."""
+    if advantages.shape != (n,):
+        raise ValueError(
+            f"advantages must be [N] = ({n},), one per message (row of mask); got "
+            f"{tuple(advantages.shape)}. Broadcast each rollout's advantage to its messages."
+        )
+
+
 def _prepare(
     logp_new: torch.Tensor,
     logp_old: torch.Tensor,
@@ -93,11 +102,7 @@ def _prepare(
     """Validate inputs; return the clamped ``[N]`` ratio ``w`` and detached weights."""
     check_token_batch(mask, logp_new=logp_new, logp_old=logp_old)
     n = mask.shape[0]
-    if advantages.shape != (n,):
-        raise ValueError(
-            f"advantages must be [N] = ({n},), one per message (row of mask); got "
-            f"{tuple(advantages.shape)}. Broadcast each rollout's advantage to its messages."
-        )
+    _check_advantages(advantages, n)
     if weights is not None:
         weights = weights.detach()
         if weights.shape != (n,):
@@ -217,11 +222,7 @@ def token_clipped_surrogate(
     if dual_clip is not None and not dual_clip > 1:
         raise ValueError(f"dual_clip must be > 1 (verl's clip_ratio_c, e.g. 3); got {dual_clip}")
     check_token_batch(mask, logp_new=logp_new, logp_old=logp_old)
-    n = mask.shape[0]
-    if advantages.shape != (n,):
-        raise ValueError(
-            f"advantages must be [N] = ({n},), one per message; got {tuple(advantages.shape)}."
-        )
+    _check_advantages(advantages, mask.shape[0])
     dtype = torch.promote_types(logp_new.dtype, torch.float32)
     log_r = (logp_new.to(dtype) - logp_old.detach().to(dtype)).clamp(-max_log_ratio, max_log_ratio)
     ratio = torch.exp(log_r)
