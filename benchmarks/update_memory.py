@@ -253,17 +253,19 @@ def _update_twice(policy: Any, group: Any, prompts: int, generations: int) -> di
     import torch
 
     from trainers.config import OptimConfig, TrustRegionConfig
+    from trainers.optim.collective import Share
     from trainers.optim.update import update_agent
 
     optimizer = torch.optim.AdamW(policy.parameters(), lr=LR)
-    messages, advantages = _fixed_batch(prompts, generations)
+    fixed, advantages = _fixed_batch(prompts, generations)
+    messages = Share(fixed, group)  # this rank's share of the batch (the whole on one process)
     optim = OptimConfig(epochs=1, lr=LR, micro_batch_size=prompts * generations)
     # a radius this fixed batch's step stays inside: the typical accepted update
     kwargs = {"beta": 0.0, "delta": 1.0, "optim": optim, "region": TrustRegionConfig()}
     base = reset_peak_rss()
-    update_agent(policy, optimizer, messages, advantages, group=group, **kwargs)
+    update_agent(policy, optimizer, messages, advantages, **kwargs)
     reset_peak_rss()
-    update_agent(policy, optimizer, messages, advantages, group=group, **kwargs)
+    update_agent(policy, optimizer, messages, advantages, **kwargs)
     peak = peak_rss_bytes()
     return {"base_bytes": base, "peak_bytes": peak, "step_bytes": peak - base}
 
@@ -276,7 +278,7 @@ def _rank(rank: int, world: int, model_dir: str, batch: str, port: int, out: str
 
     from adapters.hf import HFPolicy
     from trainers.optim.collective import TorchGroup
-    from trainers.placement.sharding import shard_policy
+    from trainers.optim.sharding import shard_policy
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)

@@ -42,6 +42,7 @@ INIT_STREAM = 1_033  # a team's fresh weights (new LoRA adapters): ((seed, this)
 
 # Rollouts (teamtr_env.runners): derive_seed(rollout seed, ...).
 CALL_STREAM = 7_919  # each policy call: derive_seed(call seed, step, agent index, this)
+GANG_STREAM = 104_723  # a gang rank's k-th unseeded generate call: derive_seed(0, this, k)
 SHARD_STREAM = 104_729  # the policy calls of block k > 0 of a sharded rollout
 
 # Fixed seeds and offsets (trainers.optim.update, trainers.tools.align, adapters.vllm_policy).

@@ -22,8 +22,9 @@ import torch
 from adapters.hf import HFPolicy
 from teamtr_env.rollout import MessageRecord
 from trainers.config import OptimConfig, TrustRegionConfig
-from trainers.optim.collective import SOLO, Group, TorchGroup
+from trainers.optim.collective import SOLO, Group, Share, TorchGroup
 from trainers.optim.scoring import scored_rows
+from trainers.optim.sharding import local_part
 from trainers.optim.update import update_agent
 
 TEXTS = ["12+7=19", "3+4=7", "8+8=16", "5+9=14", "1+1=2", "6+2=8", "9+9=18"]  # 7: uneven shares
@@ -45,19 +46,20 @@ def one_side(policy: HFPolicy, case: str, group: Group) -> dict[str, Any]:
     optimizer = torch.optim.AdamW(policy.parameters(), lr=settings["lr"])
     messages, adv = batch()
     optim = OptimConfig(epochs=2, lr=settings["lr"], micro_batch_size=2)
-    kwargs = {"beta": 0.1, "optim": optim, "group": group}
+    kwargs = {"beta": 0.1, "optim": optim}
     warm = TrustRegionConfig(max_backtracks=6)
-    update_agent(policy, optimizer, messages, adv, delta=10.0, region=warm, **kwargs)
+    share = Share(messages, group)
+    update_agent(policy, optimizer, share, adv, delta=10.0, region=warm, **kwargs)
     before = _whole(policy, optimizer, group)
     region = TrustRegionConfig(max_backtracks=settings["max_backtracks"])
     result = update_agent(
-        policy, optimizer, messages, adv, delta=settings["delta"], region=region, **kwargs
+        policy, optimizer, share, adv, delta=settings["delta"], region=region, **kwargs
     )
     after = _whole(policy, optimizer, group)
-    logprobs = scored_rows(policy, messages, 2, group=group)
-    local_params = sum(_local(p).numel() for p in policy.parameters())
+    logprobs = scored_rows(policy, share, 2)
+    local_params = sum(local_part(p).numel() for p in policy.parameters())
     local_state = sum(
-        _local(v).numel()
+        local_part(v).numel()
         for s in optimizer.state.values()
         for v in s.values()
         if torch.is_tensor(v) and v.dim() > 0
@@ -72,13 +74,9 @@ def one_side(policy: HFPolicy, case: str, group: Group) -> dict[str, Any]:
     }
 
 
-def _local(t: torch.Tensor) -> torch.Tensor:
-    return t.to_local() if hasattr(t, "to_local") else t
-
-
 def _whole(policy: HFPolicy, optimizer: torch.optim.Optimizer, group: Group) -> dict[str, Any]:
     """The whole weights and optimizer moments (gathered on a gang)."""
-    from trainers.placement.sharding import full_optimizer_state, full_state
+    from trainers.optim.sharding import full_optimizer_state, full_state
 
     weights = full_state(policy.model.state_dict(), keep=True)
     state = full_optimizer_state(optimizer, keep=True)
@@ -91,7 +89,7 @@ def _rank(rank: int, world: int, model_dir: str, case: str, port: int, out: str)
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
 
-    from trainers.placement.sharding import shard_policy
+    from trainers.optim.sharding import shard_policy
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)

@@ -9,11 +9,13 @@ registry); ``teamtr train`` alone runs the defaults (the CPU demo).
 
 * :mod:`~trainers.config.sections`: ``schedule``, ``trust_region``, ``optim``, ``runner``,
   ``rollout``, ``eval``, ``diagnostics``;
+* :mod:`~trainers.config.gang`: :class:`Gang` (how one trainable agent is placed);
 * :mod:`~trainers.config.sft`: ``sft`` (the behaviour-cloning warm start);
 * :mod:`~trainers.config.task_schedule`: ``task_schedule`` (task options by stage);
 * :mod:`~trainers.config.train`: :class:`TrainConfig` and :func:`read_train_config`.
 """
 
+from trainers.config.gang import Gang
 from trainers.config.sections import (
     AdvantageEstimator,
     AdvantageStd,
@@ -43,6 +45,7 @@ __all__ = [
     "AdvantageStd",
     "DiagnosticsConfig",
     "EvalConfig",
+    "Gang",
     "OptimConfig",
     "RewardConfig",
     "RolloutConfig",

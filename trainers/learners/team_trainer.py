@@ -58,7 +58,7 @@ from trainers.learners.sampling import TeamSampler
 from trainers.learners.stage import Stage, StageReport
 from trainers.learners.stage_diagnostics import RunDiagnostics
 from trainers.placement.agents import RemoteAgent, TrainedAgent, is_remote, trained_agent
-from trainers.placement.updaters import check_actor_resources
+from trainers.placement.updaters import check_actor_resources, prepared
 
 #: Totals a run keeps across stages (``totals``), summed from each stage's report.
 _SAMPLE_TOTALS = {
@@ -130,10 +130,9 @@ class TeamTrainer:
             team=team,
         )
         self.agents = list(runner.agents)
-        if config.optim.gradient_checkpointing:
-            for p in policies.values():
-                if isinstance(p, TrainablePolicy) and hasattr(p, "enable_gradient_checkpointing"):
-                    p.enable_gradient_checkpointing()
+        for p in policies.values():
+            if isinstance(p, TrainablePolicy):
+                prepared(p, config)
         #: The trainable agents' owners (fixed teammates have none); agents that play one policy
         #: object (a role-sharing team) share its optimizer and version.
         self.slots: dict[str, TrainedAgent] = {}

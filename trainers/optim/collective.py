@@ -1,20 +1,33 @@
-"""The ranks an agent's update runs on: one process (:data:`SOLO`), or a gang of processes that
-shard the agent's model with FSDP2 (:class:`TorchGroup`, over ``torch.distributed``).
+"""The ranks an agent's update runs on, and what one process does of an update's batch.
 
-An update on a gang splits the agent's messages over the ranks (each scores and backpropagates
-its contiguous share) and gathers what every rank must decide alike: the behaviour and monitored
-log-probs (so the trust region's KL, its backtracks and its accept/revert decision are computed
-from the same numbers everywhere), the clipped share, and whether any rank met a non-finite loss.
-On one process every operation is the identity, so the unsharded update is unchanged.
+The ranks: one process (:data:`SOLO`), or a gang of processes that shard the agent's model with
+FSDP2 (:class:`TorchGroup`, over ``torch.distributed``).
+
+The update never sees them. Its updater hands it the batch as a :class:`Share` (a sequence of
+the whole batch's messages): this process's aligned micro-batches of them, the scale of its
+loss, and the gathers of what every process must decide alike. On a gang each rank scores and
+backpropagates its contiguous share of the messages, in as many passes as every other rank (a
+rank short of messages runs a padding pass that weighs nothing, so that the sharded model's
+collectives line up); the behaviour and monitored log-probs are gathered (so the trust region's
+KL, its backtracks and its accept/revert decision are computed from the same numbers
+everywhere), and so are the clipped share and whether any rank met a non-finite loss. A plain
+sequence of messages is the whole batch on one process (:func:`as_share`), where every gather is
+the identity, so the unsharded update is unchanged.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, overload
 
 import torch
 
-__all__ = ["SOLO", "Group", "Solo", "TorchGroup"]
+from teamtr_core.policy import TokenLogprobs
+from teamtr_env.rollout import MessageRecord
+
+__all__ = ["SOLO", "Group", "MicroBatch", "Share", "Solo", "TorchGroup", "as_share"]
 
 
 class Group(Protocol):
@@ -105,3 +118,120 @@ class TorchGroup:
         self.dist.all_gather(parts, padded)
         kept = [part[: int(s[0])] for part, s in zip(parts, shapes)]
         return torch.cat(kept).to(rows.device)
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    """One forward (and backward) pass of an update.
+
+    Attributes:
+        rows: the batch's messages it holds (their indices); empty for a padding pass.
+        messages: what the pass runs: those messages, or for a padding pass one message that
+            weighs nothing.
+        fraction: its messages' share of the whole batch (0 for a padding pass).
+    """
+
+    rows: range
+    messages: list[MessageRecord]
+    fraction: float
+
+    def __bool__(self) -> bool:
+        return bool(self.rows)
+
+    @property
+    def index(self) -> torch.Tensor:
+        """``rows`` as an index tensor (``[0]`` for a padding pass: rows that weigh nothing)."""
+        return torch.tensor(list(self.rows) or [0], dtype=torch.long)
+
+    def own(self, values: torch.Tensor) -> torch.Tensor:
+        """The rows of a pass's ``values`` that belong to the batch (none for a padding pass)."""
+        return values[: len(self.rows)]
+
+
+class Share(Sequence[MessageRecord]):
+    """One process's share of an update's batch (see the module docstring): a sequence of the
+    whole batch's messages that knows which of them this process runs, and gathers the rest.
+
+    Args:
+        messages: the whole batch.
+        group: the ranks the batch is split over (default: one process, the whole batch).
+    """
+
+    def __init__(self, messages: Sequence[MessageRecord], group: Group = SOLO) -> None:
+        self.messages, self.group = list(messages), group
+
+    @overload
+    def __getitem__(self, index: int) -> MessageRecord: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[MessageRecord]: ...
+    def __getitem__(self, index: int | slice) -> MessageRecord | Sequence[MessageRecord]:
+        return self.messages[index]
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def subset(self, messages: Sequence[MessageRecord]) -> Share:
+        """Other messages split over the same ranks (a monitor's subset of the batch)."""
+        return Share(messages, self.group)
+
+    @property
+    def loss_scale(self) -> float:
+        """What each pass's loss is multiplied by so that the gradients the sharded model
+        averages over the ranks sum to the whole batch's (1 on one process)."""
+        return float(self.group.size)
+
+    def micro_batches(self, size: int) -> list[MicroBatch]:
+        """This process's passes over its messages, ``size`` at a time, padded to as many as
+        the process with the most messages runs (none for an empty batch)."""
+        n = len(self.messages)
+        if n == 0:
+            return []
+        mine = self.group.share(n)
+        count = max(math.ceil(math.ceil(n / self.group.size) / size), 1)
+        out = []
+        for start in range(mine.start, mine.start + count * size, size):
+            rows = range(start, min(start + size, mine.stop)) if start < mine.stop else range(0)
+            chunk = [self.messages[r] for r in rows]
+            if not chunk:  # padding: one message that weighs nothing
+                chunk = [self.messages[mine.start if mine else 0]]
+            out.append(MicroBatch(rows, chunk, len(rows) / n))
+        return out
+
+    def gathered(self, parts: Sequence[TokenLogprobs]) -> list[TokenLogprobs]:
+        """This process's log-probs (one per pass that holds messages, their rows only) as the
+        whole batch's, in message order: the parts themselves on one process, one ``[N, T]``
+        block gathered from every rank on a gang."""
+        if self.group.size == 1:
+            return list(parts)
+        if parts:
+            width = max(p.logprobs.shape[1] for p in parts)
+            lp = torch.cat([_padded(p.logprobs.detach(), width) for p in parts])
+            mask = torch.cat([_padded(p.mask, width) for p in parts])
+            ids = torch.cat([_padded(p.token_ids, width) for p in parts])
+        else:  # a rank with no message
+            lp, mask = torch.zeros(0, 1), torch.zeros(0, 1, dtype=torch.bool)
+            ids = torch.zeros(0, 1, dtype=torch.long)
+        rows = self.group.gather_rows
+        return [TokenLogprobs(rows(lp), rows(mask), rows(ids))]
+
+    def rows(self, values: torch.Tensor) -> torch.Tensor:
+        """This process's ``[n_mine, ...]`` rows as the whole batch's (in message order)."""
+        return self.group.gather_rows(values)
+
+    def sum(self, values: list[float]) -> list[float]:
+        """Each value summed over the whole batch's processes."""
+        return self.group.all_sum(values)
+
+    def any(self, flag: bool) -> bool:
+        """Whether ``flag`` is true for some process of the batch."""
+        return self.group.any(flag)
+
+
+def as_share(messages: Sequence[MessageRecord]) -> Share:
+    """``messages`` as a :class:`Share`: itself if it is one, else the whole batch on one
+    process."""
+    return messages if isinstance(messages, Share) else Share(messages)
+
+
+def _padded(values: torch.Tensor, width: int) -> torch.Tensor:
+    return torch.nn.functional.pad(values, (0, width - values.shape[1]))

@@ -1,12 +1,11 @@
 """Log-probs of an agent's messages under its policy: per micro-batch (:func:`score`, what an
-update's gradient pass runs), joined into ``[N, T]`` blocks, and on a gang of ranks each rank's
-share scored and the rows gathered (:func:`scored`), in as many passes as every rank, so that a
-sharded model's collectives line up."""
+update's gradient pass runs), joined into ``[N, T]`` blocks, and over a
+:class:`~trainers.optim.collective.Share` of a batch (:func:`scored`: this process's passes,
+gathered into the whole batch's)."""
 
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,12 +13,10 @@ import torch
 
 from teamtr_core.policy import TokenLogprobs, TrainablePolicy
 from teamtr_env.rollout import MessageRecord
-from trainers.optim.collective import SOLO, Group
+from trainers.optim.collective import as_share
 
 __all__ = [
-    "aligned_chunks",
     "concat_logprobs",
-    "gathered",
     "joined",
     "joined_logprobs",
     "score",
@@ -81,16 +78,6 @@ def concat_logprobs(parts: Sequence[TokenLogprobs]) -> tuple[torch.Tensor, torch
     return lp, mask
 
 
-def aligned_chunks(mine: range, mb: int, most: int) -> list[range]:
-    """This rank's micro-batches of its share ``mine``, padded with empty ones to as many as the
-    rank with the largest share (``most`` items) runs."""
-    count = max(math.ceil(most / mb), 1)
-    return [
-        range(r, min(r + mb, mine.stop)) if r < mine.stop else range(0)
-        for r in range(mine.start, mine.start + count * mb, mb)
-    ]
-
-
 def joined(parts: Sequence[TokenLogprobs]) -> TokenLogprobs:
     """Log-probs given per micro-batch (over every message) as one ``[N, T]`` block."""
     lp, mask = concat_logprobs(parts)
@@ -101,44 +88,22 @@ def _joined_ids(parts: Sequence[TokenLogprobs], width: int) -> torch.Tensor:
     return torch.cat([to_width(p.token_ids, width) for p in parts])
 
 
-def gathered(parts: list[TokenLogprobs], group: Group) -> list[TokenLogprobs]:
-    """This rank's micro-batches of behaviour log-probs as every rank's, in message order (one
-    ``[N, T]`` block on a gang; the micro-batches themselves on one process)."""
-    if group.size == 1:
-        return parts
-    kept = [p for p in parts if p.logprobs.shape[0]]
-    if kept:
-        lp, mask = concat_logprobs(kept)
-        ids = _joined_ids(kept, lp.shape[1])
-    else:  # a rank with no message
-        lp, mask = torch.zeros(0, 1), torch.zeros(0, 1, dtype=torch.bool)
-        ids = torch.zeros(0, 1, dtype=torch.long)
-    lp, mask, ids = group.gather_rows(lp), group.gather_rows(mask), group.gather_rows(ids)
-    return [TokenLogprobs(lp, mask, ids)]
-
-
 def scored(
     policy: TrainablePolicy,
     messages: Sequence[MessageRecord],
     micro_batch_size: int,
     temperature: float = 1.0,
-    group: Group = SOLO,
     autocast: str = "none",
 ) -> list[TokenLogprobs]:
-    """The log-probs of ``messages`` (no gradient), as :func:`score` gives them on one process;
-    on a gang each rank scores its share (in as many passes as every rank, so that the sharded
-    model's collectives line up) and the rows are gathered: one ``[N, T]`` block that every rank
-    holds."""
-    if group.size == 1:
-        return score(policy, messages, micro_batch_size, temperature, autocast=autocast)
-    mine, parts = group.share(len(messages)), []
-    most = math.ceil(len(messages) / group.size)
-    for rows in aligned_chunks(mine, micro_batch_size, most):
-        chunk = [messages[r] for r in rows] or [messages[0]]
-        lp = score(policy, chunk, micro_batch_size, temperature, autocast=autocast)[0]
-        if rows:
+    """The log-probs of ``messages`` (no gradient), as :func:`score` gives them; over a
+    :class:`~trainers.optim.collective.Share` of a batch split over ranks, this process's passes
+    (as many as every rank runs) gathered into one ``[N, T]`` block that every rank holds."""
+    share, parts = as_share(messages), []
+    for batch in share.micro_batches(micro_batch_size):
+        lp = score(policy, batch.messages, micro_batch_size, temperature, autocast=autocast)[0]
+        if batch:
             parts.append(lp)
-    return gathered(parts, group)
+    return share.gathered(parts)
 
 
 def scored_rows(
@@ -146,11 +111,10 @@ def scored_rows(
     messages: Sequence[MessageRecord],
     micro_batch_size: int,
     temperature: float = 1.0,
-    group: Group = SOLO,
     autocast: str = "none",
 ) -> torch.Tensor:
     """:func:`scored`'s log-probs as one ``[N, T]`` tensor."""
-    parts = scored(policy, messages, micro_batch_size, temperature, group, autocast)
+    parts = scored(policy, messages, micro_batch_size, temperature, autocast)
     return concat_logprobs(parts)[0]
 
 

@@ -22,11 +22,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
-from torch.distributed.tensor import DTensor
 
 from trainers.config import TrustRegionConfig
 from trainers.config.sections import SnapshotDevice
 from trainers.optim.result import UpdateResult
+from trainers.optim.sharding import local_part, restored, saved_copy
 
 __all__ = ["Snapshot", "TrustRegion", "adapt_beta", "adapt_delta"]
 
@@ -127,7 +127,7 @@ class Snapshot:
     def _copy(self, tensor: torch.Tensor) -> torch.Tensor:
         """A copy of ``tensor``'s own elements (a sharded tensor's local shard), where the
         snapshot lives."""
-        local = _local(tensor).detach()
+        local = local_part(tensor).detach()
         return local.to("cpu", copy=True) if self.device == "cpu" else local.clone()
 
     def take(self) -> None:
@@ -146,9 +146,7 @@ class Snapshot:
     def _saved(self, value: Any) -> Any:
         if not torch.is_tensor(value):
             return value
-        if isinstance(value, DTensor):  # its shard, and how to make it whole again
-            return _SavedShard(self._copy(value), value)
-        return self._copy(value)
+        return saved_copy(self._copy(value), value)  # a shard: with how to make it whole
 
     def pull_back(self) -> None:
         """Moves every parameter halfway back to its snapshot, in place: ``p <- s + (p - s)/2``
@@ -157,7 +155,7 @@ class Snapshot:
         assert self.values is not None, "nothing to pull back to: no optimizer step was taken"
         with torch.no_grad():
             for p, s in zip(self.params, self.values):
-                local = _local(p)
+                local = local_part(p)
                 s = s.to(local.device, non_blocking=True)
                 local.sub_(s).mul_(0.5).add_(s)
 
@@ -168,11 +166,10 @@ class Snapshot:
             return
         with torch.no_grad():
             for p, s in zip(self.params, self.values):
-                _local(p).copy_(s)
+                local_part(p).copy_(s)
         state = {
             "state": {
-                k: {n: v.tensor() if isinstance(v, _SavedShard) else v for n, v in s.items()}
-                for k, s in self.state["state"].items()
+                k: {n: restored(v) for n, v in s.items()} for k, s in self.state["state"].items()
             },
             "param_groups": self.state["param_groups"],
         }
@@ -181,25 +178,3 @@ class Snapshot:
     def release(self) -> None:
         """Drops the copies (the update is decided)."""
         self.values, self.state = None, None
-
-
-def _local(tensor: torch.Tensor) -> torch.Tensor:
-    """A tensor's own elements: a sharded (DTensor) parameter's local shard, else itself."""
-    return tensor.to_local() if isinstance(tensor, DTensor) else tensor
-
-
-class _SavedShard:
-    """A sharded optimizer state's local copy and what makes it a DTensor again."""
-
-    def __init__(self, local: torch.Tensor, like: DTensor) -> None:
-        self.local, self.mesh, self.placements = local, like.device_mesh, like.placements
-        self.shape, self.stride, self.device = like.shape, like.stride(), _local(like).device
-
-    def tensor(self) -> DTensor:
-        return DTensor.from_local(
-            self.local.to(self.device),  # the snapshot's own copy: dropped after the restore
-            self.mesh,
-            self.placements,
-            shape=self.shape,
-            stride=self.stride,
-        )

@@ -14,12 +14,11 @@ optimizer step); without one it keeps none: the loss and the gradients are check
 values before each optimizer step, so a failure in the first epoch changes nothing, and one in a
 later epoch keeps the epochs before it (reason ``nonfinite_stopped``).
 
-On a gang (a sharded agent, ``group``) every rank is called with the same arguments: each
-backpropagates its contiguous share of the messages (every rank runs as many micro-batches, an
-empty one as a zero-weighted pass, so that the sharded model's collectives line up), the
-gradients sum over the ranks to the full batch's, the behaviour and monitored log-probs are
-gathered, and the snapshot, backtracks and revert act on each rank's own shards: every rank
-returns the same result.
+On a gang (a sharded agent) every rank is called with the same arguments, the messages as its
+:class:`~trainers.optim.collective.Share` of the batch: each backpropagates its share's passes,
+the gradients sum over the ranks to the full batch's, the behaviour and monitored log-probs are
+gathered by the share, and the snapshot, backtracks and revert act on each rank's own shards:
+every rank returns the same result. Nothing here names a rank.
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -36,7 +36,7 @@ from teamtr_core.seeds import MONITOR_SEED
 from teamtr_env.rollout import MessageRecord
 from trainers.config import OptimConfig, TrustRegionConfig
 from trainers.diagnostics.estimators import zeta_proxies
-from trainers.optim.collective import SOLO, Group
+from trainers.optim.collective import MicroBatch, Share, as_share
 from trainers.optim.engine import engine_mismatch, truncated_is_weights
 from trainers.optim.kl import (
     kl_penalty,
@@ -47,15 +47,14 @@ from trainers.optim.kl import (
 )
 from trainers.optim.result import PolicyStep, UpdateResult
 from trainers.optim.scoring import (
-    aligned_chunks,
     concat_logprobs,
-    gathered,
     joined,
     score,
     scored,
     scored_rows,
     to_width,
 )
+from trainers.optim.sharding import whole
 from trainers.optim.surrogate import (
     clipped_surrogate,
     message_log_ratio,
@@ -79,87 +78,123 @@ def policy_step(
     reference: Sequence[TokenLogprobs] | None = None,
     tis_cap: float | None = None,
     snapshot: Snapshot | None = None,
-    group: Group = SOLO,
 ) -> PolicyStep:
     """``optim.epochs`` full-batch gradient steps on the clipped message-level surrogate minus
     ``beta`` times the KL penalty (plus ``optim.ref_kl_coef`` times the KL to ``reference``),
     gradients accumulated over micro-batches and clipped to ``optim.max_grad_norm``; stops before
     an optimizer step at a non-finite loss or gradient norm (``failed``, after ``epochs_done``).
-    ``snapshot`` is taken just before the first optimizer step; on a gang see the module
-    docstring. ``behaviour``: the sampler's log-probs for the loss (see :func:`update_agent`);
-    the step's own ``behaviour`` (what the trust region measures from) is always the first
-    epoch's forward pass. ``optim.ratio_level: token`` takes a ratio per token and averages the
-    surrogate over the batch's tokens (verl's token-mean), scoring the behaviour log-probs first
-    when not given. ``tis_cap``: each message's weight times ``min(pi_trainer(m) / pi_engine(m),
+    ``messages``: the batch, or this process's :class:`~trainers.optim.collective.Share` of it
+    (the module docstring). ``snapshot`` is taken just before the first optimizer step.
+    ``behaviour``: the sampler's log-probs for the loss (see :func:`update_agent`); the step's
+    own ``behaviour`` (what the trust region measures from) is always the first epoch's forward
+    pass. ``optim.ratio_level: token`` takes a ratio per token and averages the surrogate over
+    the batch's tokens (verl's token-mean), scoring the behaviour log-probs first when not
+    given. ``tis_cap``: each message's weight times ``min(pi_trainer(m) / pi_engine(m),
     tis_cap)`` (1 without engine log-probs), kept in ``step.tis``."""
-    n, mb = len(messages), optim.micro_batch_size
     t0 = time.perf_counter()
-    mine = group.share(n)
-    chunks = aligned_chunks(mine, mb, math.ceil(n / group.size))
-    given, tokens = _loss_behaviour(policy, messages, behaviour, optim, temperature, group)
-    ref_rows = joined(reference) if reference is not None else None
-    old: list[TokenLogprobs] = []
-    base: list[TokenLogprobs] = []
-    step = PolicyStep(old, 0)
+    batch = as_share(messages)
+    passes = batch.micro_batches(optim.micro_batch_size)
+    given, tokens = _loss_behaviour(policy, batch, behaviour, optim, temperature)
+    first = _FirstPass(given, tis_cap)
+    ref_rows = joined(reference) if reference is not None and optim.ref_kl_coef > 0 else None
+    step = PolicyStep(first.own, 0)
     params = list(policy.parameters())
-    use_ref = ref_rows is not None and optim.ref_kl_coef > 0
-    tis_parts: list[torch.Tensor] = []
     for epoch in range(optim.epochs):
         optimizer.zero_grad(set_to_none=True)
         clipped = ref_sum = 0.0
-        for i, rows in enumerate(chunks):
-            # an empty share still runs a pass (of one message, weighted 0): collectives line up
-            chunk = [messages[r] for r in rows] or [messages[mine.start if mine else 0]]
-            new = score(policy, chunk, mb, temperature, grad=True, autocast=optim.autocast)[0]
+        for i, part in enumerate(passes):
+            new = score(
+                policy, part.messages, optim.micro_batch_size, temperature, grad=True,
+                autocast=optim.autocast,
+            )[0]  # fmt: skip
             if epoch == 0:
-                own = TokenLogprobs(new.logprobs.detach(), new.mask, new.token_ids)
-                old.append(own)
-                base.append(_behaviour(new, given, rows) if rows else own)
-                step.n_tokens += int(own.mask.sum()) if rows else 0
-                if tis_cap is not None:
-                    tis_parts.append(truncated_is_weights(chunk, base[i], tis_cap)[: len(rows)])
-            index = torch.tensor(list(rows) or [0], dtype=torch.long)
-            w = _weights(weights, index, tis_parts[i] if tis_parts and rows else None)
-            width = new.logprobs.shape[1]
-            ref_lp = to_width(ref_rows.logprobs[index], width) if ref_rows and use_ref else None
-            share = len(rows) / n  # this micro-batch's messages, of the batch's
+                first.add(new, part)
+            ref_lp = None if ref_rows is None else _rows(ref_rows.logprobs, part, new)
             loss, clip_frac, ref_kl = _loss(
-                new, base[i], advantages[index], w, beta, optim, ref_lp, share, tokens
-            )
-            # Accumulate the full-batch mean: micro-batching-invariant. On a gang the sharded
-            # model averages the ranks' gradients, so each rank's share is scaled by their count.
-            loss = loss * group.size
-            if group.any(not bool(torch.isfinite(loss))):
-                step.failed, step.seconds = "nonfinite_loss", time.perf_counter() - t0
-                return step
+                new, first.behaviour[i], advantages[part.index], first.weights(i, part, weights),
+                beta, optim, ref_lp, part.fraction, tokens,
+            )  # fmt: skip
+            # Accumulate the full-batch mean: micro-batching-invariant (and, scaled by the
+            # share, ranks-invariant: a sharded model averages the ranks' gradients).
+            loss = loss * batch.loss_scale
+            if batch.any(not bool(torch.isfinite(loss))):
+                return _stopped(step, "nonfinite_loss", t0)
             loss.backward()
             clipped += clip_frac
-            ref_sum += ref_kl * share
-        norm = _full(torch.nn.utils.clip_grad_norm_(params, optim.max_grad_norm))
+            ref_sum += ref_kl * part.fraction
+        norm = whole(torch.nn.utils.clip_grad_norm_(params, optim.max_grad_norm))
         if not math.isfinite(float(norm)):  # checked before the step: nothing to undo
-            step.failed, step.seconds = "nonfinite_grad", time.perf_counter() - t0
-            return step
+            return _stopped(step, "nonfinite_grad", t0)
         if snapshot is not None:
             snapshot.take()
         optimizer.step()
         step.epochs_done = epoch + 1
-        if epoch == 0:  # every rank's behaviour log-probs, tokens and importance weights
-            step.behaviour = gathered(old, group)
-            step.n_tokens = int(group.all_sum([float(step.n_tokens)])[0])
-            step.tis = group.gather_rows(torch.cat(tis_parts)) if tis_parts else None
-        step.clip_frac, ref_kl = group.all_sum([clipped, ref_sum])
-        step.ref_kl = ref_kl if use_ref else math.nan
+        if epoch == 0:
+            first.record(step, batch)
+        step.clip_frac, ref_kl = batch.sum([clipped, ref_sum])
+        step.ref_kl = ref_kl if ref_rows is not None else math.nan
     step.seconds = time.perf_counter() - t0
     return step
 
 
+def _stopped(step: PolicyStep, reason: str, t0: float) -> PolicyStep:
+    step.failed, step.seconds = reason, time.perf_counter() - t0
+    return step
+
+
+def _rows(values: torch.Tensor, part: MicroBatch, new: TokenLogprobs) -> torch.Tensor:
+    """A pass's rows of the batch's ``[N, T]`` ``values``, at the pass's width."""
+    return to_width(values[part.index], new.logprobs.shape[1])
+
+
+class _FirstPass:
+    """What the first epoch's passes give the update: each pass's own log-probs of its messages
+    (detached: what the trust region measures from), the loss's behaviour log-probs per pass
+    (the given ones' rows, else its own), the token count, and the engine correction's truncated
+    importance weights (``tis_cap``)."""
+
+    def __init__(self, given: TokenLogprobs | None, tis_cap: float | None) -> None:
+        self.given, self.tis_cap = given, tis_cap
+        self.own: list[TokenLogprobs] = []  # passes that hold messages: their rows
+        self.behaviour: list[TokenLogprobs] = []  # every pass (a padding one weighs nothing)
+        self.tis: list[torch.Tensor] = []
+        self.tokens = 0
+
+    def add(self, new: TokenLogprobs, part: MicroBatch) -> None:
+        own = TokenLogprobs(new.logprobs.detach(), new.mask, new.token_ids)
+        self.behaviour.append(_behaviour(own, self.given, part.rows) if part else own)
+        if part:
+            self.own.append(own)
+            self.tokens += int(own.mask.sum())
+        if self.tis_cap is not None:
+            tis = truncated_is_weights(part.messages, self.behaviour[-1], self.tis_cap)
+            self.tis.append(part.own(tis))
+
+    def weights(
+        self, i: int, part: MicroBatch, weights: torch.Tensor | None
+    ) -> torch.Tensor | None:
+        """A pass's message weights: the given importance weights' rows times the truncated
+        importance weights of the engine correction, either or both (``None``: neither)."""
+        w = weights[part.index] if weights is not None else None
+        tis = self.tis[i] if self.tis and part else None
+        if tis is None:
+            return w
+        return tis if w is None else w * tis
+
+    def record(self, step: PolicyStep, batch: Share) -> None:
+        """The whole batch's behaviour log-probs, token count and importance weights, into
+        ``step``."""
+        step.behaviour = batch.gathered(self.own)
+        step.n_tokens = int(batch.sum([float(self.tokens)])[0])
+        step.tis = batch.rows(torch.cat(self.tis)) if self.tis else None
+
+
 def _loss_behaviour(
     policy: TrainablePolicy,
-    messages: Sequence[MessageRecord],
+    batch: Share,
     behaviour: Sequence[TokenLogprobs] | None,
     optim: OptimConfig,
     temperature: float,
-    group: Group,
 ) -> tuple[TokenLogprobs | None, float]:
     """The loss's behaviour log-probs (the ratio's denominator, the KL penalty's anchor), joined,
     and the batch's token count for a token-mean loss (0 otherwise).
@@ -172,22 +207,10 @@ def _loss_behaviour(
     pass). The trust region is measured from the update's own start either way."""
     token_level = optim.ratio_level == "token"
     if token_level and behaviour is None:
-        mb = optim.micro_batch_size
-        behaviour = scored(policy, messages, mb, temperature, group, optim.autocast)
+        behaviour = scored(policy, batch, optim.micro_batch_size, temperature, optim.autocast)
     given = joined(behaviour) if behaviour is not None else None
     tokens = float(given.mask.sum()) if token_level and given is not None else 0.0
     return given, tokens
-
-
-def _weights(
-    weights: torch.Tensor | None, index: torch.Tensor, tis: torch.Tensor | None
-) -> torch.Tensor | None:
-    """A micro-batch's message weights: the given importance weights' rows times the truncated
-    importance weights of the engine correction, either or both (``None``: neither)."""
-    w = weights[index] if weights is not None else None
-    if tis is None:
-        return w
-    return tis if w is None else w * tis
 
 
 def _loss(
@@ -234,21 +257,15 @@ def _loss(
     return loss + optim.ref_kl_coef * ref_term * share, clip_frac, float(ref_term.detach())
 
 
-def _behaviour(new: TokenLogprobs, given: TokenLogprobs | None, rows: range) -> TokenLogprobs:
+def _behaviour(own: TokenLogprobs, given: TokenLogprobs | None, rows: range) -> TokenLogprobs:
     """A micro-batch's behaviour log-probs: the given ones' rows (at this pass's width), else the
-    pass's own, detached."""
+    pass's own (detached)."""
     if given is None:
-        return TokenLogprobs(new.logprobs.detach(), new.mask, new.token_ids)
+        return own
     index = torch.tensor(list(rows), dtype=torch.long)
-    width = new.logprobs.shape[1]
+    width = own.logprobs.shape[1]
     mask = to_width(given.mask[index].float(), width).bool()
-    return TokenLogprobs(to_width(given.logprobs[index], width), mask, new.token_ids)
-
-
-def _full(norm: torch.Tensor) -> torch.Tensor:
-    """A gradient norm as a plain tensor (a sharded model's is a replicated DTensor)."""
-    full = getattr(norm, "full_tensor", None)
-    return full() if callable(full) else norm
+    return TokenLogprobs(to_width(given.logprobs[index], width), mask, own.token_ids)
 
 
 class _Monitor:
@@ -265,16 +282,17 @@ class _Monitor:
         region: TrustRegionConfig,
         optim: OptimConfig,
         temperature: float,
-        group: Group = SOLO,
     ) -> None:
         self.policy, self.region, self.optim, self.temperature = policy, region, optim, temperature
-        self.group = group
+        batch = as_share(messages)
         self.old_lp, self.mask = concat_logprobs(step.behaviour)
         self.generator = torch.Generator().manual_seed(MONITOR_SEED)
         n = len(messages)
         frac = region.monitor_messages
         self.subset = None if frac >= 1 else message_subset(n, frac, self.generator)
-        self.checked = messages if self.subset is None else [messages[int(i)] for i in self.subset]
+        self.checked = (
+            batch if self.subset is None else batch.subset([batch[int(i)] for i in self.subset])
+        )
         if self.subset is not None:
             self.old_lp, self.mask = self.old_lp[self.subset], self.mask[self.subset]
 
@@ -282,7 +300,7 @@ class _Monitor:
         """The monitored KL and the checked messages' new log-probs."""
         o = self.optim
         new_lp = scored_rows(
-            self.policy, self.checked, o.micro_batch_size, self.temperature, self.group, o.autocast
+            self.policy, self.checked, o.micro_batch_size, self.temperature, o.autocast
         )
         new_lp = to_width(new_lp, self.old_lp.shape[1])
         est = token_kl_monitor(
@@ -334,7 +352,6 @@ def enforce_trust_region(
     temperature: float = 1.0,
     flip_trials: int = 0,
     weights: torch.Tensor | None = None,
-    group: Group = SOLO,
 ) -> UpdateResult:
     """Measures the monitored token KL (Eq. 18) of the stepped parameters against the behaviour
     log-probs on ``messages`` and, while it exceeds ``delta``, scales the step back toward
@@ -350,7 +367,7 @@ def enforce_trust_region(
     diagnostics (:func:`_update_diagnostics`)."""
     n = len(messages)
     t1 = time.perf_counter()
-    monitor = _Monitor(policy, messages, step, region, optim, temperature, group)
+    monitor = _Monitor(policy, messages, step, region, optim, temperature)
     kl_raw, new_lp = monitor()
     if not math.isfinite(kl_raw):
         if delta is None:  # nothing to enforce, and no snapshot to return to
@@ -406,7 +423,6 @@ def update_agent(
     behaviour: Sequence[TokenLogprobs] | None = None,
     reference: Sequence[TokenLogprobs] | None = None,
     tis_cap: float | None = None,
-    group: Group = SOLO,
 ) -> UpdateResult:
     """Updates ``policy`` on its ``messages`` and enforces ``KL_tok <= delta`` on them: the
     policy step (:func:`policy_step`), then the trust region (:func:`enforce_trust_region`);
@@ -416,7 +432,9 @@ def update_agent(
     Args:
         policy: the agent's trainable policy (its parameters are changed in place).
         optimizer: the agent's optimizer over ``policy.parameters()``.
-        messages: the agent's messages in the rollout batch (context, sampled tokens).
+        messages: the agent's messages in the rollout batch (context, sampled tokens), or this
+            process's :class:`~trainers.optim.collective.Share` of them (a sharded agent: see
+            the module docstring).
         advantages: ``[N]`` the advantage of each message's episode.
         beta: KL-penalty coefficient (Eq. 17).
         delta: trust-region radius; ``None`` = no trust region (ablation).
@@ -439,8 +457,6 @@ def update_agent(
             (``rollout.importance_correction: tis``; see :func:`policy_step`). The trust region's
             surrogate estimate ``l_seq`` is then computed with the same corrected weights, so the
             update is judged on the trainer's distribution rather than the engine's.
-        group: the ranks of a sharded agent (:mod:`trainers.optim.collective`; default one
-            process), each called with the same arguments (see the module docstring).
     """
     if optim.epochs < 1:
         raise ValueError(f"optim.epochs must be >= 1, got {optim.epochs}")
@@ -454,28 +470,47 @@ def update_agent(
         step = policy_step(
             policy, optimizer, messages, advantages, beta=beta, optim=optim,
             temperature=temperature, weights=weights, behaviour=behaviour, reference=reference,
-            tis_cap=tis_cap, snapshot=snapshot, group=group,
+            tis_cap=tis_cap, snapshot=snapshot,
         )  # fmt: skip
-        gap, engine_kl = engine_mismatch(messages, step.behaviour)
-        tis_mean = math.nan if step.tis is None else float(step.tis.mean())
         if step.tis is not None:
             weights = step.tis if weights is None else weights * step.tis
-        if step.failed is not None:
-            result = _failed(step, n, snapshot)
-        elif delta is None and not region.monitor_without_region:
-            result = UpdateResult.kept(step, n)  # no region: skip the pass that would only log
-        else:
-            result = enforce_trust_region(
-                policy, messages, advantages, step, snapshot, delta=delta, region=region,
-                optim=optim, temperature=temperature, flip_trials=flip_trials, weights=weights,
-                group=group,
-            )  # fmt: skip
-            if not result.accepted and snapshot is not None:
-                snapshot.restore()
+        result = _judged(
+            policy, messages, advantages, step, snapshot, delta=delta, region=region, optim=optim,
+            temperature=temperature, flip_trials=flip_trials, weights=weights,
+        )  # fmt: skip
     finally:
         if snapshot is not None:
             snapshot.release()
+    gap, engine_kl = engine_mismatch(messages, step.behaviour)
+    tis_mean = math.nan if step.tis is None else float(step.tis.mean())
     return dataclasses.replace(result, logprob_gap=gap, engine_kl=engine_kl, tis_mean=tis_mean)
+
+
+def _judged(
+    policy: TrainablePolicy,
+    messages: Sequence[MessageRecord],
+    advantages: torch.Tensor,
+    step: PolicyStep,
+    snapshot: Snapshot | None,
+    *,
+    delta: float | None,
+    region: TrustRegionConfig,
+    **monitor: Any,
+) -> UpdateResult:
+    """The policy step's result: a failed step's (:func:`_failed`), a step without a region
+    kept unmeasured (unless ``region.monitor_without_region``), else the trust region's verdict
+    (:func:`enforce_trust_region`; a rejected step restored)."""
+    n = len(messages)
+    if step.failed is not None:
+        return _failed(step, n, snapshot)
+    if delta is None and not region.monitor_without_region:
+        return UpdateResult.kept(step, n)  # no region: skip the pass that would only log
+    result = enforce_trust_region(
+        policy, messages, advantages, step, snapshot, delta=delta, region=region, **monitor
+    )
+    if not result.accepted and snapshot is not None:
+        snapshot.restore()
+    return result
 
 
 def _failed(step: PolicyStep, n: int, snapshot: Snapshot | None) -> UpdateResult:

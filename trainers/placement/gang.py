@@ -1,6 +1,6 @@
 """An agent bigger than one device: a gang of N Ray actors (one placement group) that form a
 ``torch.distributed`` process group (gloo on CPU, NCCL on GPUs) and shard the agent's model with
-FSDP2 (:mod:`trainers.placement.sharding`).
+FSDP2 (:mod:`trainers.optim.sharding`).
 
 The driver holds a :class:`GangUpdater`, a :class:`~trainers.placement.updaters.RayUpdater`
 whose every call goes to all N ranks (veRL's worker groups dispatch the same way): each rank
@@ -31,6 +31,7 @@ actors, a new process group), loads the last checkpoint and replays the stage.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import socket
 from collections.abc import Callable, Mapping, Sequence
@@ -38,6 +39,7 @@ from typing import Any, cast
 
 import torch
 
+from teamtr_core.errors import ConfigError
 from teamtr_core.policy import (
     Completion,
     Generation,
@@ -46,17 +48,20 @@ from teamtr_core.policy import (
     TrainablePolicy,
     engine_syncs,
 )
-from trainers.config import TrainConfig
+from teamtr_core.seeds import GANG_STREAM, derive_seed
+from trainers.config import Gang, TrainConfig
 from trainers.optim.collective import TorchGroup
 from trainers.optim.scoring import scored
-from trainers.placement.sharding import (
+from trainers.optim.sharding import (
     full_optimizer_state,
     full_state,
     load_full_optimizer_state,
     load_full_state,
+    local_part,
     shard_policy,
+    whole,
 )
-from trainers.placement.updaters import LocalUpdater, RayUpdater
+from trainers.placement.updaters import LocalUpdater, RayUpdater, prepared
 
 __all__ = ["GangUpdater", "actor_updater"]
 
@@ -66,9 +71,9 @@ stops the gang as soon as one of its actors dies)."""
 
 
 class _GangRank(LocalUpdater):
-    """One rank of a gang (a Ray actor): it joins the gang's process group, builds the agent's
-    policy, shards it, and answers the updater's calls on its shards (see the module
-    docstring)."""
+    """One rank of a gang (a Ray actor): it joins the gang's process group at ``address``,
+    builds the agent's policy, shards it, and answers the updater's calls on its shards (see the
+    module docstring)."""
 
     def __init__(
         self,
@@ -76,49 +81,40 @@ class _GangRank(LocalUpdater):
         config: TrainConfig,
         device: str | None,
         rank: int,
+        address: str,
+        world: int,
     ) -> None:
-        if config.torch_threads > 0:
-            torch.set_num_threads(config.torch_threads)
-        self._build, self._config, self._device_name = build, config, device
-        self.rank = rank
-
-    def address(self) -> str:
-        """Where the gang's process group meets (called on the first rank): this node's address
-        and a free port."""
-        import ray
-
-        with socket.socket() as s:
-            s.bind(("", 0))
-            port = s.getsockname()[1]
-        return f"tcp://{ray.util.get_node_ip_address()}:{port}"
-
-    def join(self, address: str, world: int) -> None:
-        """Joins the process group, builds and shards the policy, and makes its optimizer."""
         import torch.distributed as dist
         from torch.distributed.device_mesh import init_device_mesh
 
-        cuda = self._device_name is not None and torch.cuda.is_available()
+        if config.torch_threads > 0:
+            torch.set_num_threads(config.torch_threads)
+        self._build, self._config, self.rank = build, config, rank
+        cuda = device is not None and torch.cuda.is_available()
         dist.init_process_group(
             "nccl" if cuda else "gloo",
             init_method=address,
-            rank=self.rank,
+            rank=rank,
             world_size=world,
             timeout=COLLECTIVE_TIMEOUT,
         )
-        torch.manual_seed(0)  # every rank draws alike (generation without a seed)
-        device = "cuda" if cuda else "cpu"
-        policy = self._policy(device)
+        self._device_type = "cuda" if cuda else "cpu"
+        self._draws = 0  # generate calls without a seed: every rank derives the same one
+        policy = self._policy(self._device_type)
         # With rollout.engine: vllm the first rank talks to the engine; every rank trains.
         self._engine_mode = hasattr(policy, "engine_factory")
-        self._rollouts = policy if self._engine_mode and self.rank == 0 else None
+        self._rollouts = policy if self._engine_mode and rank == 0 else None
         self._stale = True  # the engine gets the weights before its first sampling
         policy = getattr(policy, "trainable", policy)
-        shard_policy(policy, init_device_mesh(device, (world,)))
-        mb = self._config.optim.micro_batch_size  # one forward pass per micro-batch, everywhere
+        shard_policy(policy, init_device_mesh(self._device_type, (world,)))
+        mb = config.optim.micro_batch_size  # one forward pass per micro-batch, everywhere
         policy.micro_batch_size = max(getattr(policy, "micro_batch_size", mb), mb)
-        LocalUpdater.__init__(self, policy, self._config)
-        self.group = TorchGroup(device)
-        self._device_type = device
+        super().__init__(policy, config)
+        self.group = TorchGroup(self._device_type)
+
+    def ready(self) -> bool:
+        """Answers once the rank is built (its construction's error, if any, surfaces here)."""
+        return True
 
     @property
     def _model(self) -> Any:
@@ -131,11 +127,7 @@ class _GangRank(LocalUpdater):
         if device == "cuda" and hasattr(trainable, "model"):
             trainable.model.to("cuda")
             cast(Any, trainable).device = torch.device("cuda")
-        if self._config.optim.gradient_checkpointing and hasattr(
-            policy, "enable_gradient_checkpointing"
-        ):
-            policy.enable_gradient_checkpointing()
-        return policy
+        return prepared(policy, self._config)
 
     @property
     def _keeper(self) -> bool:
@@ -155,7 +147,7 @@ class _GangRank(LocalUpdater):
             for mine, theirs in zip(
                 reference.model.state_dict().values(), self._model.state_dict().values()
             ):
-                _local(mine).copy_(_local(theirs))
+                local_part(mine).copy_(local_part(theirs))
         for p in reference.model.parameters():
             p.requires_grad_(False)
         self.reference = reference
@@ -215,6 +207,9 @@ class _GangRank(LocalUpdater):
     def generate(self, prompts: Sequence[str], sampling: SamplingParams) -> list[Generation]:
         """Every rank samples every prompt alike; with a rollout engine, the first rank's engine
         samples (after its weights are synced if they changed: :meth:`_sync_engine`)."""
+        if sampling.seed is None:  # every rank must draw alike: a seed they all derive
+            self._draws += 1
+            sampling = dataclasses.replace(sampling, seed=derive_seed(0, GANG_STREAM, self._draws))
         if not self._engine_mode:
             return super().generate(prompts, sampling)
         if self._stale:
@@ -229,11 +224,11 @@ class _GangRank(LocalUpdater):
         at once)."""
         state = self._model.state_dict()
         specs = [(name, tuple(value.shape), value.dtype) for name, value in state.items()]
-        whole = (_full(value) for value in state.values())
+        gathered = (whole(value) for value in state.values())
         if self._rollouts is not None:
-            self._rollouts.engine.sync_stream(specs, whole)
+            self._rollouts.engine.sync_stream(specs, gathered)
         else:
-            for _ in whole:
+            for _ in gathered:
                 pass
         self._stale = False
 
@@ -250,17 +245,18 @@ class _GangRank(LocalUpdater):
             for i, (p, c) in enumerate(zip(prompts, completions))
         ]
         mb = self.config.optim.micro_batch_size
-        (joined,) = scored(self.policy, messages, mb, temperature, self.group)
+        (joined,) = scored(self.policy, self.share(messages), mb, temperature)
         return joined
 
 
-def _local(tensor: torch.Tensor) -> torch.Tensor:
-    return tensor.to_local() if hasattr(tensor, "to_local") else tensor
+def _meeting_address() -> str:
+    """This node's address and a free port (a Ray task on the first rank's node)."""
+    import ray
 
-
-def _full(tensor: torch.Tensor) -> torch.Tensor:
-    full = getattr(tensor, "full_tensor", None)
-    return full() if callable(full) else tensor
+    with socket.socket() as s:
+        s.bind(("", 0))
+        port = s.getsockname()[1]
+    return f"tcp://{ray.util.get_node_ip_address()}:{port}"
 
 
 class GangUpdater(RayUpdater):
@@ -280,21 +276,26 @@ class GangUpdater(RayUpdater):
         }
         self._group = placement_group([dict(bundle) for _ in range(world)], strategy="PACK")
         self.ray.get(self._group.ready())
+
+        def bundle_of(rank: int) -> Any:
+            return PlacementGroupSchedulingStrategy(
+                placement_group=self._group, placement_group_bundle_index=rank
+            )
+
+        # where the process group meets: a free port on the first rank's node
+        meeting = self.ray.remote(num_cpus=0)(_meeting_address)
+        address = self.ray.get(meeting.options(scheduling_strategy=bundle_of(0)).remote())
         cls = self.ray.remote(max_restarts=0)(_GangRank)
-        ranks = [
+        self.ranks = [
             cls.options(
                 num_cpus=runner.agent_cpus,
                 num_gpus=runner.agent_gpus,
-                scheduling_strategy=PlacementGroupSchedulingStrategy(
-                    placement_group=self._group, placement_group_bundle_index=rank
-                ),
-            ).remote(self._build, self.config, self._device(), rank)
+                scheduling_strategy=bundle_of(rank),
+            ).remote(self._build, self.config, self._device(), rank, address, world)
             for rank in range(world)
         ]
-        address = self.ray.get(ranks[0].address.remote())
-        self.ranks = ranks
-        self._get([rank.join.remote(address, world) for rank in ranks])
-        return ranks
+        self._get([rank.ready.remote() for rank in self.ranks])
+        return self.ranks
 
     def shutdown(self) -> None:
         super().shutdown()
@@ -310,7 +311,16 @@ def actor_updater(
     agent: str, source: TrainablePolicy | Callable[[], TrainablePolicy], config: TrainConfig
 ) -> RayUpdater:
     """The updater of an agent trained in agent actors: a gang of ``runner.agent_shards`` ranks,
-    or one actor."""
-    if config.runner.agent_shards > 1:
-        return GangUpdater(agent, source, config)
-    return RayUpdater(agent, source, config)
+    or one actor.
+
+    Raises:
+        ConfigError: what the gang cannot train (:meth:`~trainers.config.Gang.refusals`; a LoRA
+            policy given as an object).
+    """
+    gang = Gang.of(config)
+    if not gang.sharded:
+        return RayUpdater(agent, source, config)
+    refused = gang.refusals(lora=bool(getattr(source, "is_lora", False)))
+    if refused:
+        raise ConfigError(f"agent {agent!r}", refused)
+    return GangUpdater(agent, source, config)

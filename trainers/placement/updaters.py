@@ -47,8 +47,8 @@ from teamtr_core.policy import (
     engine_syncs,
 )
 from teamtr_env.rollout import MessageRecord
-from trainers.config import TrainConfig
-from trainers.optim.collective import SOLO, Group
+from trainers.config import Gang, TrainConfig
+from trainers.optim.collective import SOLO, Group, Share
 from trainers.optim.scoring import scored
 from trainers.optim.update import UpdateResult, update_agent
 
@@ -60,7 +60,8 @@ class AgentActorLost(TeamTRError):
 class LocalUpdater:
     """An agent's optimizer and reference in this process, updating ``policy`` in place."""
 
-    #: The ranks this updater's calls run on (a gang's rank replaces it).
+    #: The ranks this updater's calls run on (a gang's rank replaces it): the update, the
+    #: reference and the scoring take their batches as a share over them (:meth:`share`).
     group: Group = SOLO
 
     def __init__(self, policy: TrainablePolicy, config: TrainConfig) -> None:
@@ -106,12 +107,12 @@ class LocalUpdater:
         t0 = time.perf_counter()
         if self.reference is not None:
             mb = cfg.optim.micro_batch_size
-            reference = scored(self.reference, messages, mb, temperature, self.group)
+            reference = scored(self.reference, self.share(messages), mb, temperature)
         reference_s = time.perf_counter() - t0
         result = update_agent(
             self.policy,
             self.optimizer,
-            messages,
+            self.share(messages),
             advantages,
             beta=beta,
             delta=delta,
@@ -123,7 +124,6 @@ class LocalUpdater:
             behaviour=behaviour,
             reference=reference,
             tis_cap=cfg.rollout.tis,
-            group=self.group,
         )
         if result.changed_weights:
             # the weights changed: a rollout engine gets them before its next sampling (a
@@ -135,7 +135,12 @@ class LocalUpdater:
         """The policy's current log-probs of ``messages`` (no gradient; diagnostics and the
         importance weights of naive sequential read them)."""
         mb = self.config.optim.micro_batch_size
-        return scored(self.policy, messages, mb, temperature, self.group)
+        return scored(self.policy, self.share(messages), mb, temperature)
+
+    def share(self, messages: Sequence[MessageRecord]) -> Share:
+        """``messages`` as this process's share of them (the whole batch, but on a gang's
+        rank)."""
+        return Share(messages, self.group)
 
     def state_dict(self) -> dict[str, Any]:
         """The checkpoint's ``policy``, ``optimizer`` and (if frozen) ``reference``."""
@@ -206,6 +211,15 @@ def frozen_copy(policy: TrainablePolicy) -> TrainablePolicy:
     return reference
 
 
+def prepared(policy: Any, config: TrainConfig) -> Any:
+    """``policy`` made ready to train as ``config`` says (the one place this happens, wherever
+    the agent lives): gradient checkpointing on with ``optim.gradient_checkpointing`` (where the
+    policy supports it)."""
+    if config.optim.gradient_checkpointing and hasattr(policy, "enable_gradient_checkpointing"):
+        policy.enable_gradient_checkpointing()
+    return policy
+
+
 class _Given:
     """A builder that returns a policy it was given (pickled with it to the actor)."""
 
@@ -228,9 +242,7 @@ class _LearnerActor(LocalUpdater):
         policy = build()
         if device is not None and hasattr(policy, "model"):
             policy.model.to(device)
-        if config.optim.gradient_checkpointing and hasattr(policy, "enable_gradient_checkpointing"):
-            policy.enable_gradient_checkpointing()
-        super().__init__(policy, config)
+        super().__init__(prepared(policy, config), config)
 
 
 class RayUpdater:
@@ -411,15 +423,10 @@ def check_actor_resources(config: TrainConfig, count: int) -> None:
     resources forever): a ``ConfigError`` naming what is short."""
     from teamtr_env.runners.ray import init_ray, short_of_resources
 
-    placement = config.runner
-    ray = init_ray(placement.address)
-    short = short_of_resources(
-        ray,
-        count * placement.agent_shards,  # a sharded agent is a gang of actors
-        placement.agent_cpus,
-        placement.agent_gpus,
-        "agent actors",
-    )
+    gang = Gang.of(config)
+    ray = init_ray(config.runner.address)
+    # a sharded agent is a gang of actors
+    short = short_of_resources(ray, count * gang.ranks, gang.cpus, gang.gpus, "agent actors")
     if short:
         raise ConfigError("runner", short)
 

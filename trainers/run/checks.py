@@ -14,7 +14,7 @@ import teamtr_env
 from tasks.base import SupportsLocalRewards, no_expert_reason
 from teamtr_core.config import from_dict, to_dict
 from teamtr_core.errors import ConfigError
-from trainers.config import TrainConfig
+from trainers.config import Gang, TrainConfig
 from trainers.config.task_schedule import schedule_stage_errors, scheduled_options
 from trainers.learners.registry import RegistryError, learner_errors, make_learner
 from trainers.placement.agents import role_sharing_errors
@@ -104,25 +104,11 @@ def _stage_size_errors(config: TrainConfig, env: Any) -> list[str]:
 
 
 def _shard_errors(config: TrainConfig) -> list[str]:
-    """What a gang (``runner.agent_shards > 1``) cannot train: an in-process vLLM engine (it
-    would join the gang's process group), and LoRA agents (their adapters fit one device)."""
-    if config.runner.agent_shards <= 1:
-        return []
-    errors = []
-    if config.rollout.engine == "vllm" and config.rollout.in_process:
-        errors.append(
-            "rollout.in_process: an in-process vLLM engine would join the gang's process group "
-            "(vLLM sets up its own): with runner.agent_shards, give the engine its own process "
-            "(rollout.in_process: false)"
-        )
+    """What the run's gang (:class:`~trainers.config.Gang`) cannot train."""
     team = config.team
     agents = [] if team is None else [team.default, *team.agents.values()]
-    if any(a is not None and (a.lora or a.adapter_path) for a in agents):
-        errors.append(
-            "runner.agent_shards: a LoRA agent's adapters are small and fit one device: shard "
-            "full-weight agents only (runner.agent_shards: 1 for LoRA teams)"
-        )
-    return errors
+    lora = any(a is not None and (a.lora or a.adapter_path) for a in agents)
+    return Gang.of(config).refusals(lora=lora)
 
 
 def _gpu_placement_errors(config: TrainConfig, chosen: dict[str, Any]) -> list[str]:

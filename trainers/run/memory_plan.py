@@ -31,7 +31,7 @@ from typing import Any
 
 from adapters.codec import prompt_token_counter
 from teamtr_core.errors import ConfigError
-from trainers.config import TrainConfig
+from trainers.config import Gang, TrainConfig
 from trainers.run.memory_model import DTYPE_BYTES, UpdateBytes, update_peak
 from trainers.run.plan_agents import PlannedAgent, plan_agents
 from trainers.run.plan_devices import (
@@ -187,8 +187,8 @@ def plan_memory(
     given = devices is not None
     devices = dict(local_devices() if devices is None else devices)
     agents, unplanned = plan_agents(config, tuple(env.possible_agents), bundled=bundled)
-    local = config.runner.agents != "ray"
-    shards = 1 if local else config.runner.agent_shards
+    gang = Gang.of(config)
+    local, shards = not gang.actors, gang.ranks
     where, refused = _placement(config, agents, devices, shards, given=given)
     placed: list[Placed] = []
     tokens: dict[str, int] = {}

@@ -9,6 +9,10 @@ and of its optimizer state, and a layer's full weights exist only while it runs.
 
 Gathering and loading go one tensor at a time (``DTensor.full_tensor`` / ``distribute_tensor``),
 so no rank ever holds two full copies of the model.
+
+Every piece of code that looks inside a sharded (DTensor) value does it here: a tensor's local
+shard (:func:`local_part`), its whole value (:func:`whole`), and a snapshot's copy of a sharded
+optimizer state (:class:`SavedShard`). The update's maths never does.
 """
 
 from __future__ import annotations
@@ -22,13 +26,57 @@ from torch.distributed.tensor import DTensor, distribute_tensor
 from teamtr_core.errors import ConfigError
 
 __all__ = [
+    "SavedShard",
     "decoder_layers",
     "full_optimizer_state",
     "full_state",
     "load_full_optimizer_state",
     "load_full_state",
+    "local_part",
+    "restored",
+    "saved_copy",
     "shard_policy",
+    "whole",
 ]
+
+
+def local_part(tensor: torch.Tensor) -> torch.Tensor:
+    """A tensor's own elements: a sharded (DTensor) tensor's local shard, else itself."""
+    return tensor.to_local() if isinstance(tensor, DTensor) else tensor
+
+
+def whole(value: Any) -> Any:
+    """A sharded (DTensor) value gathered whole (every rank takes part), else the value."""
+    return value.full_tensor() if isinstance(value, DTensor) else value
+
+
+class SavedShard:
+    """A copy of a sharded tensor's local shard (``local``), and what makes it a DTensor like
+    the original again (:meth:`tensor`)."""
+
+    def __init__(self, local: torch.Tensor, like: DTensor) -> None:
+        self.local, self.mesh, self.placements = local, like.device_mesh, like.placements
+        self.shape, self.stride, self.device = like.shape, like.stride(), local_part(like).device
+
+    def tensor(self) -> DTensor:
+        return DTensor.from_local(
+            self.local.to(self.device),  # the copy's own memory: dropped after the restore
+            self.mesh,
+            self.placements,
+            shape=self.shape,
+            stride=self.stride,
+        )
+
+
+def saved_copy(copy: torch.Tensor, value: torch.Tensor) -> torch.Tensor | SavedShard:
+    """``copy`` (of ``value``'s local part) as a snapshot keeps it: a sharded value's with how
+    to make it whole again (:meth:`SavedShard.tensor`)."""
+    return SavedShard(copy, value) if isinstance(value, DTensor) else copy
+
+
+def restored(value: Any) -> Any:
+    """What :func:`saved_copy` kept, as the optimizer takes it back."""
+    return value.tensor() if isinstance(value, SavedShard) else value
 
 
 def decoder_layers(model: Any) -> list[torch.nn.Module]:
@@ -44,16 +92,11 @@ def shard_policy(policy: Any, mesh: Any) -> None:
     same passes whichever messages it holds.
 
     Raises:
-        ConfigError: a LoRA policy (its adapters are small: it fits one device), or a model with
-            no decoder layers to shard.
+        ConfigError: a model with no decoder layers to shard. (What a gang refuses to train, LoRA
+            agents included, is :meth:`trainers.config.Gang.refusals`, checked before it starts.)
     """
     from torch.distributed.fsdp import fully_shard
 
-    if getattr(policy, "is_lora", False):
-        raise ConfigError(
-            "runner.agent_shards",
-            ["a LoRA agent's trainable adapters are small: shard full-weight agents only"],
-        )
     model = policy.model
     layers = decoder_layers(model)
     if not layers:
@@ -71,18 +114,18 @@ def shard_policy(policy: Any, mesh: Any) -> None:
     policy.shared_prefix = False
 
 
-def _full(value: Any) -> Any:
-    return value.full_tensor() if isinstance(value, DTensor) else value
-
-
 def full_state(state: Mapping[str, Any], keep: bool) -> dict[str, Any] | None:
     """A sharded state dict made whole, tensor by tensor, on the CPU; every rank takes part in
     the gathers, and only the rank with ``keep`` keeps the result (``None`` elsewhere)."""
     out: dict[str, Any] | None = {} if keep else None
     for name, value in state.items():
-        whole = _full(value)
+        whole_value = whole(value)
         if out is not None:
-            out[name] = whole.detach().to("cpu", copy=True) if torch.is_tensor(whole) else whole
+            out[name] = (
+                whole_value.detach().to("cpu", copy=True)
+                if torch.is_tensor(whole_value)
+                else whole_value
+            )
     return out
 
 
@@ -139,5 +182,5 @@ def _sharded_state(value: Any, param: Any) -> bool:
 
 def _shard_like(value: torch.Tensor, param: DTensor) -> DTensor:
     return distribute_tensor(
-        value.to(param.to_local().device, param.dtype), param.device_mesh, param.placements
+        value.to(local_part(param).device, param.dtype), param.device_mesh, param.placements
     )
