@@ -51,6 +51,7 @@ TRAINING_PAGES = {
     "docs/trainers.md",
     "docs/scaling.md",
     "docs/openenv-trl.md",
+    "docs/rewards.md",
 }
 
 

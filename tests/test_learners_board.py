@@ -114,6 +114,7 @@ def test_the_quick_board_runs_every_learner_on_every_env(tmp_path: Path) -> None
     assert "Learners board" in (out / "board.md").read_text()
 
 
+@pytest.mark.slow  # a benchmark smoke run; the board's pairing logic in this file's other tests
 def test_a_pair_of_any_two_learners_is_paired_like_the_reference(
     board: ModuleType, tmp_path: Path
 ) -> None:

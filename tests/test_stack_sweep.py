@@ -25,6 +25,7 @@ def sweep(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     return importlib.import_module("stack_sweep")
 
 
+@pytest.mark.slow  # a benchmark smoke run
 def test_a_tiny_grid_writes_the_json_table_and_plot(
     sweep: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

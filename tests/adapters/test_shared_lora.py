@@ -245,6 +245,7 @@ def test_training_a_shared_base_team_gives_the_numbers_of_separate_copies(
             assert ours[key] == pytest.approx(theirs[key], rel=1e-4, abs=1e-6, nan_ok=True), key
 
 
+@pytest.mark.slow  # a resumed whole training; resume equality in tests/trainers/test_run.py, shared-base numbers in this file
 def test_a_shared_base_run_checkpoints_adapters_and_resumes(
     task: str, tiny_model_dir: Path, tmp_path: Path
 ) -> None:

@@ -33,6 +33,7 @@ def test_every_stream_has_its_own_number() -> None:
         "SFT_STREAM": 1_031,
         "INIT_STREAM": 1_033,
         "CALL_STREAM": 7_919,
+        "GANG_STREAM": 104_723,
         "SHARD_STREAM": 104_729,
     }
     assert len(set(streams.values())) == len(streams)

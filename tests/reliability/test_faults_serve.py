@@ -30,9 +30,17 @@ from websockets.sync.client import ClientConnection, connect
 
 import teamtr_env
 from teamtr_env.openenv_guard import MAX_REQUEST_BYTES, WS_MAX_MESSAGE_BYTES
-from teamtr_env.openenv_server import create_team_app
 
 CHUNK = 64 * 1024
+# On the test worker that runs the other OpenEnv tests: OpenEnv (and the gradio it imports) is
+# imported on one worker only, when a test first needs it.
+pytestmark = pytest.mark.xdist_group("openenv")
+
+
+def _team_app() -> Any:
+    from teamtr_env.openenv_server import create_team_app
+
+    return create_team_app(lambda: teamtr_env.make("teamtr/Arith-v0"), name="teamtr/Arith-v0")
 
 
 class CountingApp:
@@ -56,9 +64,7 @@ class CountingApp:
 def server() -> Iterator[tuple[str, CountingApp]]:
     """The served Arith team on a free port (as ``teamtr serve`` configures uvicorn): its base
     URL and the counting layer in front of it. Stopped at the end of the module."""
-    app = CountingApp(
-        create_team_app(lambda: teamtr_env.make("teamtr/Arith-v0"), name="teamtr/Arith-v0")
-    )
+    app = CountingApp(_team_app())
     with serve_app(app, ws_max_size=WS_MAX_MESSAGE_BYTES) as url:
         yield url, app
 

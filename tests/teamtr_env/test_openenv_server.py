@@ -12,10 +12,10 @@ import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
-from openenv.core import GenericEnvClient
 
 import teamtr_env
 from adapters.scripted import ScriptedExpert
@@ -24,6 +24,14 @@ from teamtr_core.policy import SamplingParams
 
 TEAMTR = str(Path(sys.executable).parent / "teamtr")
 pytestmark = pytest.mark.xdist_group("openenv")
+
+
+def _client(url: str) -> Any:
+    """OpenEnv's own client of ``url`` (imported when a test first needs it: see
+    ``pytestmark``)."""
+    from openenv.core import GenericEnvClient
+
+    return GenericEnvClient(base_url=url)
 
 
 @contextlib.contextmanager
@@ -45,7 +53,7 @@ def play_remote(url: str, seed: int, moves: list[str] | None = None) -> tuple[fl
     """One episode through OpenEnv's client, every seat played by the caller: ``moves`` in turn,
     else a correct answer. Returns the reward and the agents that were asked to act."""
     asked = []
-    with GenericEnvClient(base_url=url).sync() as client:
+    with _client(url).sync() as client:
         result = client.reset(seed=seed)
         turn = 0
         while not result.done:
@@ -87,7 +95,7 @@ def test_a_served_team_is_played_by_openenvs_client_as_in_process() -> None:
 
 def test_malformed_and_oversized_requests_get_clear_errors_and_the_server_lives_on() -> None:
     with serving("teamtr/Arith-v0") as url:
-        with GenericEnvClient(base_url=url).sync() as client:
+        with _client(url).sync() as client:
             result = client.reset(seed=1)
             for bad in ({"text": 5}, {"message": "x"}, {"text": "x" * 100_001}):
                 with pytest.raises(RuntimeError, match="VALIDATION_ERROR"):
@@ -102,6 +110,7 @@ def test_malformed_and_oversized_requests_get_clear_errors_and_the_server_lives_
         assert bad_json.status_code == 422
 
 
+@pytest.mark.slow  # a second served team; serving in test_a_served_team_is_played_by_openenvs_client_as_in_process
 def test_one_seat_with_the_team_config_on_the_others(tmp_path: Path) -> None:
     """The caller plays the aggregator; the scripted experts of the team config play the solver
     and the critic between its turns, as they do in process."""
@@ -110,7 +119,7 @@ def test_one_seat_with_the_team_config_on_the_others(tmp_path: Path) -> None:
         serving(
             "teamtr/Arith-v0", "--seat", "aggregator", "--team", "team.yaml", cwd=tmp_path
         ) as url,
-        GenericEnvClient(base_url=url).sync() as client,
+        _client(url).sync() as client,
     ):
         result = client.reset(seed=5)
         assert result.observation["agent"] == "aggregator"

@@ -195,6 +195,7 @@ def test_a_comparison_with_a_tree_learner_and_a_variant_reports_their_generation
     assert "generated messages: NOT EQUAL" in table and "tr: teamtr/ATGRPO-v0 with" in table
 
 
+@pytest.mark.slow  # an interrupted and a resumed comparison; refusals in tests/reliability/test_faults.py, resume in tests/trainers/test_run.py
 def test_a_comparison_resumes_an_interrupted_run_and_refuses_other_settings(
     tmp_path: Path,
 ) -> None:

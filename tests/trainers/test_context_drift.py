@@ -109,7 +109,11 @@ class _Snapshots(Callback):
         )
 
 
-@pytest.mark.parametrize("learner", ["naive_sequential", "teamtr"])
+# naive sequential's run: the same logging path as TeamTR's (the exact drift of both learners'
+# histories is checked without a run in this file)
+@pytest.mark.parametrize(
+    "learner", [pytest.param("naive_sequential", marks=pytest.mark.slow), "teamtr"]
+)
 def test_a_run_logs_the_ratio_drift_and_it_matches_the_exact_one(learner: str) -> None:
     start = random_logits(GAME, np.random.default_rng(2), scale=1.0)
     policies = relay_policies(GAME, start)

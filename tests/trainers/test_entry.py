@@ -28,6 +28,7 @@ progress: false
 """
 
 
+@pytest.mark.slow  # a whole training; train()'s path in test_train_is_the_path_teamtr_train_takes
 def test_the_docstring_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     result = doctest.testmod(entry, verbose=False)

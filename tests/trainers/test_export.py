@@ -177,7 +177,11 @@ def test_export_writes_model_folders_that_transformers_loads(trained: TrainedRun
     assert not list(tmp_path.glob(".export*")), "the staging folder was left behind"
 
 
-@pytest.mark.parametrize("shared", [False, True], ids=["separate", "shared-base"])
+# a shared-base team's export (slow): the same writer, and its adapters-only checkpoints are
+# tested in tests/trainers/test_swap.py and tests/adapters/test_shared_lora.py
+@pytest.mark.parametrize(
+    "shared", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["separate", "shared-base"]
+)
 def test_export_writes_lora_adapters_or_merged_models(
     tiny_model_dir: Path, tmp_path: Path, shared: bool
 ) -> None:

@@ -57,6 +57,7 @@ def _check(case: str, solo: dict[str, Any], ranks: list[dict[str, Any]]) -> None
         assert 0.45 * total_state <= rank["local_state"] <= 0.55 * total_state
 
 
+@pytest.mark.slow  # starts two interpreters; an update's ranks (shares, padding, gathers) in tests/trainers/test_collective.py
 def test_a_backtracked_sharded_update_equals_the_unsharded_one(
     tiny_model_dir: Path, tmp_path: Path
 ) -> None:

@@ -65,6 +65,7 @@ def driver_only_task() -> Any:
         teamtr_env.registry.unregister(task_id)
 
 
+@pytest.mark.slow  # two whole HF trainings; agent actors' numbers equal local training (tabular team, with rollout workers) in test_rollout_workers_get_the_agent_actors_weights_through_the_object_store
 def test_agent_actors_train_like_local_training(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, driver_only_task: str
 ) -> None:
@@ -152,6 +153,7 @@ def test_with_ray_rollout_workers_too_the_driver_loads_no_model(
     trainer.runner.shutdown()  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow  # agent actors equal local training in test_agent_actors_train_like_local_training; a shared-base team equals separate copies in tests/adapters/test_shared_lora.py
 def test_a_shared_base_lora_team_trains_in_agent_actors_as_in_the_driver(
     tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

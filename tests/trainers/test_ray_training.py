@@ -77,7 +77,9 @@ def test_teamtr_train_on_ray_from_the_cli(tmp_path: Path) -> None:
     "placement",
     [
         {"runner__backend": "ray", "runner__workers": 1, "runner__num_cpus": 0.25},
-        {"runner__agents": "ray", "runner__agent_cpus": 0.25},
+        # agent actors' syncs: the same record path, and agent actors train in
+        # test_ray_learners.py's fast test
+        pytest.param({"runner__agents": "ray", "runner__agent_cpus": 0.25}, marks=pytest.mark.slow),
     ],
     ids=["rollout-workers", "agent-actors"],
 )

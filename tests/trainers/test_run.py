@@ -209,6 +209,7 @@ def test_behaviour_cloning_cache_is_reused_with_the_same_result(tmp_path: Path) 
     assert reseeded["sft"]["cached"] == second["sft"]["cached"]  # the run's seed is not in the key
 
 
+@pytest.mark.slow  # three cloned runs; the clone's cache key in test_behaviour_cloning_cache_is_reused_with_the_same_result
 def test_the_clone_depends_on_sft_seed_not_on_the_runs_seed(tmp_path: Path) -> None:
     """Why the cache key leaves the run's seed out: cloned afresh, two seeds give one clone."""
     quiet = Console(file=io.StringIO())
@@ -275,6 +276,7 @@ def test_one_sampling_section_old_keys_are_refused_and_a_team_inherits_the_runs(
     assert set(agent_sampling(bare, ["solver", "critic"]).values()) == {bare.sampling}
 
 
+@pytest.mark.slow  # starts an interpreter; the stage lines in test_a_terminal_keeps_the_progress_bars_instead_of_stage_lines
 def test_piped_run_prints_a_line_per_stage_and_counts_distinct_eval_problems(
     tmp_path: Path,
 ) -> None:
@@ -407,6 +409,7 @@ def test_the_clipped_warning_starts_above_a_fifth() -> None:
     assert line.startswith("25% of b's messages") and "(sampling.max_new_tokens = 40)" in line
 
 
+@pytest.mark.slow  # two whole trainings; the recipe's steps run in every run_training test
 def test_the_recipes_steps_by_hand_give_run_trainings_result(
     trained: TrainedRun, tmp_path: Path
 ) -> None:

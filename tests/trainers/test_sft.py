@@ -63,6 +63,11 @@ def test_collect_expert_data_gives_each_agent_its_rollout_contexts() -> None:
         collect_expert_data(env_fn, env.task, ["nobody"], 2, error_rate=0.0, seed=0)
 
 
+# The module's tests share one behaviour-cloning run (``cloned``): on one test worker, it is
+# built once.
+pytestmark = pytest.mark.xdist_group("sft")
+
+
 @pytest.fixture(scope="module")
 def cloned(tiny_model_dir: Path) -> dict[str, Any]:
     """One short behaviour-cloning run of a 1-agent team, with EOS log-probs before and after."""

@@ -281,6 +281,7 @@ def test_exact_helpers_agree_with_enumeration() -> None:
 
 
 # -- a whole run ---------------------------------------------------------------------------------
+@pytest.mark.slow  # a whole run at diagnostics=full; each estimator against the exact values in this file
 def test_a_full_run_logs_diagnostics_to_jsonl_tensorboard_and_summary(tmp_path: Path) -> None:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

@@ -205,6 +205,7 @@ def test_alignment_lowers_the_held_out_kl_and_stops_at_delta_align(
     assert stopped.final_kl <= target < stopped.curve[-2]["kl"]
 
 
+@pytest.mark.slow  # alignment steps; the swap itself in this file's other tests
 def test_an_aligned_swap_records_its_curve(run: Path, new_model: Path, tmp_path: Path) -> None:
     out = tmp_path / "aligned"
     align = AlignConfig(probes=8, heldout=0.25, max_steps=4, eval_every=2, batch_size=4, lr=3e-3)

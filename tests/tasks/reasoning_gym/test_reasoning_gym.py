@@ -352,6 +352,7 @@ def test_problems_are_json_and_the_same_in_every_process() -> None:
     assert task.grade(problems[0], f"Answer: {problems[0].answer}").correct
 
 
+@pytest.mark.slow  # a benchmark smoke run
 def test_the_speed_benchmark_measures_and_writes_json(tmp_path: Path) -> None:
     script = Path(__file__).resolve().parents[3] / "benchmarks" / "reasoning_gym_speed.py"
     out = tmp_path / "speed.json"

@@ -188,6 +188,7 @@ def test_games_that_cannot_run_here_are_listed_with_their_reasons() -> None:
         teamtr_env.make("textarena/Taboo-v0")
 
 
+@pytest.mark.slow  # an evaluation of several games; each game's rules in this file's other tests
 def test_the_scripted_evaluation_of_the_issue_runs(tmp_path: Path) -> None:
     """``teamtr eval textarena/Hanabi-v0 -o num_players=3 --policy scripted --error-rate 0.2
     --k 4``, as the docs give it; then the same team in Python, against the error-free one."""
