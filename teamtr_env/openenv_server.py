@@ -24,7 +24,6 @@ error, not a crash; requests are bounded by :mod:`teamtr_env.openenv_guard`.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import uuid
 from collections.abc import Callable, Mapping
@@ -34,8 +33,7 @@ from openenv.core import Action, Environment, Observation, State
 from pydantic import Field
 
 from teamtr_core.errors import ConfigError, EpisodeOverError
-from teamtr_core.policy import Policy, PrivilegedPolicy, SamplingParams
-from teamtr_core.seeds import CALL_STREAM, derive_seed
+from teamtr_core.policy import Policy, SamplingParams
 from teamtr_env.env import TeamEnv
 from teamtr_env.openenv_guard import (
     MAX_REQUEST_BYTES,
@@ -44,6 +42,7 @@ from teamtr_env.openenv_guard import (
     seed_validation_error,
     without_inputs,
 )
+from teamtr_env.runners.lockstep import Seats, play_lockstep
 
 MAX_ACTION_CHARS = 100_000
 """The longest action text a request may carry (the environment then cuts it to the protocol's
@@ -59,8 +58,6 @@ NO_HTTP_EPISODE = (
     "/ws (OpenEnv's GenericEnvClient(base_url=URL).sync(): reset, then step)"
 )
 """The 409 answer of HTTP ``/step`` and ``/state``."""
-
-_POLICY_LOCK = threading.Lock()
 
 
 class TeamAction(Action):
@@ -93,6 +90,12 @@ class TeamEnvironment(Environment[TeamAction, TeamObservation, TeamState]):
         seat: the one agent the caller plays; ``None``: every agent.
         policies: with ``seat``, the policies of the other agents, by name.
         sampling: their sampling parameters, by name.
+        lock: held while a policy generates: the sessions of one server share it, as they share
+            the policies (:func:`create_team_app` gives them one); default: this session's own.
+
+    The seats the server plays are played as every rollout is
+    (:func:`~teamtr_env.runners.lockstep.play_lockstep` over the session's one environment,
+    each call seeded by the episode's seed, the turn and the agent).
     """
 
     SUPPORTS_CONCURRENT_SESSIONS = True
@@ -104,13 +107,14 @@ class TeamEnvironment(Environment[TeamAction, TeamObservation, TeamState]):
         seat: str | None = None,
         policies: Mapping[str, Policy] | None = None,
         sampling: Mapping[str, SamplingParams] | None = None,
+        lock: threading.Lock | None = None,
     ) -> None:
         super().__init__()
         self.env = make_env()
         self.seat = seat
-        self.policies = dict(policies or {})
-        self.sampling = dict(sampling or {})
-        errors = seat_errors(self.env.possible_agents, seat, self.policies)
+        lock = lock if lock is not None else threading.Lock()
+        self.seats = Seats(self.env.possible_agents, policies or {}, sampling, lock)
+        errors = seat_errors(self.env.possible_agents, seat, self.seats.policies)
         if errors:
             raise ConfigError("teamtr serve", errors)
         self._episode_id: str | None = None
@@ -168,23 +172,13 @@ class TeamEnvironment(Environment[TeamAction, TeamObservation, TeamState]):
     # -- helpers ---------------------------------------------------------------------------------
     def _advance(self) -> TeamObservation:
         """Plays the seats the server holds until the caller's turn or the end."""
-        env = self.env
-        while self.seat is not None and not env.episode_over and env.agent_selection != self.seat:
-            agent = env.agent_selection
-            env.step(self._generate(agent, env.observe(agent)["text"]))
+        if self.seat is not None:
+            env, seat = self.env, self.seat
+            play_lockstep(
+                [env], self.seats, self._seed, first_step=int(env.turn),
+                until=lambda e: e.agent_selection == seat,
+            )  # fmt: skip
         return self._observation()
-
-    def _generate(self, agent: str, context: str) -> str:
-        policy = self.policies[agent]
-        sampling = self.sampling.get(agent, SamplingParams())
-        if self._seed is not None and sampling.seed is None:  # the episode's seed decides
-            agents = self.env.possible_agents
-            seed = derive_seed(self._seed, int(self.env.turn), agents.index(agent), CALL_STREAM)
-            sampling = dataclasses.replace(sampling, seed=seed)
-        with _POLICY_LOCK:  # the sessions share the policies; a model generates for one at a time
-            if isinstance(policy, PrivilegedPolicy):
-                return policy.generate_privileged([context], [self.env.problem], sampling)[0].text
-            return policy.generate([context], sampling)[0].text
 
     def _observation(self, note: str | None = None) -> TeamObservation:
         env = self.env
@@ -248,8 +242,10 @@ def create_team_app(
     if errors:
         raise ConfigError("teamtr serve", errors)
 
+    lock = threading.Lock()  # the sessions share the policies: one generates at a time
+
     def factory() -> TeamEnvironment:
-        return TeamEnvironment(make_env, seat=seat, policies=policies, sampling=sampling)
+        return TeamEnvironment(make_env, seat=seat, policies=policies, sampling=sampling, lock=lock)
 
     app = create_app(
         factory,

@@ -3,11 +3,17 @@
 * :mod:`teamtr_env.runners.local`: :class:`Runner`, many episodes in lockstep in this process, one
   policy call per agent per step; the shard helpers (:func:`shard_plan`, :func:`merge_batches`)
   that make a sharded rollout reproducible (seeds: :mod:`teamtr_core.seeds`);
+* :mod:`teamtr_env.runners.lockstep`: :func:`play_lockstep`, the one loop every rollout is
+  (the local runner's, a tree's, a served environment's seats), and :class:`Seats`, how a policy
+  is asked;
+* :mod:`teamtr_env.runners.tree`: :class:`Tree`, the tree rollout strategy
+  (``runner.rollout(..., strategy=Tree(select))``);
 * :mod:`teamtr_env.runners.ray`: :class:`RayRunner`, the same rollouts in blocks on Ray actors
   (the ``ray`` extra; Ray itself is imported only when a ``RayRunner`` starts);
 * :func:`make_runner` (here): the one place that picks a backend, for the CLI and the trainers.
 
-The modules import one way (``ray`` -> ``local``; this package imports both), which import-linter
+The modules import one way (``ray`` -> ``local`` -> ``tree`` -> ``lockstep``; this package
+imports them), which import-linter
 checks in ``make lint``.
 """
 
@@ -28,7 +34,9 @@ from teamtr_env.runners.local import (
     merge_batches,
     shard_plan,
 )
+from teamtr_env.runners.lockstep import Seats, play_lockstep
 from teamtr_env.runners.ray import RayRunner, RolloutFailed
+from teamtr_env.runners.tree import Tree
 
 BACKENDS = ("local", "ray")
 RAY_OPTIONS = ("workers", "address", "num_cpus", "num_gpus", "max_retries")
@@ -88,9 +96,12 @@ __all__ = [
     "RolloutFailed",
     "Runner",
     "SamplingMap",
+    "Seats",
+    "Tree",
     "check_rollout",
     "distinct_by_id",
     "make_runner",
     "merge_batches",
+    "play_lockstep",
     "shard_plan",
 ]

@@ -1,9 +1,12 @@
-"""The local runner: many team episodes in lockstep, one policy call per agent per step.
+"""The local runner: many team episodes in lockstep, one policy call per agent per step
+(:func:`~teamtr_env.runners.lockstep.play_lockstep`).
 
 At each step every unfinished episode has exactly one active agent. The runner groups the episodes
 by active agent and calls that agent's policy ONCE with all of their contexts, so a step costs at
 most one ``generate`` call per agent, however many episodes run. With a round-robin team every
-episode has the same active agent, so policy calls equal steps.
+episode has the same active agent, so policy calls equal steps. A rollout strategy plays the
+problems another way with the same seats and environments (``strategy=Tree(select)``:
+:mod:`teamtr_env.runners.tree`).
 """
 
 from __future__ import annotations
@@ -22,9 +25,9 @@ import numpy as np
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tasks.base import EpisodeLimit, EpisodeLimitError, Problem
-from teamtr_core.errors import ConfigError, PolicyError
-from teamtr_core.policy import Generation, Policy, PrivilegedPolicy, SamplingParams
-from teamtr_core.seeds import CALL_STREAM, SHARD_STREAM, derive_seed
+from teamtr_core.errors import ConfigError
+from teamtr_core.policy import Generation, Policy, SamplingParams
+from teamtr_core.seeds import SHARD_STREAM, derive_seed
 from teamtr_env.env import TeamEnv
 from teamtr_env.rollout import (
     MessageRecord,
@@ -34,7 +37,8 @@ from teamtr_env.rollout import (
     message_record,
 )
 from teamtr_env.runners.limits import blocks_for, episode_limit, learned_limit, refusal_error
-from teamtr_env.runners.tree import Select, play_tree, team_reward
+from teamtr_env.runners.lockstep import Seats, Tally, play_lockstep
+from teamtr_env.runners.tree import Tree
 
 PolicyMap = Policy | Mapping[str, Policy]
 SamplingMap = SamplingParams | Mapping[str, SamplingParams]
@@ -127,12 +131,33 @@ class Runner:
         self._pool: list[TeamEnv] = [env_fn()]
         agents = self._pool[0].possible_agents
         self.agents = list(agents)
-        self.policies = self._per_agent(policies, "policies")
-        self.sampling = self._per_agent(sampling or SamplingParams(), "sampling")
+        #: Who plays each agent (its policy and sampling) and how it is asked.
+        self.seats = Seats(
+            self.agents,
+            self._per_agent(policies, "policies"),
+            self._per_agent(sampling or SamplingParams(), "sampling"),
+        )
         self.progress = progress
         self.description = description
         self._warned: set[tuple[int, int]] = set()
         self._learned_limit: EpisodeLimit | None = None  # from a task's refusal (limits.py)
+
+    @property
+    def policies(self) -> dict[str, Policy]:
+        """Each agent's policy (the seats')."""
+        return self.seats.policies
+
+    @property
+    def sampling(self) -> dict[str, SamplingParams]:
+        """Each agent's sampling parameters (the seats')."""
+        return self.seats.sampling
+
+    def environments(self, n: int) -> list[TeamEnv]:
+        """``n`` of the runner's environments (its pool, grown as needed; built outside any timed
+        window)."""
+        while len(self._pool) < n:
+            self._pool.append(self.env_fn())
+        return self._pool[:n]
 
     @property
     def env(self) -> TeamEnv:
@@ -215,9 +240,17 @@ class Runner:
         distributed runner ships the new weights to its workers."""
 
     def rollout(
-        self, problems: Sequence[Problem], group_size: int = 1, seed: int = 0, *, shards: int = 1
+        self,
+        problems: Sequence[Problem],
+        group_size: int = 1,
+        seed: int = 0,
+        *,
+        shards: int = 1,
+        strategy: Tree | None = None,
     ) -> RolloutBatch:
-        """Plays ``group_size`` episodes of every problem and returns their records.
+        """Plays ``group_size`` episodes of every problem and returns their records; with a
+        ``strategy``, the strategy plays them (``Tree(select)``: a tree of ``group_size``
+        candidates per turn, :mod:`teamtr_env.runners.tree`).
 
         Episode ``i`` plays ``problems[i // group_size]``. The same ``seed`` with the same policies
         gives the same batch.
@@ -238,6 +271,8 @@ class Runner:
         check_rollout(problems, group_size)
         if shards < 1:
             raise ConfigError("rollout", [f"shards must be >= 1, got {shards}"])
+        if strategy is not None:
+            return strategy.play(self.environments, self.seats, problems, group_size, seed)
         start = time.perf_counter()
         try:
             parts = self._play_blocks(problems, group_size, seed, shards)
@@ -264,21 +299,6 @@ class Runner:
             for a, b, call in shard_plan(len(problems), blocks, seed)
         ]
 
-    def rollout_tree(
-        self,
-        problems: Sequence[Problem],
-        width: int,
-        seed: int = 0,
-        select: Select = team_reward,
-    ) -> RolloutBatch:
-        """Tree-structured sampling (AT-GRPO's; :mod:`teamtr_env.runners.tree`): at every turn of
-        each problem's main path, the acting agent writes ``width`` candidates, each finished
-        under the current team and scored by ``select``; the best continues. The batch's groups
-        are the nodes (``width`` episodes each), its messages the candidates alone. The same
-        ``seed`` with the same policies gives the same batch."""
-        check_rollout(problems, width)
-        return play_tree(self, problems, width, seed, select)
-
     def play_shard(
         self,
         problems: Sequence[Problem],
@@ -295,9 +315,7 @@ class Runner:
         call_seed = seed if call_seed is None else call_seed
         first = first_group * group_size
         n = len(problems) * group_size
-        while len(self._pool) < n:  # one-time construction, outside the timed window
-            self._pool.append(self.env_fn())
-        envs = self._pool[:n]
+        envs = self.environments(n)  # one-time construction, outside the timed window
         start = time.perf_counter()  # wall_s covers resets, the loop and the records
         i = 0
         try:
@@ -311,67 +329,24 @@ class Runner:
                 env.close()
             refused.started, refused.asked = i, n
             raise
-        policy_s, steps = 0.0, 0
-        calls: dict[str, int] = defaultdict(int)
         messages: list[MessageRecord] = []
-        active = list(range(n))
+
+        def record(i: int, prompt: str, gen: Generation) -> None:
+            group = first_group + i // group_size
+            messages.append(message_record(first + i, group, envs[i], prompt, gen))
+
+        tally = Tally()
         with self._progress(n) as bar:
             task_id = bar.add_task(self.description, total=n)
-            while active:
-                by_agent: dict[str, list[int]] = defaultdict(list)
-                for i in active:
-                    by_agent[envs[i].agent_selection].append(i)
-                for agent, idxs in by_agent.items():
-                    now = [envs[i] for i in idxs]
-                    prompts, gens, seconds = self._generate(agent, now, call_seed, steps)
-                    policy_s += seconds
-                    calls[agent] += 1
-                    for i, prompt, gen in zip(idxs, prompts, gens):
-                        messages.append(
-                            message_record(
-                                first + i, first_group + i // group_size, envs[i], prompt, gen
-                            )
-                        )
-                        envs[i].step(gen.text)
-                steps += 1
-                still = [i for i in active if not envs[i].episode_over]
-                bar.advance(task_id, len(active) - len(still))
-                active = still
+            tally.steps = play_lockstep(
+                envs, self.seats, call_seed, tally, on_message=record,
+                on_step=lambda ended: bar.advance(task_id, ended),
+            )  # fmt: skip
         episodes = tuple(
             episode_record(first + i, first_group + i // group_size, env)
             for i, env in enumerate(envs)
         )
-        stats = RolloutStats(
-            envs=n,
-            steps=steps,
-            policy_calls=dict(calls),
-            messages=len(messages),
-            chars_generated=sum(len(m.text) for m in messages),
-            tokens_generated=sum(len(m.token_ids) for m in messages),
-            wall_s=time.perf_counter() - start,
-            policy_s=policy_s,
-        )
-        return RolloutBatch(tuple(messages), episodes, group_size, stats)
-
-    def _generate(
-        self, agent: str, envs: Sequence[TeamEnv], call_seed: int, step: int
-    ) -> tuple[list[str], list[Generation], float]:
-        """``agent``'s messages in ``envs`` (one policy call, seeded by the rollout's
-        ``call_seed``, the step and the agent): the prompts, the generations and the seconds
-        the call took."""
-        prompts = [env.context(agent) for env in envs]
-        sampling = dataclasses.replace(
-            self.sampling[agent],
-            seed=derive_seed(call_seed, step, self.agents.index(agent), CALL_STREAM),
-        )
-        t0 = time.perf_counter()
-        policy = self.policies[agent]
-        if isinstance(policy, PrivilegedPolicy):  # a scripted expert: its problems
-            gens = policy.generate_privileged(prompts, [env.problem for env in envs], sampling)
-        else:
-            gens = policy.generate(prompts, sampling)
-        seconds = time.perf_counter() - t0
-        return prompts, _check_generations(gens, len(prompts), agent), seconds
+        return RolloutBatch(tuple(messages), episodes, group_size, tally.stats(n, start))
 
     def _progress(self, total: int) -> Progress:
         show = self.progress if self.progress is not None else sys.stderr.isatty()
@@ -427,24 +402,3 @@ def merge_batches(parts: Sequence[RolloutBatch], group_size: int, wall_s: float)
     messages = tuple(m for p in parts for m in p.messages)
     episodes = tuple(sorted((e for p in parts for e in p.episodes), key=lambda e: e.episode))
     return RolloutBatch(messages, episodes, group_size, stats)
-
-
-def _check_generations(gens: object, expected: int, agent: str) -> list[Generation]:
-    if not isinstance(gens, Sequence) or len(gens) != expected:
-        got = len(gens) if isinstance(gens, Sequence) else type(gens).__name__
-        raise PolicyError(
-            f"The policy of agent {agent!r} returned {got} generations for {expected} prompts; "
-            "generate() must return exactly one Generation (or str) per prompt, in order."
-        )
-    out = []
-    for g in gens:
-        if isinstance(g, Generation):
-            out.append(g)
-        elif isinstance(g, str):
-            out.append(Generation(g))
-        else:
-            raise PolicyError(
-                f"The policy of agent {agent!r} returned a {type(g).__name__}; expected a "
-                "Generation or a str per prompt."
-            )
-    return out

@@ -29,7 +29,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from tasks.base import Problem
 from teamtr_core.errors import ConfigError, TeamTRError
@@ -43,6 +43,7 @@ from teamtr_env.runners.local import (
     merge_batches,
     shard_plan,
 )
+from teamtr_env.runners.tree import Tree
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +144,7 @@ class _Worker:
         t0 = time.perf_counter()
         for agent, (version, ref) in weights.items():
             if self.versions.get(agent) != version:
-                self.runner.policies[agent].load_state_dict(ray.get(ref))
+                cast(Any, self.runner.policies[agent]).load_state_dict(ray.get(ref))
                 self.versions[agent] = version
         sync_s = time.perf_counter() - t0
         key, env_ref = env
@@ -275,9 +276,23 @@ class RayRunner(Runner):
         seed: int = 0,
         *,
         shards: int | None = None,
+        strategy: Tree | None = None,
     ) -> RolloutBatch:
         """Plays the rollout on the workers, one block each (``shards``: default ``workers``),
-        and merges the blocks; see the module docstring."""
+        and merges the blocks; see the module docstring.
+
+        Raises:
+            ConfigError: a ``strategy`` (the workers play plain batches only: a tree's
+                branches replay one main path, which is the local runner's).
+        """
+        if strategy is not None:
+            raise ConfigError(
+                "runner.backend",
+                [
+                    f"rollout workers play plain batches, not {type(strategy).__name__} "
+                    "rollouts: use runner.backend: local"
+                ],
+            )
         check_rollout(problems, group_size)
         plan = shard_plan(len(problems), shards or self.workers, seed)
         start = time.perf_counter()

@@ -16,7 +16,7 @@ import teamtr_env
 from adapters.scripted import ScriptedExpert
 from teamtr_core.errors import ConfigError
 from teamtr_env.rollout import EpisodeRecord
-from teamtr_env.runners import Runner
+from teamtr_env.runners import Runner, Tree
 from trainers.learners.registry import learner_errors, learner_spec
 from trainers.learners.team_trainer import TeamTrainer
 
@@ -32,7 +32,7 @@ def pipeline_runner(error_rate: float = 0.5) -> Runner:
 def test_a_tree_has_a_node_per_turn_of_each_main_path_with_width_candidates() -> None:
     runner = pipeline_runner()
     problems = runner.sample_problems(3, seed=0)
-    batch = runner.rollout_tree(problems, WIDTH, seed=1)
+    batch = runner.rollout(problems, WIDTH, seed=1, strategy=Tree())
     turns = len(runner.env.possible_agents)  # every agent does one step of a 3-step chain
     assert batch.group_size == WIDTH and batch.num_groups == len(problems) * turns
     assert len(batch.messages) == len(batch.episodes)  # one candidate per episode
@@ -48,7 +48,7 @@ def test_a_tree_has_a_node_per_turn_of_each_main_path_with_width_candidates() ->
     per_problem = sum(WIDTH * (turns - t) for t in range(turns))
     assert batch.stats.messages == len(problems) * per_problem
     # the same seed, the same tree; another seed, another
-    again, other = (runner.rollout_tree(problems, WIDTH, seed=s) for s in (1, 2))
+    again, other = (runner.rollout(problems, WIDTH, seed=s, strategy=Tree()) for s in (1, 2))
     assert (again.messages, again.episodes) == (batch.messages, batch.episodes)
     assert other.messages != batch.messages
 
@@ -60,7 +60,7 @@ def test_the_best_candidate_by_select_continues_the_main_path() -> None:
     def longest(episode: EpisodeRecord, agent: str) -> float:  # the longest message of agent's
         return float(max(len(m["text"]) for m in episode.transcript if m["speaker"] == agent))
 
-    batch = runner.rollout_tree(problems, WIDTH, seed=0, select=longest)
+    batch = runner.rollout(problems, WIDTH, seed=0, strategy=Tree(longest))
     by_group = {
         g: sorted((m for m in batch.messages if m.group == g), key=lambda m: m.episode)
         for g in range(batch.num_groups)
@@ -81,7 +81,7 @@ def test_the_best_candidate_by_select_continues_the_main_path() -> None:
 def test_a_tree_needs_candidates_to_compare() -> None:
     runner = pipeline_runner()
     with pytest.raises(ConfigError, match="tree width must be >= 2"):
-        runner.rollout_tree(runner.sample_problems(1), 1)
+        runner.rollout(runner.sample_problems(1), 1, strategy=Tree())
 
 
 def test_at_grpo_is_registered_and_checks_its_settings() -> None:
@@ -202,13 +202,15 @@ def test_a_trees_stage_reward_is_its_first_depth_a_plain_batch_of_the_team(
     trainer = TeamTrainer(cfg, pipeline_env, tabular())
     trees = []
     runner = trainer.sampler.runner
-    grow = runner.rollout_tree
+    play = runner.rollout
 
     def keep(*args, **kwargs):  # type: ignore[no-untyped-def]
-        trees.append(grow(*args, **kwargs))
-        return trees[-1]
+        batch = play(*args, **kwargs)
+        if kwargs.get("strategy") is not None:
+            trees.append(batch)
+        return batch
 
-    monkeypatch.setattr(runner, "rollout_tree", keep)
+    monkeypatch.setattr(runner, "rollout", keep)
     report = trainer.run_stage()
     (tree,) = trees
     first_depth = [e.reward for e in tree.episodes[: 6 * 4]]

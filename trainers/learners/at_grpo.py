@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+from teamtr_env.runners.tree import Tree
 from trainers.learners.base import Learner
 from trainers.learners.stage import agent_rewards_of
 
@@ -89,7 +90,7 @@ class ATGRPO(Learner):
 
     def run_stage(self, stage: Stage) -> None:
         prompts = stage.schedule.batch_prompts(1)  # B: one node per prompt and acting turn
-        batch = stage.sample(0, prompts, select=agent_rewards_of(stage.config))
+        batch = stage.sample(0, prompts, strategy=Tree(agent_rewards_of(stage.config)))
         enforce = stage.schedule.tree_trust_region
         # a shared model's later agents learn from the sampler's log-probs, not the moved model's
         stage.keep_sampler_logprobs([(agent, batch) for agent in stage.order])

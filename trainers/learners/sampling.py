@@ -11,7 +11,7 @@ from typing import Any
 
 from teamtr_core.seeds import DIAG_STREAM, PROBLEM_STREAM, TRAIN_STREAM, derive_seed
 from teamtr_env.rollout import RolloutBatch
-from teamtr_env.runners.tree import Select
+from teamtr_env.runners.tree import Tree
 from trainers.config import TrainConfig
 from trainers.learners.stage import SampleEvent
 from trainers.placement.agents import TrainedAgent
@@ -40,11 +40,11 @@ class TeamSampler:
         prompts: int,
         purpose: str = "train",
         *,
-        select: Select | None = None,
+        strategy: Tree | None = None,
     ) -> tuple[RolloutBatch, SampleEvent]:
         """``prompts`` prompts x G rollouts under the CURRENT parameters of every agent (seeded
-        by stage and index), and what was sampled; with ``select``, a tree of G candidates per
-        turn instead (:meth:`~teamtr_env.runners.local.Runner.rollout_tree`)."""
+        by stage and index), and what was sampled; with ``strategy=Tree(select)``, a tree of G
+        candidates per turn instead (:mod:`teamtr_env.runners.tree`)."""
         stream = TRAIN_STREAM if purpose == "train" else DIAG_STREAM
         seed = derive_seed(self.config.seed, stream, stage, index)
         self.sync_workers()
@@ -54,10 +54,7 @@ class TeamSampler:
             prompts, seed=derive_seed(seed, PROBLEM_STREAM), distinct=False
         )
         group_size = self.config.schedule.group_size
-        if select is not None:
-            batch = self.runner.rollout_tree(problems, group_size, seed, select)
-        else:
-            batch = self.runner.rollout(problems, group_size=group_size, seed=seed)
+        batch = self.runner.rollout(problems, group_size=group_size, seed=seed, strategy=strategy)
         tokens = batch.stats.tokens_generated or batch.stats.chars_generated
         played = getattr(self.runner, "last_versions", None)
         versions = {a: s.version for a, s in self.agents.items()}

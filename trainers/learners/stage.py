@@ -30,7 +30,7 @@ import torch
 from teamtr_core.errors import LearnerError
 from teamtr_core.policy import TokenLogprobs, syncs_since
 from teamtr_env.rollout import EpisodeRecord, MessageRecord, RolloutBatch
-from teamtr_env.runners.tree import Select
+from teamtr_env.runners.tree import Tree
 from trainers.config import ScheduleConfig, TrainConfig
 from trainers.learners.callbacks import CallbackList
 from trainers.learners.stage_diagnostics import RunDiagnostics, StageDiagnostics
@@ -66,7 +66,7 @@ class Sampler(Protocol):
     stage and ``index`` (:meth:`trainers.learners.team_trainer.TeamTrainer.sample`)."""
 
     def __call__(
-        self, stage: int, index: int, prompts: int, purpose: str, *, select: Select | None = None
+        self, stage: int, index: int, prompts: int, purpose: str, *, strategy: Tree | None = None
     ) -> tuple[RolloutBatch, SampleEvent]: ...
 
 
@@ -140,11 +140,11 @@ class Stage:
         if self.diag is not None:
             self.diag.stage_started(self)
 
-    def sample(self, index: int, prompts: int, *, select: Select | None = None) -> RolloutBatch:
+    def sample(self, index: int, prompts: int, *, strategy: Tree | None = None) -> RolloutBatch:
         """``prompts`` prompts x G rollouts under the team's current parameters (seeded by the
         stage and ``index``; counted in the training budget and the stage's mean reward).
 
-        With ``select``, tree-structured sampling instead (AT-GRPO's,
+        With ``strategy=Tree(select)``, tree-structured sampling instead (AT-GRPO's,
         :mod:`teamtr_env.runners.tree`): at every turn of each prompt's main path the acting
         agent writes G candidates, each finished under the current team and scored by
         ``select(episode, agent)``, the best continuing; the batch's groups are the tree's nodes
@@ -152,10 +152,7 @@ class Stage:
         ``stage/reward_mean``) of a tree is its first depth's: the first agent's G candidates per
         prompt, each finished under the team, are a plain batch of the team."""
         t0 = time.perf_counter()
-        if select is None:  # a sampler of its own may not take trees
-            batch, event = self._sampler(self.index, index, prompts, "train")
-        else:
-            batch, event = self._sampler(self.index, index, prompts, "train", select=select)
+        batch, event = self._sampler(self.index, index, prompts, "train", strategy=strategy)
         self.report.samples.append(event)
         self.timing["rollout_s"] += time.perf_counter() - t0
         self._sampled[id(batch)] = (batch, dict(event.versions))
@@ -168,7 +165,7 @@ class Stage:
         # A tree's later depths start from greedily chosen prefixes; its first depth (the first
         # `prompts` groups) is a plain batch of the team: B prompts x G episodes, each from the
         # prompt alone. Its reward is the one comparable across learners.
-        plain = batch if select is None else batch.groups(0, min(prompts, batch.num_groups))
+        plain = batch if strategy is None else batch.groups(0, min(prompts, batch.num_groups))
         self.rewards.append(float(plain.rewards().mean()))
         return batch
 
@@ -463,7 +460,7 @@ def agent_rewards(batch: RolloutBatch, config: TrainConfig, agent: str | None) -
 
 def agent_rewards_of(config: TrainConfig) -> Callable[[EpisodeRecord, str], float]:
     """How an episode scores for an agent under ``config.reward``'s mix: ``team`` x its team
-    reward + ``local`` x the agent's local reward (a tree rollout's ``select``)."""
+    reward + ``local`` x the agent's local reward (how a tree rollout's ``Tree(select)`` scores a candidate)."""
     mix = config.reward
 
     def mixed(episode: EpisodeRecord, agent: str) -> float:

@@ -169,9 +169,9 @@ class TeamTrainer:
     @property
     def sample(self) -> TeamSampler:
         """Draws rollouts under the CURRENT parameters of every agent: call it as
-        ``trainer.sample(stage, index, prompts, purpose="train", select=None)``
+        ``trainer.sample(stage, index, prompts, purpose="train", strategy=None)``
         (:class:`TeamSampler`: ``prompts`` prompts x G rollouts seeded by stage and index, and
-        what was sampled; ``select``: a tree)."""
+        what was sampled; ``strategy=Tree(select)``: a tree)."""
         return self.sampler
 
     def sync_workers(self) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from teamtr_env.runners.tree import Tree
 from trainers.learners.at_grpo import tree_errors
 from trainers.learners.base import Learner
 from trainers.learners.stage import agent_rewards_of
@@ -43,9 +44,9 @@ class TeamTRTree(Learner):
         return super().check(config) + tree_errors(config)
 
     def run_stage(self, stage: Stage) -> None:
-        select = agent_rewards_of(stage.config)
+        tree = Tree(agent_rewards_of(stage.config))
         for i, agent in enumerate(stage.order):
             # the team after i updates of this stage, branched at every turn
-            tree = stage.sample(i, stage.schedule.batch_prompts(1), select=select)
-            if tree.messages_of(agent):
-                stage.update(agent, tree, index=i)
+            batch = stage.sample(i, stage.schedule.batch_prompts(1), strategy=tree)
+            if batch.messages_of(agent):
+                stage.update(agent, batch, index=i)
