@@ -54,11 +54,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from update_speed import (
-    GENERATIONS,
+from _speed import (
+    COMLRL_GENERATIONS,
+    COMLRL_PROMPTS,
     LR,
     NEW_TOKENS,
-    PROMPTS,
     TASK,
     TEMPERATURE,
     GenerateClock,
@@ -73,6 +73,7 @@ from trainers.learners.team_trainer import TeamTrainer
 from trainers.placement.agents import LocalAgent
 
 AGENTS = ("solver", "aggregator")
+PROMPTS, GENERATIONS = COMLRL_PROMPTS, COMLRL_GENERATIONS
 
 
 def team_options(digits: int) -> dict[str, Any]:

@@ -54,6 +54,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from _speed import (
+    COMLRL_GENERATIONS,
+    COMLRL_PROMPTS,
+    LR,
+    NEW_TOKENS,
+    TASK,
+    TEMPERATURE,
+    GenerateClock,
+)
+from peer_comlrl import comlrl_stages, teamtr_two_agent_stages
 from rich.console import Console
 from rich.table import Table
 
@@ -66,14 +76,13 @@ from trainers.learners.stage import batch_advantages, message_advantages
 from trainers.learners.team_trainer import TeamTrainer
 from trainers.placement.agents import LocalAgent
 
-TASK = "teamtr/Arith-v0"
 OPTIONS: dict[str, Any] = {
     "digits": 1,
     "agents": ["solver"],
     "max_turns": 1,
     "system_prompts": {"solver": ""},
 }
-PROMPTS, GENERATIONS, NEW_TOKENS, TEMPERATURE, LR = 16, 4, 12, 0.8, 1e-4
+PROMPTS, GENERATIONS = COMLRL_PROMPTS, COMLRL_GENERATIONS  # --prompts / --generations change them
 
 
 def set_batch(prompts: int, generations: int) -> None:
@@ -310,48 +319,6 @@ def _effective(args: Any, keys: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-class GenerateClock:
-    """Seconds spent in the wrapped models' ``generate`` and the completion tokens produced.
-
-    A completion's tokens are those after the prompt up to and including the first
-    end-of-sequence token (all ``max_new_tokens`` of them when it never stops); the padding that
-    ``generate`` puts after a finished row is not counted.
-    """
-
-    def __init__(self, eos_id: int) -> None:
-        self.eos_id = eos_id
-        self.seconds = 0.0
-        self.tokens = 0
-        self.calls = 0
-        self._wrapped: list[Any] = []
-
-    def wrap(self, model: Any) -> None:
-        original = model.generate
-
-        def generate(*args: Any, **kwargs: Any) -> Any:
-            t0 = time.perf_counter()
-            out = original(*args, **kwargs)
-            self.seconds += time.perf_counter() - t0
-            sequences = out.sequences if hasattr(out, "sequences") else out
-            inputs = kwargs["input_ids"] if "input_ids" in kwargs else args[0]
-            new = sequences[:, inputs.shape[1] :]
-            ended = new == self.eos_id
-            lengths = torch.where(
-                ended.any(dim=1), ended.int().argmax(dim=1) + 1, torch.tensor(new.shape[1])
-            )
-            self.tokens += int(lengths.sum())
-            self.calls += 1
-            return out
-
-        model.generate = generate  # an instance attribute shadows the class's method
-        self._wrapped.append(model)
-
-    def unwrap(self) -> None:
-        for model in self._wrapped:
-            del model.__dict__["generate"]
-        self._wrapped.clear()
-
-
 def trl_steps(model_dir: Path, steps: int) -> dict | None:
     """TRL's GRPOTrainer on the same model, prompts, reward and settings (None: not installed).
 
@@ -451,8 +418,6 @@ def two_agent_peers(model_dir: Path, args: argparse.Namespace, console: Console)
     steps = args.steps if args.comlrl_steps is None else args.comlrl_steps
     if steps <= 0:
         return None
-    from peer_comlrl import comlrl_stages, teamtr_two_agent_stages  # imports this module
-
     comlrl = comlrl_stages(model_dir, steps, args.digits)
     if comlrl is None:
         console.print('CoMLRL arm skipped: comlrl is not installed (pip install -e ".[peers]")')
