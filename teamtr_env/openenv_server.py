@@ -226,26 +226,30 @@ def create_team_app(
     policies: Mapping[str, Policy] | None = None,
     sampling: Mapping[str, SamplingParams] | None = None,
     max_sessions: int = 64,
+    env: TeamEnv | None = None,
 ) -> Any:
     """The OpenEnv FastAPI app serving ``make_env``'s team (one environment per session), with
     request bodies and WebSocket messages bounded to :data:`MAX_REQUEST_BYTES`
     (:class:`~teamtr_env.openenv_guard.RequestGuard`) and errors that name the problem without
-    repeating the input.
+    repeating the input. ``env``: an environment of ``make_env``'s already built (``teamtr
+    serve``'s), which the first session plays in; otherwise one is built here.
 
     Raises:
-        ConfigError: the seat or the policies do not fit the team (checked on one environment
-            before serving).
+        ConfigError: the seat or the policies do not fit the team (checked once, on the first
+            session's environment, before serving).
     """
     from openenv.core import create_app
 
-    errors = seat_errors(make_env().possible_agents, seat, policies or {})
-    if errors:
-        raise ConfigError("teamtr serve", errors)
-
     lock = threading.Lock()  # the sessions share the policies: one generates at a time
 
+    def session(build: Callable[[], TeamEnv]) -> TeamEnvironment:
+        return TeamEnvironment(build, seat=seat, policies=policies, sampling=sampling, lock=lock)
+
+    built = env if env is not None else make_env()
+    first = [session(lambda: built)]  # checks the seats: a ConfigError before serving
+
     def factory() -> TeamEnvironment:
-        return TeamEnvironment(make_env, seat=seat, policies=policies, sampling=sampling, lock=lock)
+        return first.pop() if first else session(make_env)
 
     app = create_app(
         factory,

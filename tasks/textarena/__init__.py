@@ -7,12 +7,14 @@ of these tasks is made; the ids and the reasons a game cannot run come from a st
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 from tasks.textarena import codenames, hanabi, public_goods
 from tasks.textarena.catalogue import GAMES, INSTALL, TEXTARENA_VERSION, unavailable_reason
-from tasks.textarena.task import OwnRandom, Players, TextArenaExpertTask, TextArenaTask
+from tasks.textarena.task import OwnRandom, TextArenaExpertTask, TextArenaTask
 
 __all__ = [
     "GAMES",
@@ -25,12 +27,23 @@ __all__ = [
     "unavailable_reason",
 ]
 
-_PLAYED: dict[str, tuple[ModuleType, float, str]] = {
-    # game -> (its module: score, expert, check_options, METRICS; the reward that counts as
-    # solved; history)
-    "Hanabi": (hanabi, 0.4, "last_turn"),
-    "PublicGoods": (public_goods, 0.95, "all"),
-    "Codenames": (codenames, 1.0, "last_turn"),
+
+@dataclass(frozen=True)
+class _Played:
+    """A game wired in as a task: its module (``score``, ``expert``, ``check_options``,
+    ``METRICS``), the reward that counts as solved, the history its agents see, and what its
+    task takes beyond a plain game's (``settings(game_options)``: may take options out)."""
+
+    rules: ModuleType
+    success: float
+    history: str
+    settings: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+
+
+_PLAYED: dict[str, _Played] = {
+    "Hanabi": _Played(hanabi, 0.4, "last_turn"),
+    "PublicGoods": _Played(public_goods, 0.95, "all"),
+    "Codenames": _Played(codenames, 1.0, "last_turn", codenames.task_settings),
 }
 
 
@@ -56,15 +69,9 @@ def make_task(
         from tasks.base import TaskConfigError
 
         raise TaskConfigError(f"textarena/{game}-v0", [reason or f"{game} is not wired in yet"])
-    rules, default_success, default_history = _PLAYED[game]
-    extra: dict[str, Any] = {}
-    if game == "Codenames":  # red is the team; blue, the task's scripted opponent
-        names = codenames.SEATS
-        extra = {
-            "env_class": codenames.env_class(),
-            "players": Players(names, frozenset(names[2:])),
-            "opponent_error_rate": game_options.pop("opponent_error_rate", 0.0),
-        }
+    played = _PLAYED[game]
+    extra = played.settings(game_options) if played.settings is not None else {}
+    rules = played.rules
     return TextArenaExpertTask(
         game,
         scorer=rules.score,
@@ -72,9 +79,9 @@ def make_task(
         check_options=rules.check_options,
         metrics=rules.METRICS,
         num_players=num_players,
-        success=default_success if success is None else success,
+        success=played.success if success is None else success,
         split=split,
-        history=default_history if history is None else history,
+        history=played.history if history is None else history,
         game_options=game_options,
         **extra,
     )

@@ -91,6 +91,19 @@ def env_class() -> type:
     return OfflineCodenamesEnv
 
 
+def task_settings(game_options: dict[str, Any]) -> dict[str, Any]:
+    """What Codenames' task takes beyond a plain game's (``tasks.textarena.make_task``): red is
+    the team, blue the task's scripted opponent (``opponent_error_rate``, taken out of
+    ``game_options``: it is the task's, not the TextArena environment's)."""
+    from tasks.textarena.task import Players
+
+    return {
+        "env_class": env_class(),
+        "players": Players(SEATS, frozenset(SEATS[2:])),
+        "opponent_error_rate": game_options.pop("opponent_error_rate", 0.0),
+    }
+
+
 def check_options(options: Mapping[str, Any]) -> dict[str, str]:
     """The bad ones among TextArena's Codenames options
     (:data:`tasks.textarena.options.OptionsCheck`); ``hardcore`` is refused whatever its value."""
