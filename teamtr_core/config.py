@@ -372,15 +372,48 @@ def unreadable_value(exc: ValueError, raw: str) -> str:
     return f"the value {show_value(raw)} cannot be read ({str(exc)[:200]})"
 
 
-def _apply(data: Mapping[str, Any], overrides: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
+Override = str | tuple[Sequence[str], Any]
+"""One override: a ``--set`` string ``"a.b.c=value"`` (:func:`parse_override`), or the key path
+and the value already apart (:func:`keyword_overrides`: nothing to print and parse again)."""
+
+
+def keyword_overrides(settings: Mapping[str, Any]) -> list[tuple[list[str], Any]]:
+    """Keyword settings as overrides: ``schedule={"stages": 2}`` gives ``(["schedule",
+    "stages"], 2)`` (a mapping names a section's keys; any other value, and ``task_options``, is
+    set whole)."""
+    out: list[tuple[list[str], Any]] = []
+    for key, value in settings.items():
+        if isinstance(value, Mapping) and value and key != "task_options":
+            out += [([key, inner], v) for inner, v in value.items()]
+        else:
+            out.append(([key], value))
+    return out
+
+
+def override_parts(override: Override) -> tuple[list[str], Any]:
+    """An override's key path and value.
+
+    Raises:
+        ValueError: a malformed ``--set`` string (:func:`parse_override`).
+    """
+    if isinstance(override, str):
+        return parse_override(override)
+    keys, value = override
+    return list(keys), jsonable(value)
+
+
+def _apply(
+    data: Mapping[str, Any], overrides: Sequence[Override]
+) -> tuple[dict[str, Any], list[str]]:
     result: dict[str, Any] = jsonable(data)
     errors: list[str] = []
-    for text in overrides:
+    for override in overrides:
         try:
-            keys, value = parse_override(text)
+            keys, value = override_parts(override)
         except ValueError as exc:
             errors.append(str(exc))
             continue
+        text = override if isinstance(override, str) else f"{'.'.join(keys)}=..."
         node = result
         for i, key in enumerate(keys[:-1]):
             if node.get(key) is None:
@@ -464,13 +497,14 @@ def read_config(path: str | Path, what: str | None = None) -> dict[str, Any]:
 def build_config(
     cls: type[_T],
     data: Mapping[str, Any],
-    overrides: Sequence[str] = (),
+    overrides: Sequence[Override] = (),
     *,
     what: str,
     check: typing.Callable[[Mapping[str, Any]], list[str]] | None = None,
 ) -> _T:
-    """``data`` with ``"a.b.c=value"`` overrides applied (see :func:`parse_override`), validated
-    and built as ``cls``. ``check``: more problems of the merged data that the class cannot see
+    """``data`` with overrides applied in order (``"a.b.c=value"`` strings, see
+    :func:`parse_override`, or key paths with their values: :data:`Override`), validated and
+    built as ``cls``. ``check``: more problems of the merged data that the class cannot see
     itself (e.g. an id checked against a registry above this layer), one line each.
 
     Raises:

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from teamtr_cli import main
+from teamtr_core.config import keyword_overrides
 from teamtr_core.errors import ConfigError
 from trainers.run import entry
-from trainers.run.entry import settings_overrides
 
 TINY = """\
 task: teamtr/Pipeline-v0
@@ -78,13 +78,19 @@ def test_keyword_settings_are_overrides_and_bad_ones_are_all_named(tmp_path: Pat
     from trainers import train
     from trainers.config import TrainConfig
 
-    assert settings_overrides({"schedule": {"stages": 2}, "run_dir": "runs/x"}) == [
-        "schedule.stages=2",
-        'run_dir="runs/x"',
+    assert keyword_overrides({"schedule": {"stages": 2}, "run_dir": "runs/x"}) == [
+        (["schedule", "stages"], 2),
+        (["run_dir"], "runs/x"),
     ]
-    assert settings_overrides({"task_options": {"max_value": 9}}) == [
-        'task_options={"max_value": 9}'
+    assert keyword_overrides({"task_options": {"max_value": 9}}) == [
+        (["task_options"], {"max_value": 9})
     ]
+    # the values reach the config as they are (no JSON text parsed again): a path, a float
+    from trainers.run.config_file import load_train_config
+
+    settings = {"run_dir": tmp_path / "p", "optim": {"lr": 3e-5}, "seed": 3}
+    built = load_train_config(None, keyword_overrides(settings))
+    assert (built.run_dir, built.optim.lr, built.seed) == (str(tmp_path / "p"), 3e-5, 3)
     with pytest.raises(ConfigError) as err:
         train(TrainConfig(), run_dir=str(tmp_path / "r"), schedule={"stages": 0, "learner": "tmr"})
     text = str(err.value)

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from adapters.team import TeamConfig, sampling_errors
 from adapters.tiny import TinyModelSpec
-from teamtr_core.config import inherit
+from teamtr_core.config import Override, inherit
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import SamplingParams
 from teamtr_core.seeds import seed_errors
@@ -230,7 +230,7 @@ def _diagnostics_section(value: Any) -> Any:
 
 def read_train_config(
     path: str | Path | Mapping[str, Any] | None = None,
-    overrides: Sequence[str] = (),
+    overrides: Sequence[Override] = (),
     *,
     check: Callable[[Mapping[str, Any]], list[str]] | None = None,
 ) -> TrainConfig:
@@ -248,14 +248,15 @@ def read_train_config(
     Args:
         path: the YAML or JSON file (``None``: the defaults), or its content as a mapping
             (read as a file would be; a ``team`` file path is relative to the working directory).
-        overrides: ``KEY=VALUE`` strings.
+        overrides: ``KEY=VALUE`` strings, or key paths with their values
+            (:data:`teamtr_core.config.Override`: ``train()``'s keyword settings).
         check: more problems of the merged data (one line each), reported with the fields'.
 
     Raises:
         ConfigError: naming the file, listing every malformed override and every problem of the
             configuration at once.
     """
-    from teamtr_core.config import build_config, parse_override, read_config
+    from teamtr_core.config import build_config, override_parts, read_config
 
     if path is None or isinstance(path, Mapping):
         what, base = "training config", Path(".")
@@ -266,19 +267,19 @@ def read_train_config(
     if isinstance(data.get("team"), str):
         data["team"] = read_team_file(data["team"], base, what)
     task = data.get("task", DEMO_TASK)
-    kept = []
-    for text in overrides:
+    kept: list[Override] = []
+    for override in overrides:
         try:
-            keys, value = parse_override(text)
+            keys, value = override_parts(override)
         except ValueError:  # a malformed override: build_config reports it
-            kept.append(text)
+            kept.append(override)
             continue
         if keys == ["task"]:
             task = value
         if keys == ["team"] and isinstance(value, str):  # --set team=FILE
             data["team"] = read_team_file(value, Path("."), what)
             continue
-        kept.append(text)
+        kept.append(override)
     overrides = kept
     if "task_options" not in data:
         data["task_options"] = dict(DEMO_TASK_OPTIONS) if task == DEMO_TASK else {}

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from teamtr_core.config import Override
 from teamtr_core.errors import ConfigError
 from trainers.config import TrainConfig, read_train_config
 from trainers.learners.registry import learner_errors, learner_id_errors
@@ -16,7 +17,7 @@ __all__ = ["config_from_overrides", "load_train_config"]
 
 
 def load_train_config(
-    path: str | Path | Mapping[str, Any] | None = None, overrides: Sequence[str] = ()
+    path: str | Path | Mapping[str, Any] | None = None, overrides: Sequence[Override] = ()
 ) -> TrainConfig:
     """The configuration of ``teamtr train [--config FILE] [--set KEY=VALUE ...]`` (how a file
     and overrides merge: :func:`trainers.config.read_train_config`), its learner checked.

@@ -3,7 +3,6 @@ line calls it), with the run's directory, summary and trained team in a :class:`
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
-from teamtr_core.config import build_config, to_dict
+from teamtr_core.config import Override, build_config, keyword_overrides, to_dict
 from teamtr_core.errors import ConfigError
 from trainers.config import TrainConfig
 from trainers.learners.callbacks import Callback
@@ -21,7 +20,7 @@ from trainers.run.config_file import load_train_config
 from trainers.run.logger import MetricsLogger
 from trainers.run.recipe import TrainingRecipe
 
-__all__ = ["RunResult", "settings_overrides", "train"]
+__all__ = ["RunResult", "train"]
 
 
 @dataclass(frozen=True)
@@ -84,20 +83,6 @@ def _intervals(data: Mapping[str, Any]) -> dict[str, tuple[float, float]]:
     return {name: (float(low), float(high)) for name, (low, high) in data.items()}
 
 
-def settings_overrides(settings: Mapping[str, Any], prefix: str = "") -> list[str]:
-    """Keyword settings as ``--set`` overrides: ``schedule={"stages": 2}`` gives
-    ``schedule.stages=2`` (a nested mapping names a section's keys; any other value is set
-    whole, e.g. ``task_options={...}``)."""
-    out = []
-    for key, value in settings.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping) and value and not prefix and key != "task_options":
-            out += settings_overrides(value, f"{name}.")
-        else:
-            out.append(f"{name}={json.dumps(value, default=str)}")
-    return out
-
-
 def train(
     config: TrainConfig | str | Path | None = None,
     *,
@@ -152,16 +137,17 @@ def train(
         (['step1', 'step2', 'step3'], 1)
     """
     _check_arguments(config, overrides)
-    strings = [*overrides, *settings_overrides(settings)]
+    # the keywords as key paths and values, after the strings (never printed and parsed again)
+    merged: list[Override] = [*overrides, *keyword_overrides(settings)]
     if isinstance(config, TrainConfig):
         built = build_config(
-            TrainConfig, to_dict(config), strings, what="training config", check=learner_id_errors
+            TrainConfig, to_dict(config), merged, what="training config", check=learner_id_errors
         )
         errors = learner_errors(built)
         if errors:
             raise ConfigError("training config", errors)
     else:
-        built = load_train_config(config, strings)
+        built = load_train_config(config, merged)
     recipe = TrainingRecipe(built, console=console, callbacks=hooks, loggers=metric_loggers)
     try:
         summary = recipe.run(resume=resume, overwrite=overwrite)
