@@ -185,7 +185,7 @@ small = [
     "eval.train_distribution=false", "loggers=[]", "progress=false", "run_dir=run",
 ]
 summary = run_training(load_train_config("sort_relay.yaml", small))
-assert summary["stages"] == 1 and "eval/clipped_ratio/third" in summary["before"]
+assert summary["stages"] == 1 and "eval/third/clipped_ratio" in summary["before"]
 """
 
 

@@ -170,5 +170,5 @@ def test_evaluations_log_each_agents_mean_local_reward() -> None:
     cfg = config(eval={"problems": 1, "k": 8})
     out = evaluate_team(cfg, pipeline_env, tabular())
     for agent in AGENTS:
-        assert 0.0 <= out[f"eval/local_reward/{agent}"] <= 1.0
+        assert 0.0 <= out[f"eval/{agent}/local_reward"] <= 1.0
     assert "eval/avg@8" in out  # the team's metrics as ever

@@ -376,7 +376,7 @@ def test_a_token_limit_that_cuts_answers_off_is_warned_about_before_training(
         summary = run_training(cfg, console=Console(file=out, width=200))
     text = " ".join(out.getvalue().split())
     for agent in agents:
-        share = summary["before"][f"eval/clipped_ratio/{agent}"]
+        share = summary["before"][f"eval/{agent}/clipped_ratio"]
         assert share > 0.2
         assert f"warning: {share:.0%} of {agent}'s messages in the evaluation before" in text
     assert "(sampling.max_new_tokens = 3)" in text and "Raise sampling.max_new_tokens" in text
@@ -394,7 +394,7 @@ def test_a_token_limit_that_cuts_answers_off_is_warned_about_before_training(
     out = io.StringIO()
     with caplog.at_level(logging.WARNING, logger="trainers.run.recipe"):
         summary = run_training(cfg, console=Console(file=out, width=200))
-    assert all(summary["before"][f"eval/clipped_ratio/{a}"] <= 0.2 for a in agents)
+    assert all(summary["before"][f"eval/{a}/clipped_ratio"] <= 0.2 for a in agents)
     assert "token limit" not in out.getvalue()
     assert not [r for r in caplog.records if "token limit" in r.getMessage()]
 
@@ -403,9 +403,9 @@ def test_the_clipped_warning_starts_above_a_fifth() -> None:
     from teamtr_core.policy import SamplingParams
 
     sampling = {"a": SamplingParams(max_new_tokens=12), "b": SamplingParams(max_new_tokens=40)}
-    at = {"eval/clipped_ratio/a": 0.2, "eval/clipped_ratio/b": 0.0}
+    at = {"eval/a/clipped_ratio": 0.2, "eval/b/clipped_ratio": 0.0}
     assert clipped_warnings(at, sampling) == []
-    (line,) = clipped_warnings({**at, "train_eval/clipped_ratio/b": 0.25}, sampling)
+    (line,) = clipped_warnings({**at, "train_eval/b/clipped_ratio": 0.25}, sampling)
     assert line.startswith("25% of b's messages") and "(sampling.max_new_tokens = 40)" in line
 
 

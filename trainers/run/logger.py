@@ -298,7 +298,7 @@ def plot_learning_curves(
         jsonl_path: A file written by :class:`JsonlLogger`.
         png_path: Where to save; parent directories are created.
         keys: Keys to plot; default every ``stage/``, ``eval/``, ``train_eval/`` or ``val/`` key
-            with a numeric value, but the per-agent evaluation shares ``.../clipped_ratio/<agent>``
+            with a numeric value, but the per-agent evaluation shares ``eval/<agent>/clipped_ratio``
             (``stage/clipped_ratio`` is plotted).
         title: Figure title.
 
@@ -313,7 +313,7 @@ def plot_learning_curves(
             k
             for k in series
             if k.startswith(("stage/", "eval/", "val/", "train_eval/"))
-            and "/clipped_ratio/" not in k
+            and not (k.count("/") == 2 and k.endswith("/clipped_ratio"))
         ]
         if keys is None
         else keys

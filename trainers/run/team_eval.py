@@ -283,7 +283,7 @@ def evaluate_team(
 
     ``prefix`` namespaces the keys: ``eval/`` for the before/after (test) evaluation, ``val/`` for
     the validation evaluations used for model selection. ``problems/{prefix}_distinct`` is the
-    number of distinct problems evaluated (logged, not plotted); ``{prefix}/clipped_ratio/<agent>``
+    number of distinct problems evaluated (logged, not plotted); ``{prefix}/<agent>/clipped_ratio``
     the share of each agent's messages that hit the token limit (cut off);
     ``grader/{prefix}_failed_share`` the share of answers the grader failed on. ``per_problem``, when
     given, receives each problem's avg@K (``problem id -> correct / K``): what paired
@@ -320,8 +320,9 @@ def evaluate_team(
 
 def local_key(prefix: str, agent: str) -> str:
     """The metric key of an agent's mean local reward in an evaluation
-    (``eval/local_reward/<agent>``)."""
-    return f"{prefix}/local_reward/{agent}"
+    (``eval/<agent>/local_reward``: named as the training metric ``agent/<agent>/local_reward``
+    is, the evaluation's prefix in place of ``agent``)."""
+    return f"{prefix}/{agent}/local_reward"
 
 
 def exact_key(prefix: str) -> str:
@@ -382,8 +383,8 @@ def exact_team_reward(
 
 def clipped_key(prefix: str, agent: str) -> str:
     """The metric key of ``agent``'s share of messages cut off at the token limit in an
-    evaluation (``eval/clipped_ratio/solver``)."""
-    return f"{prefix}/clipped_ratio/{agent}"
+    evaluation (``eval/solver/clipped_ratio``, as ``agent/solver/clipped_ratio`` in training)."""
+    return f"{prefix}/{agent}/clipped_ratio"
 
 
 def clipped_warnings(
