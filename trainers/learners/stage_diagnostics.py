@@ -14,7 +14,7 @@ which batch, at which ``diagnostics.level``, and times each diagnostic:
   D_occ on them (App. G.1);
 * ``full`` adds independent batches outside the budget: the stale gap with its noise floor, D_occ
   for every learner with intermediate teams with its noise floor, D_occ by likelihood ratios
-  (:mod:`trainers.learners.context_drift`, ``diag/d_occ_lr``: no context need repeat), and the measured improvement
+  (:mod:`trainers.diagnostics.d_occ_lr`, ``diag/d_occ_lr``: no context need repeat), and the measured improvement
   J(after) - J(before) of the stage, with the violation rate and rank correlation of the
   certificate across stages (Sec. 5.6).
 """
@@ -25,7 +25,7 @@ import contextlib
 import math
 import time
 from collections import defaultdict
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -41,6 +41,7 @@ from trainers.diagnostics.certificate import (
     rank_correlation,
     violation_rate,
 )
+from trainers.diagnostics.d_occ_lr import DOccLR, Score
 from trainers.diagnostics.estimators import (
     drift_noise_floor,
     episode_log_weights,
@@ -49,10 +50,9 @@ from trainers.diagnostics.estimators import (
     total_variation,
     zeta_proxies,
 )
-from trainers.learners.context_drift import ContextDrift
 from trainers.optim.advantages import GroupAdvantages
 from trainers.optim.records import UPDATE_KEYS, UpdateRecord
-from trainers.optim.scoring import joined_logprobs
+from trainers.optim.scoring import concat_logprobs, joined_logprobs
 from trainers.optim.surrogate import surrogate_value
 
 _IW_KEYS = ("ess_over_b", "p95", "p99", "max", "frac_gt_10")
@@ -248,7 +248,7 @@ class StageDiagnostics:
         self._stale: tuple[RolloutBatch, RolloutBatch] | None = None
         self._inputs: dict[str, tuple[list[MessageRecord], torch.Tensor, list[Any]]] | None = None
         self._d_occ_term = math.nan
-        self._ratio: ContextDrift | None = None  # D_occ by likelihood ratios (``full``)
+        self._d_occ_lr: DOccLR | None = None  # D_occ by likelihood ratios (``full``)
         self._d_occ_lr_term = math.nan
 
     # -- the observer ---------------------------------------------------------------------------
@@ -269,7 +269,9 @@ class StageDiagnostics:
             self.stage_start_batches(*self._stale)
             with self.timed("occupancy_lr"):
                 versions = stage.versions()  # every trainable agent's
-                self._ratio = ContextDrift(self._stale[0], list(versions), stage.score, versions)
+                self._d_occ_lr = DOccLR(
+                    self._stale[0], list(versions), _summed(stage.score), versions
+                )
         with self.timed("improvement"):
             j_prompts = self._j_prompts(config)
             if self._stale is not None and j_prompts == b:
@@ -294,9 +296,9 @@ class StageDiagnostics:
                     self._inputs[name] = (msgs, adv, stage.score(agent, msgs))
         self._d_occ_term = self.drift_term(index, stage.versions(), inter)
         self._d_occ_lr_term = math.nan
-        if self._ratio is not None and index > 0:
+        if self._d_occ_lr is not None and index > 0:
             with self.timed("occupancy_lr"):
-                self._d_occ_lr_term = self._ratio.term()
+                self._d_occ_lr_term = self._d_occ_lr.term()
 
     def after_update(
         self,
@@ -337,9 +339,9 @@ class StageDiagnostics:
         out.update(fields)
         out["d_occ_term"] = self._d_occ_term
         out["d_occ_lr_term"] = self._d_occ_lr_term
-        if self._ratio is not None:
+        if self._d_occ_lr is not None:
             with self.timed("occupancy_lr"):
-                self._ratio.updated(stage.versions())
+                self._d_occ_lr.updated(stage.versions())
         return out
 
     def stage_finished(self, stage: ObservedStage) -> dict[str, float]:
@@ -459,8 +461,8 @@ class StageDiagnostics:
             out["diag/d_occ"] = float(sum(terms))
             if math.isfinite(self._floor):
                 out["diag/d_occ_noise_floor"] = self._floor
-        if self._ratio is not None and self._ratio.terms:
-            out["diag/d_occ_lr"], out["diag/d_occ_lr_se"] = self._ratio.total()
+        if self._d_occ_lr is not None and self._d_occ_lr.terms:
+            out["diag/d_occ_lr"], out["diag/d_occ_lr_se"] = self._d_occ_lr.total()
         for key in ("zeta_clip", "zeta_ratio", "zeta_norm", "zeta_proxy"):
             values = [u.value(key) for u in updates if math.isfinite(u.value(key))]
             if values:
@@ -501,3 +503,13 @@ class StageDiagnostics:
         for name, seconds in self.timing.items():
             out[f"stage/diag_{name}_s"] = seconds
         return out
+
+
+def _summed(score: Callable[[str, list[MessageRecord]], list[Any]]) -> Score:
+    """An agent's log-probs of messages (per micro-batch, per token) as each message's total."""
+
+    def each(agent: str, messages: list[MessageRecord]) -> np.ndarray:
+        lp, mask = concat_logprobs(score(agent, messages))
+        return (lp.double() * mask).sum(-1).numpy()
+
+    return each

@@ -56,7 +56,7 @@ class UpdateRecord:
         iw_ess_over_b, iw_p95, iw_p99, iw_max, iw_frac_gt_10: the importance weights' summary.
         d_occ_term: the update's occupancy-drift term.
         d_occ_lr_term: the same term by likelihood ratios (``diagnostics: full``; no context
-            need repeat: :mod:`trainers.learners.context_drift`).
+            need repeat: :mod:`trainers.diagnostics.d_occ_lr`).
     """
 
     stage: int = field(metadata=LOGGED)

@@ -1,4 +1,4 @@
-"""D_occ by likelihood ratios (:mod:`trainers.learners.context_drift`): against the exact relay,
+"""D_occ by likelihood ratios (:mod:`trainers.diagnostics.d_occ_lr`): against the exact relay,
 where the TV between two teams' occupancies over histories is computed by enumeration, and as a
 run logs it at ``diagnostics: full``."""
 
@@ -12,6 +12,7 @@ import torch
 
 from teamtr_core.policy import SamplingParams
 from teamtr_env.runners import Runner
+from trainers.diagnostics.d_occ_lr import DOccLR
 from trainers.diagnostics.estimators import (
     context_log_weights,
     ratio_total_variation,
@@ -26,15 +27,18 @@ from trainers.exact.games import (
 )
 from trainers.exact.run import agent_names, relay_env_fn, relay_policies, sampled_config
 from trainers.learners.callbacks import Callback
-from trainers.learners.context_drift import ContextDrift
 from trainers.learners.team_trainer import TeamTrainer
-from trainers.optim.scoring import scored
+from trainers.optim.scoring import concat_logprobs, scored
 
 GAME = RelayGame(n=3, symbols=3)
 
 
 def _score(policies: dict[str, Any]) -> Any:
-    return lambda agent, messages: scored(policies[agent], messages, 256)
+    def each(agent: str, messages: list[Any]) -> np.ndarray:  # each message's log-probability
+        lp, mask = concat_logprobs(scored(policies[agent], messages, 256))
+        return (lp.double() * mask).sum(-1).numpy()
+
+    return each
 
 
 def _set(policies: dict[str, Any], logits: list[np.ndarray]) -> None:
@@ -80,7 +84,7 @@ def test_the_ratio_estimate_matches_the_exact_history_tv_of_the_relay(changed: l
         runner.sample_problems(500, seed=0, distinct=False), group_size=4, seed=3
     )
     names = agent_names(GAME)
-    drift = ContextDrift(batch, names, _score(policies), dict.fromkeys(names, 0))
+    drift = DOccLR(batch, names, _score(policies), dict.fromkeys(names, 0))
     assert drift.term() == 0.0  # the team has not moved
     _set(policies, moved)
     drift.updated({name: int(k in changed) for k, name in enumerate(names)})

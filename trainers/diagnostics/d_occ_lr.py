@@ -13,7 +13,8 @@ and ``TV(d^{pi_hat^{i-1}}, d^{pi_hat^0}) = E_{s ~ d^{pi_hat^0}}[(1 - w_i(s))_+]`
 (:func:`trainers.diagnostics.estimators.ratio_total_variation`). A context here is the whole
 history before a turn (the problem and every earlier message), the paper's shared-context state.
 
-:class:`ContextDrift` scores every trainable agent's messages of the stage-start batch once at
+:class:`DOccLR` (logged as ``diag/d_occ_lr``, each update's term as ``d_occ_lr_term``: one name
+for the one quantity) scores every trainable agent's messages of the stage-start batch once at
 the stage start, rescores an agent's messages after each update that changed its weights (every
 agent whose version moved: a shared policy's agents all move), and gives each update's term
 before it runs.
@@ -23,24 +24,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
 from teamtr_env.rollout import MessageRecord, RolloutBatch
 from trainers.diagnostics.estimators import context_log_weights, mean_and_se, ratio_tv_terms
-from trainers.optim.scoring import concat_logprobs
 
-Score = Callable[[str, list[MessageRecord]], list[Any]]
+Score = Callable[[str, list[MessageRecord]], np.ndarray]
+"""An agent's current log-probability of each of the messages (``[N]``, summed over tokens)."""
 
 
-class ContextDrift:
-    """The likelihood-ratio D_occ of one stage, on its stage-start batch.
+class DOccLR:
+    """``D_occ`` by likelihood ratios (``diag/d_occ_lr``) of one stage, on its stage-start
+    batch.
 
     Args:
         batch: rollouts of the stage-start team ``pi_hat^0``.
         agents: the trainable agents (the others never change, so their ratios are 1).
-        score: an agent's current log-probs of messages (``Stage.score``).
+        score: an agent's current log-probability of each message (:data:`Score`).
         versions: each trainable agent's version now.
     """
 
@@ -70,8 +71,7 @@ class ContextDrift:
         rows = self._of(agent)
         if not rows:
             return np.zeros(0)
-        lp, mask = concat_logprobs(self._score(agent, [self.messages[j] for j in rows]))
-        return (lp.double() * mask).sum(-1).numpy()
+        return np.asarray(self._score(agent, [self.messages[j] for j in rows]), dtype=np.float64)
 
     def term(self) -> float:
         """``TV(d^{pi_hat^{i-1}}, d^{pi_hat^0})`` for the update about to run (the team now);
