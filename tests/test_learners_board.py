@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import importlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from helpers_bench import run_quick
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "learners_board.py"
@@ -86,16 +85,8 @@ def test_the_ablation_names_its_variants(board: ModuleType) -> None:
 @pytest.mark.slow
 def test_the_quick_board_runs_every_learner_on_every_env(tmp_path: Path) -> None:
     out = tmp_path / "board"
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--out", str(out), "--quick"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    data = json.loads((out / "board.json").read_text())
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    data, _ = run_quick("learners_board.py", ["--out", str(out)], out / "board.json", env=env)
     learners = data["learners"]
     assert learners[0] == data["reference"] == "teamtr/TeamTR-v0"
     assert "teamtr/ATGRPO-v0" in learners and "teamtr/TeamTRTree-v0" in learners

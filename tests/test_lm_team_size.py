@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import importlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
+from helpers_bench import run_quick
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "lm_team_size.py"
@@ -98,14 +97,8 @@ def test_team_overrides_clone_a_miscoordinated_team_of_n(sweep: ModuleType) -> N
 @pytest.mark.slow
 def test_the_quick_sweep_runs_and_logs_both_diagnostics(tmp_path: Path) -> None:
     out = tmp_path / "sweep"
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--out", str(out), "--quick", "--bootstrap", "200"],
-        capture_output=True,
-        text=True,
-        timeout=1500,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    result = json.loads((out / "lm_team_size.json").read_text())
+    args = ["--out", str(out), "--bootstrap", "200"]
+    result, _ = run_quick("lm_team_size.py", args, out / "lm_team_size.json", timeout=1500)
     assert result["ns"] == [2, 3] and result["seeds"] == [0, 1] and result["wall_s"] > 0
     for n in ("2", "3"):
         for learner in ("teamtr", "naive"):

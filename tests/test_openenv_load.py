@@ -4,39 +4,21 @@ same moves played in process, and the server is healthy after."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from helpers_bench import run_quick
 
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("openenv")
 def test_the_quick_load_test_matches_in_process_play(tmp_path: Path) -> None:
     out = tmp_path / "load.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "openenv_load.py"),
-            "--quick",
-            "--json",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    result = json.loads(out.read_text())
+    result, printed = run_quick("openenv_load.py", ["--json", str(out)], out, timeout=600)
     assert result["sessions"] == 4 and result["episodes"] == 8
     assert result["mismatched_episodes"] == [] and result["server_healthy_after"]
     assert (
         result["steps"] >= 8
         and 0 < result["step_latency_ms"]["p50"] <= result["step_latency_ms"]["p99"]
     )
-    assert "| mismatched |" in " ".join(proc.stdout.split()) or "mismatched" in proc.stdout
+    assert "| mismatched |" in " ".join(printed.split()) or "mismatched" in printed

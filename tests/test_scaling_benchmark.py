@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import importlib
-import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
+from helpers_bench import run_quick
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "scaling.py"
@@ -118,15 +116,9 @@ def test_rejects_a_single_team_size(scaling: ModuleType) -> None:
 @pytest.mark.slow
 def test_quick_run_writes_fits_with_cis_and_a_plot(tmp_path: Path) -> None:
     out, plot = tmp_path / "scaling.json", tmp_path / "scaling.png"
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--json", str(out), "--plot", str(plot)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
+    data, printed = run_quick(
+        "scaling.py", ["--json", str(out), "--plot", str(plot)], out, timeout=300
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    data = json.loads(out.read_text())
     for method in ("naive", "teamtr"):
         for q in ("delta_stale", "d_occ"):
             fit = data["exact"][method]["fits"][q]
@@ -141,7 +133,7 @@ def test_quick_run_writes_fits_with_cis_and_a_plot(tmp_path: Path) -> None:
         assert excess["value"] is not None or excess["note"].startswith("no fit")
         assert set(data["sampled"][method]["per_n"]) == {"2", "4"}
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "Power-law fits" in proc.stdout
+    assert "Power-law fits" in printed
 
 
 # -- the coordination task (tiny language models) --------------------------------------------------

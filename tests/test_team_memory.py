@@ -4,35 +4,17 @@ and with agent actors the driver holds none."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from helpers_bench import run_quick
 
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("ray")
 def test_quick_run_writes_the_layouts_and_the_projection(tmp_path: Path) -> None:
     out = tmp_path / "memory.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "team_memory.py"),
-            "--quick",
-            "--json",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    result = json.loads(out.read_text())
+    result, printed = run_quick("team_memory.py", ["--json", str(out)], out, timeout=600)
     one, separate, shared = (result[k] for k in ("one_agent", "separate", "shared"))
     assert shared["param_bytes"] <= 1.2 * one["param_bytes"]
     assert 2.8 * one["param_bytes"] <= separate["param_bytes"] <= 3.2 * one["param_bytes"]
@@ -52,4 +34,4 @@ def test_quick_run_writes_the_layouts_and_the_projection(tmp_path: Path) -> None
     gb = result["projection"]["gb"]
     assert gb["shared_base_one_gpu"] < gb["separate_lora_one_gpu"] / 2
     assert result["gpu"]["status"] == "not yet run"
-    assert "assumptions:" in proc.stdout and "| shared |" in proc.stdout
+    assert "assumptions:" in printed and "| shared |" in printed

@@ -4,32 +4,16 @@ trl is installed, with its effective settings), each measured in a fresh process
 from __future__ import annotations
 
 import importlib.util
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from helpers_bench import run_quick
 
 
 @pytest.mark.slow
 def test_the_quick_run_writes_both_settings(tmp_path: Path) -> None:
     out = tmp_path / "memory.json"
-    subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "update_memory.py"),
-            "--quick",
-            "--json",
-            str(out),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    data = json.loads(out.read_text())
+    data, _ = run_quick("update_memory.py", ["--json", str(out)], out)
     assert set(data["results"]) == {"parameters", "activations"}
     trl = importlib.util.find_spec("trl") is not None
     for result in data["results"].values():
