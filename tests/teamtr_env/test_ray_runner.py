@@ -92,6 +92,7 @@ def test_records_equal_the_local_runners_for_the_same_seeds(tiny_model_dir: Path
         RayRunner(env_fn, RandomPolicy(seed=0), workers=3)
 
 
+@pytest.mark.slow  # a worker killed and replaced (two Ray actor starts); a failing block's retries and error in test_a_problem_that_keeps_failing_is_named_and_does_not_hang
 def test_a_killed_worker_is_replaced_and_nothing_is_lost_or_counted_twice(tmp_path: Path) -> None:
     marker = tmp_path / "killed"
     runner = RayRunner(env_fn, KillOnce(marker), workers=2)

@@ -23,6 +23,7 @@ def _ray(local_ray: None) -> None:
     """The session's local two-CPU Ray (tests/conftest.py)."""
 
 
+@pytest.mark.slow  # a whole TeamTR run on rollout workers; the workers play each update's team (worker_versions == versions) in test_ray_learners.py's test_rollout_workers_get_the_agent_actors_weights_through_the_object_store
 def test_teamtr_on_ray_samples_every_update_from_the_team_after_the_previous_one() -> None:
     cfg = config(
         schedule__stages=2,
@@ -76,7 +77,11 @@ def test_teamtr_train_on_ray_from_the_cli(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "placement",
     [
-        {"runner__backend": "ray", "runner__workers": 1, "runner__num_cpus": 0.25},
+        # both slow: the record's engine syncs are a local run's too (test_rollout_engine.py)
+        pytest.param(
+            {"runner__backend": "ray", "runner__workers": 1, "runner__num_cpus": 0.25},
+            marks=pytest.mark.slow,
+        ),
         # agent actors' syncs: the same record path, and agent actors train in
         # test_ray_learners.py's fast test
         pytest.param({"runner__agents": "ray", "runner__agent_cpus": 0.25}, marks=pytest.mark.slow),

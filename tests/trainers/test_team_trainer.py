@@ -237,8 +237,8 @@ def test_stage_metrics_carry_each_agents_share_of_clipped_messages() -> None:
         def __getattr__(self, name: str) -> Any:
             return getattr(self.inner, name)
 
-        def __call__(self, stage, index, prompts, purpose="train"):  # type: ignore[no-untyped-def]
-            batch, event = self.inner(stage, index, prompts, purpose)
+        def __call__(self, stage, index, prompts, purpose="train", *, strategy=None):  # type: ignore[no-untyped-def]
+            batch, event = self.inner(stage, index, prompts, purpose, strategy=strategy)
             if purpose == "train":
                 batches.append(batch)
             return batch, event
