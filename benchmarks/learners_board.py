@@ -66,7 +66,7 @@ PETTINGLLMS_UPDATE = (
 ABLATION = (
     "teamtr",
     "at_grpo",
-    "at_grpo+tr=at_grpo:schedule.tree_trust_region=true",
+    "at_grpo+tr=at_grpo:learner_options.trust_region=true",
     "teamtr-no-radius=teamtr:trust_region.delta_mode=none",
     "teamtr_tree",
     "at_grpo-pettingllms=at_grpo:" + ",".join(PETTINGLLMS_UPDATE),

@@ -110,14 +110,29 @@ def cmd_learners(console: Console) -> int:
     add_whole_column(table, "id", style="bold")  # copied into --learner: never cut
     add_whole_column(table, "short name")
     add_prose_column(table, "description")
+    add_prose_column(table, "learner_options")
     add_whole_column(table, "from")
     for trainer_id in learners:
         spec = learners[trainer_id]
-        table.add_row(trainer_id, short.get(trainer_id, ""), spec.description, _origin(spec))
+        row = (spec.description, _options(spec), _origin(spec))
+        table.add_row(trainer_id, short.get(trainer_id, ""), *row)
     print_whole(console, table)
     for err in learners.plugin_errors:
         console.print(f"[yellow]warning:[/] {err}")
     return 0
+
+
+def _options(spec: LearnerSpec) -> str:
+    """A learner's own settings (``learner_options``) with their defaults, ``-`` for none."""
+    import dataclasses
+
+    try:
+        options = spec.load().options
+    except Exception:  # a plugin that does not load: its error is printed below the table
+        return "?"
+    if options is None:
+        return "-"
+    return ", ".join(f"{f.name}={f.default!r}" for f in dataclasses.fields(options))
 
 
 def _origin(spec: LearnerSpec) -> str:

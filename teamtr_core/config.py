@@ -9,7 +9,8 @@ write YAML or JSON files with ``--set``-style overrides (``"optim.lr=3e-4"``).
 Two class attributes act on the plain data before it is validated, in every nested section:
 
 - ``_renamed_keys: ClassVar[dict[str, str | dict[str, str]]]`` maps a key that was renamed to its
-  new dotted path within the same section (``{"temperature": "sampling.temperature"}``), or a
+  new dotted path within the same section (``{"temperature": "sampling.temperature"}``; ``^``
+  starts it at the top: ``{"resample_every": "^learner_options.resample_every"}``), or a
   section whose keys moved to the new dotted path of each (``{"trainer": {"backend":
   "runner.agents"}}``). An old key does not load: it is reported as a problem naming the new key
   (``temperature was renamed to sampling.temperature``), with every other problem of the config
@@ -242,9 +243,10 @@ def _renamed(cls: Any, data: dict[str, Any], path: tuple[Any, ...], errors: list
         if old not in data:
             continue
         value = data.pop(old)
-        if isinstance(new, str):
+        if isinstance(new, str):  # a path in the same section, or from the top (``^a.b``)
+            target = new[1:].split(".") if new.startswith("^") else [*path, *new.split(".")]
             errors.append(
-                f"{dotted_path((*path, old))} was renamed to {dotted_path((*path, *new.split('.')))}"
+                f"{dotted_path((*path, old))} was renamed to {dotted_path(tuple(target))}"
             )
             continue
         # a section whose keys moved one by one: each key it gives, named with its new path

@@ -120,12 +120,19 @@ def test_train_takes_a_mapping_as_a_config_file_and_refuses_a_string_of_override
 def test_tree_trust_region_on_a_learner_without_trees_is_refused(
     work: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """E8: ``schedule.tree_trust_region`` was silently ignored outside at_grpo;
-    ``importance_weighting`` was already refused there, and both are now, in one report."""
-    argv = ["train", "--run-dir", "r", "--set", "schedule.tree_trust_region=true"]
-    err = " ".join(refused([*argv, "--set", "schedule.importance_weighting=true"], capsys).split())
-    assert "schedule.tree_trust_region is not supported by 'teamtr/TeamTR-v0'" in err
-    assert "schedule.importance_weighting is not supported" in err
+    """E8: ``schedule.tree_trust_region`` was silently ignored outside at_grpo. A learner's
+    settings are its own section now (``learner_options``): another learner's are refused as
+    unknown keys, TeamTR's own listed, both in one report; the old keys name the new ones."""
+    argv = ["train", "--run-dir", "r", "--set", "learner_options.trust_region=true"]
+    err = " ".join(
+        refused([*argv, "--set", "learner_options.importance_weighting=true"], capsys).split()
+    )
+    for key in ("trust_region", "importance_weighting"):
+        assert f"learner_options (teamtr/TeamTR-v0): unknown key '{key}'" in err
+    assert "allowed: resample_every" in err
+    old = ["train", "--run-dir", "r", "--set", "schedule.tree_trust_region=true"]
+    err = " ".join(refused(old, capsys).split())
+    assert "schedule.tree_trust_region was renamed to learner_options.trust_region" in err
     assert not (work / "r").exists()
 
 

@@ -29,10 +29,13 @@ from trainers.optim.records import UPDATE_KEYS
 AGENTS = ("a", "b", "c")
 CASES: dict[str, dict[str, Any]] = {
     "teamtr": {"schedule__learner": "teamtr"},
-    "teamtr_resample2": {"schedule__learner": "teamtr", "schedule__resample_every": 2},
+    "teamtr_resample2": {"schedule__learner": "teamtr", "learner_options__resample_every": 2},
     "teamtr_random_order": {"schedule__learner": "teamtr", "schedule__order": "random"},
     "naive": {"schedule__learner": "naive_sequential"},
-    "naive_iw": {"schedule__learner": "naive_sequential", "schedule__importance_weighting": True},
+    "naive_iw": {
+        "schedule__learner": "naive_sequential",
+        "learner_options__importance_weighting": True,
+    },
     "naive_matched": {"schedule__learner": "naive_sequential", "schedule__budget": "matched"},
     "naive_per_sample": {"schedule__learner": "naive_sequential", "schedule__budget": "per_sample"},
     "joint": {"schedule__learner": "joint"},

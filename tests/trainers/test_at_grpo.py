@@ -127,8 +127,8 @@ def test_the_trust_region_is_available_to_at_grpo() -> None:
             "stages": 1,
             "problems_per_batch": 2,
             "group_size": 4,
-            "tree_trust_region": True,
         },
+        learner_options={"trust_region": True},
         trust_region={"delta": 0.01},
         diagnostics=False,
     )

@@ -100,10 +100,10 @@ def test_the_budget_check_compares_messages_per_update() -> None:
 
 def test_a_learner_entry_is_a_name_or_a_variant_with_settings_of_its_own(tmp_path: Path) -> None:
     assert learner_entry("joint") == ("teamtr/Joint-v0", "teamtr/Joint-v0", ())
-    assert learner_entry("at_grpo:schedule.tree_trust_region=true, optim.epochs=2") == (
-        "teamtr/ATGRPO-v0:schedule.tree_trust_region=true,optim.epochs=2",
+    assert learner_entry("at_grpo:learner_options.trust_region=true, optim.epochs=2") == (
+        "teamtr/ATGRPO-v0:learner_options.trust_region=true,optim.epochs=2",
         "teamtr/ATGRPO-v0",
-        ("schedule.tree_trust_region=true", "optim.epochs=2"),
+        ("learner_options.trust_region=true", "optim.epochs=2"),
     )
     assert learner_entry("no-radius=teamtr:trust_region.delta_mode=none")[:2] == (
         "no-radius",
@@ -172,7 +172,7 @@ def test_a_comparison_with_a_tree_learner_and_a_variant_reports_their_generation
     data = compare(
         CompareSpec(
             "teamtr/Relay-v0",
-            ("teamtr", "at_grpo", "tr=at_grpo:schedule.tree_trust_region=true"),
+            ("teamtr", "at_grpo", "tr=at_grpo:learner_options.trust_region=true"),
             (0,),
             tmp_path / "cmp",
             config_file=config_file,
@@ -187,10 +187,10 @@ def test_a_comparison_with_a_tree_learner_and_a_variant_reports_their_generation
     assert budget["generated_ratio"]["teamtr/ATGRPO-v0"]["messages"] == pytest.approx(40 / 64)
     assert budget["generated"]["teamtr/TeamTR-v0"][0]["messages"] == 4 * 64
     assert data["variants"] == {
-        "tr": {"learner": "teamtr/ATGRPO-v0", "settings": ["schedule.tree_trust_region=true"]}
+        "tr": {"learner": "teamtr/ATGRPO-v0", "settings": ["learner_options.trust_region=true"]}
     }
     summary = json.loads((tmp_path / "cmp/runs/tr-seed0/summary.json").read_text())
-    assert summary["config"]["schedule"]["tree_trust_region"] is True
+    assert summary["config"]["learner_options"] == {"trust_region": True}
     table = (tmp_path / "cmp/compare.md").read_text()
     assert "generated messages: NOT EQUAL" in table and "tr: teamtr/ATGRPO-v0 with" in table
 

@@ -84,15 +84,25 @@ def test_config_reports_an_unknown_learner_with_the_other_problems() -> None:
     text = str(err.value)
     assert "schedule.learner: No learner registered as 'teamtr/TeamTr-v0'" in text
     assert "Did you mean 'teamtr/TeamTR-v0'" in text and "optim.lr: expected number" in text
-    with pytest.raises(ConfigError, match="importance_weighting is not supported by 'teamtr'"):
-        load_train_config(None, ["schedule.learner=teamtr", "schedule.importance_weighting=true"])
+    # a setting of another learner: not one of TeamTR's, its own listed
+    refused = r"learner_options \(teamtr\): unknown key 'importance_weighting'"
+    with pytest.raises(ConfigError, match=refused + r".*allowed: resample_every"):
+        load_train_config(
+            None, ["schedule.learner=teamtr", "learner_options.importance_weighting=true"]
+        )
+    # its old place is refused with the new key named
+    with pytest.raises(ConfigError, match="schedule.importance_weighting was renamed to "):
+        load_train_config(None, ["schedule.importance_weighting=true"])
     # A configuration built in Python is checked by the trainer it is given to.
     unknown = config(schedule__learner="teamtr/TeamTr-v0")
     with pytest.raises(ConfigError, match="schedule.learner: No learner registered"):
         TeamTrainer(unknown, lambda: env_fn(AGENTS), tabular_team(AGENTS))
-    rejected = config(schedule__learner="teamtr", schedule__importance_weighting=True)
-    with pytest.raises(ConfigError, match="importance_weighting is not supported by 'teamtr'"):
+    rejected = config(schedule__learner="teamtr", learner_options__importance_weighting=True)
+    with pytest.raises(ConfigError, match=refused):
         TeamTrainer(rejected, lambda: env_fn(AGENTS), tabular_team(AGENTS))
+    # a learner that takes no settings says so
+    with pytest.raises(ConfigError, match="joint takes no settings, got resample_every"):
+        load_train_config(None, ["schedule.learner=joint", "learner_options.resample_every=2"])
 
 
 class EveryAgentOnOneBatch(Learner):

@@ -151,8 +151,8 @@ def test_every_agents_behaviour_log_probs_are_the_samplers_under_a_shared_policy
             "stages": 2,
             "problems_per_batch": 4,
             "group_size": 4,
-            **SAMPLER_CASES[learner],
         },
+        learner_options=SAMPLER_CASES[learner],
         optim={"lr": 0.5, "epochs": 2},
         trust_region={"delta_mode": "none"},
         diagnostics=False,
@@ -231,7 +231,10 @@ def test_what_a_shared_policy_cannot_do_is_refused() -> None:
     for overrides, phrase in (
         ({"runner": {"agents": "ray"}}, "runner.agents"),
         (
-            {"schedule": {"learner": "naive_sequential", "importance_weighting": True}},
+            {
+                "schedule": {"learner": "naive_sequential"},
+                "learner_options": {"importance_weighting": True},
+            },
             "importance_weighting",
         ),
     ):

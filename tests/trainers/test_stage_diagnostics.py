@@ -40,14 +40,15 @@ AGENTS = ("a", "b", "c")
 GAME = RelayGame(3, 3, 1)
 
 
-def run_relay(method: str, diagnostics: dict, seed: int = 1, **schedule):
+def run_relay(method: str, diagnostics: dict, seed: int = 1, **options):
     """One stage of the 3-agent relay (K = 3) with big batches; the team's exact tables before
     the stage and after every update."""
     logits = random_logits(GAME, np.random.default_rng(seed))
     cfg = sampled_config(
         method,
         diagnostics=diagnostics,
-        schedule={"problems_per_batch": 256, "group_size": 4, **schedule},
+        schedule={"problems_per_batch": 256, "group_size": 4},
+        learner_options=options,
         optim={"lr": 0.5},
         trust_region={"delta": 0.3},
     )
@@ -171,7 +172,7 @@ def test_importance_weight_summary_is_logged_for_the_reweighting_ablation() -> N
     trainer = TeamTrainer(
         config(
             schedule__learner="naive_sequential",
-            schedule__importance_weighting=True,
+            learner_options__importance_weighting=True,
             diagnostics="cheap",
         ),
         lambda: env_fn(AGENTS),

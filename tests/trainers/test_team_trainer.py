@@ -160,7 +160,7 @@ def test_per_sample_budget_and_resample_every() -> None:
     )
     assert [e.episodes for e in sampled(naive)] == [16]
     _, every2 = run_reports(
-        config(schedule__learner="teamtr", schedule__resample_every=2, schedule__stages=1),
+        config(schedule__learner="teamtr", learner_options__resample_every=2, schedule__stages=1),
         agents=("a", "b", "c"),
     )
     assert [e.index for e in sampled(every2, "train")] == [0, 2]
@@ -294,7 +294,7 @@ def test_importance_weighting_ablation_runs_and_changes_the_update() -> None:
     weighted = run(
         config(
             schedule__learner="naive_sequential",
-            schedule__importance_weighting=True,
+            learner_options__importance_weighting=True,
             diagnostics=False,
         ),
         stages=1,
@@ -423,10 +423,10 @@ def test_the_budget_sizes_every_batch_in_one_place() -> None:
     from trainers.config import ScheduleConfig
 
     def schedule(budget: str) -> ScheduleConfig:
-        return ScheduleConfig(budget=budget, problems_per_batch=4, resample_every=2)  # type: ignore[arg-type]
+        return ScheduleConfig(budget=budget, problems_per_batch=4)  # type: ignore[arg-type]
 
     disjoint, matched, per_sample = (schedule(b) for b in ("disjoint", "matched", "per_sample"))
-    assert [s.batch_prompts(3) for s in (disjoint, matched, per_sample)] == [12, 8, 4]
+    assert [s.batch_prompts(3) for s in (disjoint, matched, per_sample)] == [12, 12, 4]
     assert disjoint.sliced(2) and not disjoint.sliced(1) and not matched.sliced(3)
 
     def prompts(learner: str, budget: str) -> list[tuple[int, int]]:
@@ -434,19 +434,19 @@ def test_the_budget_sizes_every_batch_in_one_place() -> None:
         cfg = config(
             schedule__learner=learner,
             schedule__budget=budget,
-            schedule__resample_every=2,
             schedule__stages=1,
+            **({"learner_options__resample_every": 2} if learner == "teamtr" else {}),
             diagnostics=False,
         )
         _, reports = run_reports(cfg, agents=("a", "b", "c"))
         g = cfg.schedule.group_size
         return [(e.index, e.episodes // g) for e in sampled(reports, "train")]
 
-    # One stage-start batch as large as TeamTR's batches of the stage together.
-    assert prompts("naive_sequential", "matched") == [(0, 8)]
-    # TeamTR resampling every 2 updates samples before updates 0 and 2 (covering 2 and 1 updates).
-    assert prompts("teamtr", "matched") == [(0, 4), (2, 4)]
-    assert prompts("teamtr", "disjoint") == [(0, 8), (2, 4)]
+    # One stage-start batch as large as TeamTR's batches of the stage together (B per update).
+    assert prompts("naive_sequential", "matched") == [(0, 12)]
+    # TeamTR resampling every 2 updates samples before updates 0 and 2 (covering 2 and 1
+    # updates): B per update it serves, sliced under disjoint, whole under matched.
+    assert prompts("teamtr", "matched") == prompts("teamtr", "disjoint") == [(0, 8), (2, 4)]
 
 
 @pytest.mark.parametrize("estimator", ["group", "leave_one_out", "none"])

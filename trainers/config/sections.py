@@ -49,7 +49,6 @@ class ScheduleConfig:
     order: Order = _help(
         "update order per stage: fixed, reverse, or random (reseeded per stage)", "fixed"
     )
-    resample_every: int = _help("teamtr ablation: resample every r updates (1 = every update)", 1)
     problems_per_batch: int = _help(
         "B: prompts per update (tiny models need large batches: the team reward is a noisy signal "
         "for any one agent)",
@@ -60,19 +59,9 @@ class ScheduleConfig:
         "disjoint: every update gets its own B prompts x G rollouts (single-batch methods sample "
         "n*B prompts at the stage start and update agent i on the i-th disjoint slice), so data, "
         "gradient work and tokens per update are equal and only staleness differs; matched: "
-        "single-batch methods sample as many rollouts per stage as teamtr does (one batch n/r "
-        "times larger) and update every agent on all of it; per_sample: every sampling event "
-        "uses B prompts",
+        "a batch that serves several updates has as many rollouts (B per update) and every "
+        "agent is updated on all of it; per_sample: every sampling event uses B prompts",
         "disjoint",
-    )
-    importance_weighting: bool = _help(
-        "naive_sequential ablation: reweight stale rollouts by the already-updated agents' ratios",
-        False,
-    )
-    tree_trust_region: bool = _help(
-        "at_grpo: keep each agent's update inside the token-KL trust region (trust_region.*); "
-        "off by default, as in AT-GRPO",
-        False,
     )
 
     max_stage_episodes: int = _help(
@@ -82,19 +71,21 @@ class ScheduleConfig:
         100_000,
     )
 
-    _renamed_keys: ClassVar[dict[str, str]] = {"method": "learner"}
+    # A learner's own settings moved to its section (``learner_options``; ``^``: from the top).
+    _renamed_keys: ClassVar[dict[str, str]] = {
+        "method": "learner",
+        "resample_every": "^learner_options.resample_every",
+        "importance_weighting": "^learner_options.importance_weighting",
+        "tree_trust_region": "^learner_options.trust_region",
+    }
 
     def batch_prompts(self, covered: int) -> int:
         """Prompts of one batch that serves ``covered`` updates, by ``budget`` (the one place
-        it is read for sizes): ``disjoint``, B per update it serves (each update gets its own
-        slice); ``matched``, B per ``resample_every`` updates (a single stage-start batch as
-        large as TeamTR's batches of the stage together); ``per_sample``, B."""
+        it is read for sizes): ``disjoint`` and ``matched``, B per update it serves (disjoint:
+        each update gets its own slice; matched: every update is on all of it); ``per_sample``,
+        B."""
         b = self.problems_per_batch
-        if self.budget == "disjoint":
-            return b * covered
-        if self.budget == "matched":
-            return b * math.ceil(covered / self.resample_every)
-        return b
+        return b * covered if self.budget in ("disjoint", "matched") else b
 
     def sliced(self, covered: int) -> bool:
         """A batch that serves ``covered`` updates gives each its own slice (``disjoint``)."""
@@ -104,7 +95,6 @@ class ScheduleConfig:
         errors = []
         names = (
             "stages",
-            "resample_every",
             "problems_per_batch",
             "group_size",
             "max_stage_episodes",

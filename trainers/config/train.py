@@ -112,6 +112,14 @@ class TrainConfig:
         True,
     )
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    learner_options: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={
+            "help": "the settings of schedule.learner alone, checked by that learner (a key "
+            "another learner takes is refused): teamtr's resample_every, naive_sequential's "
+            "importance_weighting, at_grpo's trust_region (`teamtr learners` lists each one's)",
+        },
+    )
     runner: RunnerConfig = field(
         default_factory=RunnerConfig,
         metadata={"help": "where the run runs: rollouts and each agent's updates (local, or Ray)"},

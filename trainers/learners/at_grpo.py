@@ -9,7 +9,7 @@ team and scored by the agent's mixed reward, ``reward.team`` x the team reward +
 node (a prompt, a turn, its agent) form a group, so each advantage compares one agent's
 candidates at one turn. Every agent, in the stage's order, then takes one update on its
 candidates: the clipped surrogate and KL penalty of ``optim``, without the token-KL trust region
-unless ``schedule.tree_trust_region`` asks for it (off, as in AT-GRPO).
+unless ``learner_options.trust_region`` asks for it (off, as in AT-GRPO).
 
 The budget: an agent that acts at k turns of an episode has k nodes per prompt, so its update
 sees B x G x k candidates, as many messages as a TeamTR update on B x G episodes; and the tree of a
@@ -45,6 +45,7 @@ make each one PettingLLMs':
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 from teamtr_env.runners.tree import Tree
@@ -73,11 +74,24 @@ def tree_errors(config: TrainConfig) -> list[str]:
     return errors
 
 
+@dataclass(frozen=True)
+class ATGRPOOptions:
+    """AT-GRPO's own settings (``learner_options``)."""
+
+    trust_region: bool = field(
+        default=False,
+        metadata={
+            "help": "keep each agent's update inside the token-KL trust region (trust_region.*); "
+            "off by default, as in AT-GRPO"
+        },
+    )
+
+
 class ATGRPO(Learner):
     """Tree-structured sampling, then every agent updated on its candidates' node groups."""
 
     stale_diagnostics: ClassVar[bool] = False  # one stage-start tree: no intermediate teams
-    tree_trust_region: ClassVar[bool] = True
+    options: ClassVar[type[ATGRPOOptions]] = ATGRPOOptions
 
     def stage_episodes(self, schedule: ScheduleConfig, agents: int, turns: int) -> tuple[int, str]:
         """One tree per prompt: G candidates at each of its main path's turns, each finished
@@ -91,7 +105,7 @@ class ATGRPO(Learner):
     def run_stage(self, stage: Stage) -> None:
         prompts = stage.schedule.batch_prompts(1)  # B: one node per prompt and acting turn
         batch = stage.sample(0, prompts, strategy=Tree(agent_rewards_of(stage.config)))
-        enforce = stage.schedule.tree_trust_region
+        enforce = stage.options.trust_region
         # a shared model's later agents learn from the sampler's log-probs, not the moved model's
         stage.keep_sampler_logprobs([(agent, batch) for agent in stage.order])
         for i, agent in enumerate(stage.order):

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from teamtr_core.config import from_dict
+from teamtr_core.errors import ConfigError
 
 if TYPE_CHECKING:
     from trainers.config import ScheduleConfig, TrainConfig
@@ -37,34 +41,57 @@ class Learner(ABC):
 
     ``stage.schedule.batch_prompts(covered)`` sizes a batch that serves ``covered`` updates by
     ``schedule.budget``, so that learners compared at one budget differ only in staleness.
+    ``stage.options`` holds the learner's own settings (its :attr:`options` dataclass, built
+    from the config's ``learner_options``).
 
     Class attributes:
         stale_diagnostics: the learner has intermediate teams, so the stale gap (diagnostics on)
             is measured for its updates i >= 1.
-        importance_weighting: the learner honours ``schedule.importance_weighting``.
-        tree_trust_region: the learner samples trees and honours ``schedule.tree_trust_region``.
+        options: the learner's own settings, a frozen dataclass (TRL's one config class per
+            trainer), or ``None``: it takes none. The config's ``learner_options`` section is
+            built as it, so a setting of another learner is refused (an unknown key, with the
+            learner's own listed).
     """
 
     stale_diagnostics: ClassVar[bool] = True
-    importance_weighting: ClassVar[bool] = False
-    tree_trust_region: ClassVar[bool] = False
+    options: ClassVar[type[Any] | None] = None
+
+    def settings(self, config: TrainConfig) -> Any:
+        """The learner's settings in ``config`` (its :attr:`options`, built from
+        ``learner_options``; ``None`` for a learner that takes none).
+
+        Raises:
+            ConfigError: ``learner_options`` that this learner does not take (every problem).
+        """
+        errors = self._options_errors(config)
+        if errors:
+            raise ConfigError("training config", errors)
+        return None if self.options is None else from_dict(self.options, config.learner_options)
+
+    def _options_errors(self, config: TrainConfig) -> list[str]:
+        given, name = dict(config.learner_options), config.schedule.learner
+        if self.options is None:
+            keys = ", ".join(sorted(given))
+            return [f"learner_options: {name} takes no settings, got {keys}"] if given else []
+        try:
+            from_dict(self.options, given)
+        except ConfigError as exc:
+            return [f"learner_options ({name}): {_section_path(e)}" for e in exc.errors]
+        return []
+
+    def role_sharing_errors(self, config: TrainConfig) -> list[str]:
+        """What this learner cannot do when one model plays several agents (a role-sharing
+        team; one line each). Checked with the config (``team.shared_policy``) and by
+        ``TeamTrainer`` when it is given one policy object for several agents."""
+        return []
 
     def check(self, config: TrainConfig) -> list[str]:
-        """Errors in ``config`` for this learner (one line each; empty: none). Run before a run
-        writes anything (:func:`trainers.learners.registry.learner_errors`) and by
-        ``TeamTrainer``."""
-        errors = []
-        if config.schedule.importance_weighting and not self.importance_weighting:
-            errors.append(
-                f"schedule.importance_weighting is not supported by {config.schedule.learner!r} "
-                "(only by learners that reuse stale rollouts, e.g. teamtr/NaiveSequential-v0)"
-            )
-        if config.schedule.tree_trust_region and not self.tree_trust_region:
-            errors.append(
-                f"schedule.tree_trust_region is not supported by {config.schedule.learner!r} "
-                "(only by learners that sample trees, e.g. teamtr/ATGRPO-v0; the other learners "
-                "keep their updates in the trust region by trust_region.delta_mode)"
-            )
+        """Errors in ``config`` for this learner (one line each; empty: none): its
+        ``learner_options`` first. Run before a run writes anything
+        (:func:`trainers.learners.registry.learner_errors`) and by ``TeamTrainer``."""
+        errors = self._options_errors(config)
+        if not errors and config.team is not None and config.team.shared_policy:
+            errors += self.role_sharing_errors(config)
         return errors
 
     def stage_episodes(self, schedule: ScheduleConfig, agents: int, turns: int) -> tuple[int, str]:
@@ -78,3 +105,8 @@ class Learner(ABC):
     @abstractmethod
     def run_stage(self, stage: Stage) -> None:
         """Samples and updates every agent of ``stage.order`` once."""
+
+
+def _section_path(error: str) -> str:
+    """An options dataclass's error with its keys named in ``learner_options``."""
+    return re.sub(r" at top level", "", error)

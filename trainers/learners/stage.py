@@ -112,9 +112,12 @@ class Stage:
         callbacks: CallbackList | None = None,
         engine_syncs: Callable[[], dict[str, float] | None] = lambda: None,
         stale_diagnostics: bool = True,
+        options: Any = None,
     ) -> None:
         self.config = config
         self.schedule: ScheduleConfig = config.schedule
+        #: The learner's own settings (its ``options`` dataclass, from ``learner_options``).
+        self.options = options
         self.index = index
         self.order = order
         self.n = len(order)

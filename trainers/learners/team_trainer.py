@@ -7,7 +7,8 @@ One stage updates every trainable agent once, in an update order sigma (fixed, r
 What a stage samples and which agent is updated on what is the learner's (``trainers/learners/``,
 looked up by ``schedule.learner`` in ``trainers/learners/registry.py``):
 
-* ``teamtr/TeamTR-v0``: before EVERY agent update (every ``resample_every`` updates in the ablation)
+* ``teamtr/TeamTR-v0``: before EVERY agent update (every ``learner_options.resample_every``
+  updates in the ablation)
   fresh rollouts are sampled under the partially updated team pi_hat^{i-1};
 * ``teamtr/NaiveSequential-v0``: rollouts are sampled ONCE at the stage start (under pi_hat^0) and
   reused for every update of the stage (optionally reweighted by the already-updated agents'
@@ -142,6 +143,10 @@ class TeamTrainer:
                 shares = first_of.get(id(p))
                 self.slots[a] = trained_agent(a, p, config, runner.sampling[a], shares)
                 first_of.setdefault(id(p), self.slots[a])
+        if len(first_of) < len(self.slots):  # one model plays several agents
+            errors = self.learner.role_sharing_errors(config)
+            if errors:
+                raise ConfigError("training config", errors)
         #: Draws every stage's rollouts (handed to the stage): it owns the runner.
         self.sampler = TeamSampler(config, runner, self.slots)
         self.stage = 0  # completed stages
@@ -245,6 +250,7 @@ class TeamTrainer:
             callbacks=self.callbacks,
             engine_syncs=self.sync_totals,
             stale_diagnostics=self.learner.stale_diagnostics,
+            options=self.learner.settings(config),
         )
         self.learner.run_stage(stage)
         report, costs = stage.finish()

@@ -391,19 +391,13 @@ def score_temperature(sampling: SamplingParams) -> float:
 
 def role_sharing_errors(config: TrainConfig) -> list[str]:
     """What a run of a role-sharing team (one policy plays several agents) cannot do: train in
-    agent actors, which hold a model each, or reweight naive sequential's batch by the updated
-    agents' ratios, which leaves out the other agents' messages that the shared update also
-    changed."""
+    agent actors, which hold a model each. (What a learner cannot do with one, naive
+    sequential's importance weighting, is that learner's check.)"""
     errors = []
     if config.runner.agents == "ray":
         errors.append(
             "runner.agents: a shared policy (team.shared_policy) is trained in this process "
             "(agent actors hold a model each); set runner.agents: local"
-        )
-    if config.schedule.importance_weighting:
-        errors.append(
-            "schedule.importance_weighting: with a shared policy every update changes every "
-            "agent's messages, which the updated agents' ratios leave out; set it to false"
         )
     return errors
 

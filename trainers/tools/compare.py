@@ -89,7 +89,7 @@ class CompareSpec:
         task: the registered task id.
         learners: learner ids or short names (``teamtr learners``), each optionally a variant
             with settings of its own, ``NAME:KEY=VALUE[,KEY=VALUE...]`` (for an ablation:
-            ``at_grpo:schedule.tree_trust_region=true``; :func:`learner_entry`); the first is the
+            ``at_grpo:learner_options.trust_region=true``; :func:`learner_entry`); the first is the
             reference of the paired differences.
         seeds: the seeds (of the training rollouts and the evaluation problems; every run
             starts from the one behaviour clone).
@@ -194,7 +194,7 @@ def learner_entry(entry: str) -> tuple[str, str, tuple[str, ...]]:
             "compare",
             [
                 f"learner {entry!r}: a variant is NAME:KEY=VALUE[,KEY=VALUE...] (e.g. "
-                f"at_grpo:schedule.tree_trust_region=true), got {bad or [rest]}"
+                f"at_grpo:learner_options.trust_region=true), got {bad or [rest]}"
             ],
         )
     return label or f"{learner}:{','.join(sets)}", learner, sets
