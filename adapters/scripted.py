@@ -8,7 +8,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from tasks.base import Problem, SupportsExpert, Task
+from tasks.base import Problem, Task
+from tasks.capabilities import SupportsExpert
 from teamtr_core.policy import Generation, SamplingParams
 
 _RANDOM_CHARS = np.array(list("abcdefghijklmnopqrstuvwxyz0123456789 +-*=:.,?!\n"))

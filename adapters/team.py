@@ -44,7 +44,7 @@ from typing import Any, ClassVar, Literal, cast
 from adapters.availability import VLLM_INSTALL, missing_package
 from adapters.fetch import MODELS
 from adapters.gguf import gguf_path_errors, is_gguf_path
-from tasks.base import no_expert_reason
+from tasks.capabilities import no_expert_reason
 from teamtr_core.config import from_dict, inherit, load_config
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import LoraSettings, Policy, SamplingParams

@@ -5,13 +5,22 @@ from tasks.base import (
     BaseTask,
     DrawError,
     Episode,
-    EpisodeLimit,
     EpisodeLimitError,
     InteractiveTask,
     Message,
     Problem,
     Score,
     SingleAnswerTask,
+    Task,
+    TaskConfigError,
+    UnknownOptionsError,
+    grader_failure,
+    load_problems,
+    save_problems,
+    split_of,
+)
+from tasks.capabilities import (
+    EpisodeLimit,
     SupportsClose,
     SupportsEpisodeLimit,
     SupportsExpert,
@@ -20,13 +29,6 @@ from tasks.base import (
     SupportsSeats,
     SupportsStateKey,
     SupportsTeamCheck,
-    Task,
-    TaskConfigError,
-    UnknownOptionsError,
-    grader_failure,
-    load_problems,
-    save_problems,
-    split_of,
 )
 from tasks.data_files import JsonRow, JsonRows, read_json_rows
 

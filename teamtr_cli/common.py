@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.scripted import HumanPolicy, RandomPolicy, ScriptedExpert
-from tasks.base import no_expert_reason
+from tasks.capabilities import no_expert_reason
 from teamtr_core.config import unreadable_value
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import Policy, SamplingParams

@@ -9,7 +9,7 @@ Observations are ``{"observation": int64[3], "text": str}``: ``observation`` hol
 ``[turn, index of the observing agent, turns left]`` and ``text`` is the rendered context the agent
 would see (system prompt, problem, messages so far, a cue line with its name).
 
-A game whose players see different things (``tasks.base.SupportsSeats``: a TextArena card game)
+A game whose players see different things (``tasks.capabilities.SupportsSeats``: a TextArena card game)
 picks the active agent itself and gives each agent its own view in place of the shared context.
 """
 
@@ -23,17 +23,13 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import AECEnv
 
-from tasks.base import (
-    Episode,
-    Message,
-    Problem,
-    Score,
+from tasks.base import Episode, Message, Problem, Score, Task
+from tasks.capabilities import (
     SupportsClose,
     SupportsLocalRewards,
     SupportsOpening,
     SupportsSeats,
     SupportsTeamCheck,
-    Task,
 )
 from teamtr_core.errors import ConfigError, EpisodeOverError
 from teamtr_env.context import ContextHistory

@@ -22,7 +22,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from tasks.base import SupportsSeats, Task, UnknownOptionsError
+from tasks.base import Task, UnknownOptionsError
+from tasks.capabilities import SupportsSeats
 from tasks.data_files import listed
 from teamtr_core.errors import (
     ConfigError,

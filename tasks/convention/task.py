@@ -8,7 +8,6 @@ from collections.abc import Mapping
 import numpy as np
 
 from tasks.base import (
-    NO_STATE,
     Problem,
     Score,
     SingleAnswerTask,
@@ -16,6 +15,7 @@ from tasks.base import (
     TaskConfigError,
     is_int,
 )
+from tasks.capabilities import NO_STATE
 from tasks.convention import rules
 from teamtr_core.choices import choice_errors
 

@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from tasks.base import EpisodeLimit, InteractiveTask, Problem, Score, TaskConfigError, is_int
+from tasks.base import InteractiveTask, Problem, Score, TaskConfigError, is_int
+from tasks.capabilities import EpisodeLimit
 from tasks.openenv import remote
 from tasks.openenv.actions import action_fields, parse_action, render_observation, schema_errors
 from tasks.openenv.remote import ActionRefused
@@ -105,7 +106,7 @@ def _env_name(env_class: type) -> str:
 
 
 class OpenEnvTask(InteractiveTask):
-    """An OpenEnv environment as a team task (``tasks.base.SupportsOpening``,
+    """An OpenEnv environment as a team task (``tasks.capabilities.SupportsOpening``,
     ``SupportsTeamCheck``, ``SupportsEpisodeLimit`` and ``SupportsClose``).
 
     One task plays one episode at a time (a ``TeamEnv`` holds one task): ``start`` ends the

@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from tasks.base import NO_STATE, Problem, Score, SingleAnswerTask, TaskConfigError, is_int
+from tasks.base import Problem, Score, SingleAnswerTask, TaskConfigError, is_int
+from tasks.capabilities import NO_STATE
 from tasks.relay import rules
 
 

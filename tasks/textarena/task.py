@@ -151,7 +151,7 @@ def _task_errors(spec: Game, count: Any, success: Any, split: Any, history: Any)
 
 
 class TextArenaTask(InteractiveTask):
-    """A TextArena game as a team task (``tasks.base.SupportsSeats``).
+    """A TextArena game as a team task (``tasks.capabilities.SupportsSeats``).
 
     Args:
         game: the catalogue's name (:data:`tasks.textarena.catalogue.GAMES`).
@@ -361,7 +361,7 @@ class TextArenaTask(InteractiveTask):
 
 
 class TextArenaExpertTask(TextArenaTask):
-    """A TextArena game with a scripted player (``tasks.base.SupportsExpert``)."""
+    """A TextArena game with a scripted player (``tasks.capabilities.SupportsExpert``)."""
 
     def expert_reply(
         self,

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 
-from tasks.base import EpisodeLimit, EpisodeLimitError, SupportsEpisodeLimit, Task
+from tasks.base import EpisodeLimitError, Task
+from tasks.capabilities import EpisodeLimit, SupportsEpisodeLimit
 from teamtr_core.errors import ConfigError
 
 log = logging.getLogger(__name__)

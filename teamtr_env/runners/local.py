@@ -24,7 +24,8 @@ from typing import Any, Literal
 import numpy as np
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tasks.base import EpisodeLimit, EpisodeLimitError, Problem
+from tasks.base import EpisodeLimitError, Problem
+from tasks.capabilities import EpisodeLimit
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import Generation, Policy, SamplingParams
 from teamtr_core.seeds import SHARD_STREAM, derive_seed

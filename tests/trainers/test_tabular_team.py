@@ -18,7 +18,7 @@ import torch
 import teamtr_env
 from adapters.tabular import TabularPolicy
 from adapters.team import MAX_TABLE_ENTRIES, build_team, team_config_from_dict
-from tasks.base import NO_STATE, SupportsExactReward, SupportsTabular
+from tasks.capabilities import NO_STATE, SupportsExactReward, SupportsTabular
 from teamtr_core.config import from_dict
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import SamplingParams

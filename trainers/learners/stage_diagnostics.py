@@ -31,7 +31,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from tasks.base import SupportsStateKey
+from tasks.capabilities import SupportsStateKey
 from teamtr_core.errors import ConfigError
 from teamtr_core.seeds import J_INDEX, STALE_INDEX
 from teamtr_env.rollout import MessageRecord, RolloutBatch

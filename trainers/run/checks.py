@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 
 import teamtr_env
-from tasks.base import SupportsLocalRewards, no_expert_reason
+from tasks.capabilities import SupportsLocalRewards, no_expert_reason
 from teamtr_core.config import from_dict, to_dict
 from teamtr_core.errors import ConfigError
 from trainers.config import Gang, TrainConfig

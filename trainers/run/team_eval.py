@@ -343,7 +343,7 @@ def exact_team_reward(
 ) -> float | None:
     """The exact expected reward J of a team of tabular agents that samples as ``sampling`` says
     (softmax of the logits at each agent's temperature; 0: greedy), where the task can compute
-    it (``tasks.base.SupportsExactReward``: the relay), or ``None``: any agent not a local
+    it (``tasks.capabilities.SupportsExactReward``: the relay), or ``None``: any agent not a local
     :class:`~adapters.tabular.TabularPolicy` on the task's own states and messages, top-k or
     top-p sampling, a speaking order other than round robin, or a visibility other than
     ``previous`` (the exact game's)."""
