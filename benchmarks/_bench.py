@@ -114,14 +114,16 @@ def power_fit(
         out["note"] = f"no fit: {len(kept)} n {clear}"
         return out
     alpha, intercept = loglog_fit(kept, [means[n] for n in kept])
-    boots = []
-    for _ in range(resamples):
-        m = [float(runs[n][rng.integers(0, runs[n].size, runs[n].size)].mean()) for n in kept]
-        if min(m) > 0:
-            boots.append(loglog_fit(kept, m)[0])
+    from teamtr_env.metrics import bootstrap, percentile_interval
+
+    def fitted(idx: list[np.ndarray]) -> float | None:  # None: a kept n's mean <= 0
+        m = [float(runs[n][i].mean()) for n, i in zip(kept, idx, strict=True)]
+        return loglog_fit(kept, m)[0] if min(m) > 0 else None
+
+    boots = bootstrap(fitted, [runs[n].size for n in kept], resamples=resamples, rng=rng)
     out.update(value=alpha, intercept=intercept, resamples_used=len(boots))
-    if boots and len(boots) >= 0.95 * resamples:
-        out["ci"] = [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))]
+    if len(boots) and len(boots) >= 0.95 * resamples:
+        out["ci"] = list(percentile_interval(boots))
     elif resamples:
         out["note"] = (
             f"no CI: in {resamples - len(boots)} of {resamples} resamples a kept n had a mean <= 0"
@@ -134,11 +136,15 @@ def mean_ci_bounds(
 ) -> tuple[float, float]:
     """The 95% percentile-bootstrap CI of the mean of ``values`` (``(mean, mean)`` for 0
     resamples)."""
+    from teamtr_env.metrics import bootstrap, percentile_interval
+
     x = np.asarray(values, dtype=np.float64)
     if resamples == 0:
         return float(x.mean()), float(x.mean())
-    boot = x[rng.integers(0, x.size, size=(resamples, x.size))].mean(axis=1)
-    return float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))
+    boot = bootstrap(
+        lambda idx: x[idx[0]].mean(axis=1), [x.size], resamples=resamples, rng=rng, batched=True
+    )
+    return percentile_interval(boot)
 
 
 def status_kib(field: str, pid: int | str = "self") -> int | None:

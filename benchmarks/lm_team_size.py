@@ -132,18 +132,23 @@ def _paired_bootstrap(
     """``stat`` on every seed at each n, and on ``resamples`` paired bootstrap resamples (at each
     n the seeds are drawn with replacement, the same draw for both learners); the resamples where
     ``stat`` is ``None`` are left out."""
+    from teamtr_env.metrics import bootstrap
+
     value = stat({n: np.arange(size) for n, size in sizes.items()})
-    rng = np.random.default_rng(seed)
-    boots = []
-    for _ in range(resamples):
-        b = stat({n: rng.integers(0, size, size) for n, size in sizes.items()})
-        if b is not None:
-            boots.append(b)
-    return value, boots
+    ns = list(sizes)
+    boots = bootstrap(
+        lambda idx: stat(dict(zip(ns, idx, strict=True))),
+        [sizes[n] for n in ns],
+        resamples=resamples,
+        rng=np.random.default_rng(seed),
+    )
+    return value, [float(b) for b in boots]
 
 
 def _percentile_ci(boots: Sequence[float]) -> list[float]:
-    return [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))]
+    from teamtr_env.metrics import percentile_interval
+
+    return list(percentile_interval(boots))
 
 
 def exponent_gap(

@@ -8,8 +8,9 @@ values with a percentile-bootstrap CI over problems (:func:`bootstrap_ci`).
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -155,6 +156,56 @@ class MetricEstimate:
     n_problems: int
 
 
+def bootstrap(
+    stat: Callable[[list[np.ndarray]], Any],
+    sizes: Sequence[int],
+    *,
+    resamples: int,
+    rng: np.random.Generator,
+    batched: bool = False,
+) -> np.ndarray:
+    """The one bootstrap of the project: ``stat`` on ``resamples`` resamples of groups of
+    ``sizes`` items, each resample drawing every group's ``size`` indices with replacement (in
+    group order, from ``rng``; a paired bootstrap passes one group per unit resampled alike).
+
+    Args:
+        stat: the statistic of one resample, given each group's index array (``[size]``); it
+            may draw more from ``rng`` (a nested bootstrap) and return ``None`` to leave a
+            resample out. With ``batched``, it is given index matrices ``[chunk, size]`` of
+            several resamples at once (in row chunks of at most ``_MAX_INDEX_ELEMENTS``
+            indices, the same draws as one at a time) and returns their statistics ``[chunk]``.
+        sizes: each group's number of items.
+        resamples: how many resamples.
+        rng: the generator the draws come from.
+
+    Returns:
+        The statistics of the resamples kept, ``[kept]`` (float64).
+    """
+    if not batched:
+        kept = []
+        for _ in range(resamples):
+            value = stat([rng.integers(0, size, size) for size in sizes])
+            if value is not None:
+                kept.append(float(value))
+        return np.asarray(kept, dtype=np.float64)
+    out = np.empty(resamples, dtype=np.float64)
+    rows = max(1, _MAX_INDEX_ELEMENTS // max(1, sum(sizes)))
+    for start in range(0, resamples, rows):
+        stop = min(start + rows, resamples)
+        out[start:stop] = stat([rng.integers(0, s, size=(stop - start, s)) for s in sizes])
+    return out
+
+
+def percentile_interval(
+    draws: Sequence[float] | np.ndarray, confidence: float = 0.95
+) -> tuple[float, float]:
+    """The ``(1 -/+ confidence) / 2`` quantiles of bootstrap ``draws``: the percentile
+    interval."""
+    alpha = round((1.0 - confidence) / 2.0, 12)  # 0.95 gives 0.025 exactly, not 0.025000...02
+    low, high = np.quantile(np.asarray(draws, dtype=np.float64), [alpha, 1.0 - alpha])
+    return float(low), float(high)
+
+
 def bootstrap_ci(
     per_problem: Sequence[float] | np.ndarray,
     *,
@@ -201,15 +252,11 @@ def bootstrap_ci(
     if n == 1:
         return MetricEstimate(mean=mean, ci_low=mean, ci_high=mean, n_problems=1)
     rng = np.random.default_rng(seed)
-    means = np.empty(n_resamples, dtype=np.float64)  # shape (n_resamples,)
-    rows = max(1, _MAX_INDEX_ELEMENTS // n)
-    for start in range(0, n_resamples, rows):
-        stop = min(start + rows, n_resamples)
-        idx = rng.integers(0, n, size=(stop - start, n))  # shape (chunk, n_problems)
-        means[start:stop] = values[idx].mean(axis=1)
-    alpha = (1.0 - confidence) / 2.0
-    low, high = np.quantile(means, [alpha, 1.0 - alpha])
-    return MetricEstimate(mean=mean, ci_low=float(low), ci_high=float(high), n_problems=n)
+    means = bootstrap(  # each resample's mean, [n_resamples]
+        lambda idx: values[idx[0]].mean(axis=1), [n], resamples=n_resamples, rng=rng, batched=True
+    )
+    low, high = percentile_interval(means, confidence)
+    return MetricEstimate(mean=mean, ci_low=low, ci_high=high, n_problems=n)
 
 
 @dataclass(frozen=True)

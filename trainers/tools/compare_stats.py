@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from teamtr_env.metrics import bootstrap, percentile_interval
 from trainers.run.recipe import PER_PROBLEM_FILE
 
 #: The settings that fix one update's data and gradient work: equal for every learner.
@@ -190,11 +191,13 @@ def paired_difference(
     if not seeds or any(d.size == 0 for d in diffs):
         return {"mean": math.nan, "ci": [math.nan, math.nan], "per_seed": per_seed}
     rng = np.random.default_rng(seed)
-    means = np.empty(samples)
-    for b in range(samples):
-        picked = [diffs[j] for j in rng.integers(len(diffs), size=len(diffs))]
-        means[b] = np.mean([d[rng.integers(d.size, size=d.size)].mean() for d in picked])
-    low, high = np.quantile(means, [0.025, 0.975])
+
+    def mean_of(idx: list[np.ndarray]) -> float:  # seeds resampled, then each seed's problems
+        picked = [diffs[j] for j in idx[0]]
+        return float(np.mean([d[rng.integers(d.size, size=d.size)].mean() for d in picked]))
+
+    means = bootstrap(mean_of, [len(diffs)], resamples=samples, rng=rng)
+    low, high = percentile_interval(means)
     return {
         "mean": float(np.mean(per_seed)),
         "ci": [float(low), float(high)],
