@@ -49,6 +49,7 @@ from teamtr_core.config import from_dict, inherit, load_config
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import LoraSettings, Policy, SamplingParams
 from teamtr_core.seeds import seed_errors
+from teamtr_core.team import Slot, Team
 
 Backend = Literal["hf", "vllm", "scripted", "random", "constant", "tabular"]
 _MODEL_BACKENDS = ("hf", "vllm")
@@ -397,8 +398,10 @@ def build_team(
     only: Sequence[str] | None = None,
     init_seed: int | None = None,
     **sampling_overrides: Any,
-) -> tuple[dict[str, Policy], dict[str, SamplingParams]]:
-    """Policies and sampling parameters for every agent of a team.
+) -> tuple[Team, dict[str, SamplingParams]]:
+    """Policies and sampling parameters for every agent of a team: the policies as a
+    :class:`~teamtr_core.team.Team` (a mapping ``agent -> policy`` whose slots say which agents
+    play one policy: every agent in a slot of its own, or with ``shared_policy`` one slot).
 
     Args:
         config: the team config.
@@ -427,15 +430,16 @@ def build_team(
             if key not in bases:
                 rank = max(_adapter_rank(other) for k, other in engines if k == key)
                 bases[key] = _shared_base(agent, rank)
-    policies: dict[str, Policy] = {}
+    slots: list[Slot] = []
     for name, agent in chosen.items():
-        if config.shared_policy and policies:  # role-sharing: the first agent's plays them all
-            policies[name] = next(iter(policies.values()))
+        if config.shared_policy and slots:  # role-sharing: the first agent's plays them all
+            slots[0] = Slot(slots[0].policy, (*slots[0].agents, name))
             continue
         position = 0 if config.shared_policy else list(agents).index(name)
         with _init_rng(init_seed, position):
-            policies[name] = build_agent(config, name, agent, task, bases)
-    return policies, team_sampling(config, agents, **sampling_overrides)
+            slots.append(Slot(build_agent(config, name, agent, task, bases), (name,)))
+    team = Team(slots, [a for a in agents if a in chosen])
+    return team, team_sampling(config, agents, **sampling_overrides)
 
 
 @contextlib.contextmanager

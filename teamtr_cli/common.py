@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -239,7 +239,7 @@ def team_runner(
 
 def _run_team(
     args: argparse.Namespace, env: TeamEnv, overrides: dict[str, Any]
-) -> tuple[dict[str, Policy], dict[str, SamplingParams]]:
+) -> tuple[Mapping[str, Policy], dict[str, SamplingParams]]:
     """``--run-dir``'s team with ``--checkpoint``'s weights (``trainers.tools.export``), its sampling
     settings with ``--temperature`` / ``--max-new-tokens`` applied."""
     from trainers.tools.export import load_run_team

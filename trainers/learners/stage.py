@@ -206,7 +206,7 @@ class Stage:
         cost nothing: their model is the sampler until their own update. Every learner that
         updates several agents from one batch calls this; :meth:`update` refuses an update on a
         batch whose sampler's log-probs it no longer has."""
-        trained: set[int] = set()
+        trained: set[str] = set()
         for agent, batch in updates:
             model = self.agents[agent].model_key
             if model in trained and batch.messages_of(agent):

@@ -49,6 +49,7 @@ import torch
 from teamtr_core.errors import ConfigError, RegistryError
 from teamtr_core.policy import SamplingParams, TrainablePolicy, add_syncs, engine_syncs
 from teamtr_core.seeds import ORDER_STREAM, derive_seed
+from teamtr_core.team import Team
 from teamtr_env.env import TeamEnv
 from teamtr_env.runners import Runner, make_runner
 from trainers.config import TrainConfig
@@ -58,7 +59,7 @@ from trainers.learners.registry import make_learner
 from trainers.learners.sampling import TeamSampler
 from trainers.learners.stage import Stage, StageReport
 from trainers.learners.stage_diagnostics import RunDiagnostics
-from trainers.placement.agents import RemoteAgent, TrainedAgent, is_remote, trained_agent
+from trainers.placement.agents import RemoteAgent, TrainedAgent, is_remote, slot_owners
 from trainers.placement.updaters import check_actor_resources, prepared
 
 #: Totals a run keeps across stages (``totals``), summed from each stage's report.
@@ -134,19 +135,18 @@ class TeamTrainer:
         for p in policies.values():
             if isinstance(p, TrainablePolicy):
                 prepared(p, config)
-        #: The trainable agents' owners (fixed teammates have none); agents that play one policy
-        #: object (a role-sharing team) share its optimizer and version.
+        #: The trainable agents' owners (fixed teammates have none), one per slot of the team:
+        #: the agents of a shared policy (a role-sharing team) share its optimizer and version.
         self.slots: dict[str, TrainedAgent] = {}
-        first_of: dict[int, TrainedAgent] = {}
-        for a, p in policies.items():
-            if isinstance(p, TrainablePolicy):
-                shares = first_of.get(id(p))
-                self.slots[a] = trained_agent(a, p, config, runner.sampling[a], shares)
-                first_of.setdefault(id(p), self.slots[a])
-        if len(first_of) < len(self.slots):  # one model plays several agents
-            errors = self.learner.role_sharing_errors(config)
-            if errors:
-                raise ConfigError("training config", errors)
+        for slot in Team.of(policies).slots:
+            if not isinstance(slot.policy, TrainablePolicy):
+                continue
+            if slot.shared:
+                errors = self.learner.role_sharing_errors(config)
+                if errors:
+                    raise ConfigError("training config", errors)
+            self.slots.update(slot_owners(slot, config, runner.sampling))
+        self.slots = {a: self.slots[a] for a in policies if a in self.slots}  # the team's order
         #: Draws every stage's rollouts (handed to the stage): it owns the runner.
         self.sampler = TeamSampler(config, runner, self.slots)
         self.stage = 0  # completed stages

@@ -18,7 +18,7 @@ A rollout engine (``rollout.engine: vllm``) is part of the policy wherever it li
 update marks it stale, and it takes the new weights before its next sampling.
 
 A role-sharing team (one policy object plays several agents: ``shared_policy: true``) gives those
-agents one :class:`LocalAgent` updater between them (``shares``): one optimizer and one reference
+agents one :class:`LocalAgent` updater between them (:meth:`LocalAgent.seat`, :func:`slot_owners`): one optimizer and one reference
 for the one model, and one version, which every agent's accepted update advances. Each agent
 keeps its own trust-region state. Agent actors hold a model each, so a shared policy trains in
 this process (:func:`role_sharing_errors`).
@@ -33,6 +33,7 @@ import torch
 
 from teamtr_core.errors import ConfigError
 from teamtr_core.policy import SamplingParams, TokenLogprobs, TrainablePolicy
+from teamtr_core.team import Slot
 from teamtr_env.rollout import MessageRecord
 from trainers.config import TrainConfig
 from trainers.optim.trust_region import TrustRegion
@@ -49,6 +50,7 @@ __all__ = [
     "is_remote",
     "role_sharing_errors",
     "score_temperature",
+    "slot_owners",
     "trained_agent",
 ]
 
@@ -74,9 +76,9 @@ class TrainedAgent(Protocol):
     temperature: float
 
     @property
-    def model_key(self) -> int:
-        """Identifies the weights this agent trains: equal for the agents of a shared policy,
-        distinct otherwise."""
+    def model_key(self) -> str:
+        """Identifies the weights this agent trains: its slot's first agent (equal for the
+        agents of a shared policy, distinct otherwise)."""
         ...
 
     def begin_stage(self, lr: float, *, freeze_reference: bool) -> None:
@@ -180,6 +182,7 @@ class _Owner:
         self._version = _Version()
         self.temperature = temperature
         self._synced: int | None = None  # the version last sent to a distributed runner's workers
+        self._model = name  # the first agent of the slot whose weights this agent trains
         # False for the later agents of a shared policy: the first restores the updater (weights,
         # optimizer, reference) they share, once
         self._restores_updater = True
@@ -198,8 +201,8 @@ class _Owner:
         raise NotImplementedError
 
     @property
-    def model_key(self) -> int:
-        return id(self.updater)
+    def model_key(self) -> str:
+        return self._model
 
     def begin_stage(self, lr: float, *, freeze_reference: bool) -> None:
         self.updater.set_lr(lr)
@@ -256,24 +259,25 @@ class _Owner:
 
 
 class LocalAgent(_Owner):
-    """An agent updated in this process, on the policy the team plays; with ``shares`` (the owner
-    of another agent that plays the same policy object), with that owner's optimizer, reference
-    and version."""
+    r"""An agent updated in this process, on the policy the team plays. The other agents of its
+    slot (a role-sharing team) are its :meth:`seat`\ s: they share its optimizer, reference and
+    version."""
 
     def __init__(
-        self,
-        name: str,
-        policy: TrainablePolicy,
-        config: TrainConfig,
-        temperature: float,
-        shares: LocalAgent | None = None,
+        self, name: str, policy: TrainablePolicy, config: TrainConfig, temperature: float
     ) -> None:
         super().__init__(name, policy, config, temperature)
-        if shares is None:
-            self._local = LocalUpdater(policy, config)
-        else:
-            self._local, self._version = shares._local, shares._version
-            self._restores_updater = False
+        self._local = LocalUpdater(policy, config)
+
+    def seat(self, name: str, temperature: float) -> LocalAgent:
+        """The owner of another agent that plays this agent's policy (its slot's): this owner's
+        updater (optimizer, reference) and version, a trust region of its own; this owner
+        restores the updater they share from a checkpoint, once."""
+        other = LocalAgent.__new__(LocalAgent)
+        _Owner.__init__(other, name, self.policy, self.config, temperature)
+        other._local, other._version, other._model = self._local, self._version, self._model
+        other._restores_updater = False
+        return other
 
     @property
     def updater(self) -> LocalUpdater:
@@ -319,10 +323,6 @@ class ActorAgent(_Owner):
     @property
     def started(self) -> bool:
         return self._actor is not None
-
-    @property
-    def model_key(self) -> int:
-        return id(self)  # a model of its own in its actors (a shared policy trains locally)
 
     def start(self) -> None:
         pass  # an ActorPolicy's actor is running
@@ -402,16 +402,36 @@ def role_sharing_errors(config: TrainConfig) -> list[str]:
     return errors
 
 
+def slot_owners(
+    slot: Slot, config: TrainConfig, sampling: Mapping[str, SamplingParams]
+) -> dict[str, TrainedAgent]:
+    """The owners of a slot's agents (:class:`~teamtr_core.team.Slot`): one (:func:`trained_agent`)
+    for an agent of its own; for a shared policy, the first agent's :class:`LocalAgent` and its
+    :meth:`~LocalAgent.seat` for each other agent (one optimizer, reference and version).
+
+    Raises:
+        ConfigError: as :func:`trained_agent`, or a shared policy that cannot train here
+            (:func:`role_sharing_errors`).
+    """
+    first, *others = slot.agents
+    owner = trained_agent(first, slot.policy, config, sampling[first], shared=slot.shared)
+    owners: dict[str, TrainedAgent] = {first: owner}
+    for name in others:
+        assert isinstance(owner, LocalAgent), "a shared policy trains in this process"
+        owners[name] = owner.seat(name, score_temperature(sampling[name]))
+    return owners
+
+
 def trained_agent(
     name: str,
     policy: TrainablePolicy,
     config: TrainConfig,
     sampling: SamplingParams,
-    shares: TrainedAgent | None = None,
+    *,
+    shared: bool = False,
 ) -> TrainedAgent:
-    """The owner of a trainable agent, by what it is given and ``runner.agents``; ``shares``:
-    the owner of an earlier agent that plays the same policy object (a role-sharing team), whose
-    optimizer, reference and version this agent uses.
+    """The owner of a trainable agent, by what it is given and ``runner.agents``; ``shared``:
+    its policy is a role-sharing slot's (trained in this process).
 
     Raises:
         ConfigError: an :class:`~trainers.placement.updaters.ActorPolicy` without
@@ -419,12 +439,11 @@ def trained_agent(
             (:func:`role_sharing_errors`).
     """
     temperature = score_temperature(sampling)
-    if shares is not None:
+    if shared:
         errors = role_sharing_errors(config)
         if errors:
             raise ConfigError("training config", errors)
-        assert isinstance(shares, LocalAgent), "runner.agents: local makes local owners"
-        return LocalAgent(name, policy, config, temperature, shares=shares)
+        return LocalAgent(name, policy, config, temperature)
     remote = config.runner.agents == "ray"
     if isinstance(policy, ActorPolicy):
         if not remote:

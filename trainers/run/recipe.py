@@ -35,7 +35,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -144,7 +144,7 @@ class TrainingRecipe:
         self.extra_loggers = list(loggers)
         self.state = RunState()
         self.restarts = 0  # stages replayed after a Ray agent actor died
-        self.policies: dict[str, Any] = {}
+        self.policies: Mapping[str, Any] = {}
         self.trainer: TeamTrainer | None = None
         self.logger: MultiLogger | None = None
         self._found: rundir.LoadedCheckpoint | None = None
@@ -251,7 +251,7 @@ class TrainingRecipe:
             *self.extra_loggers,
         )
 
-    def _build_team(self, source: TeamSource) -> dict[str, Any]:
+    def _build_team(self, source: TeamSource) -> Mapping[str, Any]:
         """Every agent's policy. With agent actors (``runner.agents: ray``) each trainable
         agent's model is built in its own actor and the driver holds an
         :class:`~trainers.placement.updaters.ActorPolicy` for it (fixed teammates are built here)."""
@@ -570,7 +570,7 @@ def load_checkpoint(run_dir: Path) -> dict[str, Any] | None:
     return found.state if found else None
 
 
-def _save_best(run_dir: Path, policies: dict[str, Any]) -> None:
+def _save_best(run_dir: Path, policies: Mapping[str, Any]) -> None:
     folder = run_dir / "checkpoints"
     folder.mkdir(parents=True, exist_ok=True)
     states = {a: p.state_dict() for a, p in policies.items() if isinstance(p, TrainablePolicy)}

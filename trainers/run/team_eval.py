@@ -16,6 +16,7 @@ from typing import Any
 from adapters.hf_progress import transformers_progress
 from teamtr_core.policy import SamplingParams
 from teamtr_core.seeds import EVAL_STREAM, INIT_STREAM, derive_seed
+from teamtr_core.team import Slot, Team
 from teamtr_env.evaluation import CLIPPED_WARN_RATIO, GRADER_FAILURE_ALARM_RATIO, evaluate
 from teamtr_env.runners import Runner
 from trainers.config import TrainConfig
@@ -30,8 +31,9 @@ def build_policies(
     only: Sequence[str] | None = None,
     *,
     tiny_path: Path | None = None,
-) -> dict[str, Any]:
-    """Every agent's policy (``only``: these agents'): the team config's, or a separate copy of
+) -> Team:
+    """Every agent's policy (``only``: these agents'), as a :class:`~teamtr_core.team.Team`
+    (its slots: which agents play one policy): the team config's, or a separate copy of
     the tiny model each (from ``tiny_path``, default the run's ``models/tiny``, built there if
     missing). A team config's fresh weights (new LoRA adapters) are drawn from the
     run's seed, each agent's from its own stream, so a run and its rerun, a separate and a
@@ -53,30 +55,29 @@ def build_policies(
 
 
 def with_rollout_engines(
-    config: TrainConfig, policies: dict[str, Any], default_path: Path | None = None
-) -> dict[str, Any]:
+    config: TrainConfig, policies: Mapping[str, Any], default_path: Path | None = None
+) -> Team:
     """With ``rollout.engine: vllm``, every trainable ``hf`` agent samples through a vLLM engine
     (:class:`~adapters.rollout_engine.EngineRollouts`): a full-weight or separate LoRA agent
     through an engine of its own on its model directory (LoRA merged at each sync), a
     ``shared_base`` LoRA agent through the one multi-LoRA engine of its base (its adapter
-    alone is synced), a shared policy (``shared_policy``) through one engine for all its agents.
-    Engines start at their first sampling. Other agents are unchanged."""
+    alone is synced), a shared policy (a slot of several agents) through one engine for all its
+    agents. Engines start at their first sampling. Other agents are unchanged. Returns the team
+    (:class:`~teamtr_core.team.Team`, slot by slot)."""
+    team = Team.of(policies)
     if config.rollout.engine != "vllm":
-        return policies
+        return team
     from adapters.rollout_engine import EngineRollouts
     from adapters.team import check_team, shared_base_key
 
-    chosen = check_team(config.team, list(policies)) if config.team is not None else {}
+    chosen = check_team(config.team, list(team)) if config.team is not None else {}
     shared: dict[Any, _SharedLoraEngine] = {}
-    out: dict[str, Any] = {}
-    wrapped: dict[int, Any] = {}  # a shared policy (role-sharing) gets one engine for its agents
-    for name, policy in policies.items():
-        if id(policy) in wrapped:
-            out[name] = wrapped[id(policy)]
-            continue
+    slots: list[Slot] = []
+    for slot in team.slots:  # a shared policy (one slot) gets one engine for its agents
+        name, policy = slot.agents[0], slot.policy
         agent = chosen.get(name)
         if agent is not None and agent.backend != "hf":
-            out[name] = policy
+            slots.append(slot)
             continue
         path = Path(agent.path) if agent is not None and agent.path else default_path
         assert path is not None, "an hf agent has a model path (check_team)"
@@ -89,8 +90,8 @@ def with_rollout_engines(
             factory: Callable[[], Any] = functools.partial(holder.agent, name)
         else:
             factory = functools.partial(_full_engine, str(path), options)
-        out[name] = wrapped[id(policy)] = EngineRollouts(policy, factory)
-    return out
+        slots.append(Slot(EngineRollouts(policy, factory), slot.agents))
+    return Team(slots, list(team))
 
 
 def _engine_options(config: TrainConfig, policy: Any, agent: Any) -> dict[str, Any]:
@@ -237,7 +238,7 @@ class TeamSource:
         chosen = check_team(self.config.team, self.agents)
         return {a: agent.backend for a, agent in chosen.items()}
 
-    def build(self, only: Sequence[str] | None = None) -> dict[str, Any]:
+    def build(self, only: Sequence[str] | None = None) -> Team:
         """The policies of every agent (``only``: of these), as :func:`build_policies`; the
         environment is made only when a scripted or tabular agent needs its task."""
         backends = self._backends()
@@ -246,7 +247,7 @@ class TeamSource:
         team = SimpleNamespace(possible_agents=list(self.agents), task=task)
         return build_policies(self.config, team, Path(self.run_dir), only)
 
-    def __call__(self) -> dict[str, Any]:
+    def __call__(self) -> Team:
         """The whole team (a Ray rollout worker's)."""
         return self.build()
 
@@ -272,7 +273,7 @@ def agent_sampling(config: TrainConfig, agents: Sequence[str]) -> dict[str, Samp
 def evaluate_team(
     config: TrainConfig,
     env_fn: Callable[[], Any],
-    policies: dict[str, Any],
+    policies: Mapping[str, Any],
     prefix: str = "eval",
     per_problem: dict[str, float] | None = None,
     runner: Runner | None = None,
@@ -451,7 +452,7 @@ def evaluate_all(
     config: TrainConfig,
     eval_fn: Callable[[], Any],
     train_fn: Callable[[], Any],
-    policies: dict[str, Any],
+    policies: Mapping[str, Any],
     per_problem: dict[str, float] | None = None,
     runner_for: Callable[[Callable[[], Any]], Runner] | None = None,
 ) -> dict[str, float]:

@@ -8,13 +8,14 @@ import dataclasses
 import hashlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from teamtr_core.policy import TrainablePolicy
+from teamtr_core.team import Team
 from trainers.config import TrainConfig
 from trainers.placement.updaters import ActorPolicy, RayUpdater
 from trainers.run import rundir
@@ -24,7 +25,7 @@ def warm_start(
     config: TrainConfig,
     env_fn: Callable[[], Any],
     env: Any,
-    policies: dict[str, Any],
+    policies: Mapping[str, Any],
     console: Console,
 ) -> dict[str, Any]:
     """Behaviour cloning from the task's scripted expert. With ``sft_shared`` one model learns
@@ -61,15 +62,15 @@ def warm_start(
         seed=sft.seed,
     )
     first = next(iter(trainable))
-    shared = config.sft_shared and _same_shapes(list(trainable.values()))
-    if len({id(p) for p in trainable.values()}) == 1:  # role-sharing: one model plays them all
-        shared = True
+    # one model per slot: a role-sharing team (one slot) clones its one model on every agent's
+    slots = [s for s in Team.of(policies).slots if isinstance(s.policy, TrainablePolicy)]
+    shared = len(slots) == 1 or (config.sft_shared and _same_shapes([s.policy for s in slots]))
     if shared:
         merged = [pair for agent in trainable for pair in data[agent]]
         curves = _clone({first: trainable[first]}, {first: merged}, config)
-        for policy in trainable.values():
-            if policy is not trainable[first]:
-                _copy_weights(trainable[first], policy)
+        for slot in slots:
+            if first not in slot.agents:
+                _copy_weights(trainable[first], slot.policy)
     else:
         curves = _clone(trainable, data, config)
     seconds = time.perf_counter() - t0

@@ -32,6 +32,7 @@ from teamtr_core.config import dump_config, to_dict
 from teamtr_core.errors import ConfigError
 from teamtr_core.paths import unwritable_folder
 from teamtr_core.policy import SamplingParams
+from teamtr_core.team import Team
 from trainers.config import TrainConfig
 from trainers.run import rundir
 from trainers.run.checks import normalised_config
@@ -63,7 +64,7 @@ class RunTeam:
     sampling settings, and where the weights came from."""
 
     config: TrainConfig
-    policies: dict[str, Any]
+    policies: Mapping[str, Any]  # a Team: its slots say which agents play one policy
     sampling: dict[str, SamplingParams]
     checkpoint: CheckpointWeights
     notes: tuple[str, ...] = ()
@@ -344,20 +345,19 @@ def export_run(
     staging = out.parent / f".{out.name}.partial-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    one = bool(team.config.team and team.config.team.shared_policy)
+    slots = Team.of(team.policies).slots
+    one = any(slot.shared for slot in slots)  # a role-sharing team: one slot, one folder
     try:
         exported: dict[str, ExportedAgent] = {}
         entries: dict[str, AgentPolicyConfig] = {}
-        for name, policy in policies.items():
-            if one and exported:  # role-sharing: one folder, written once, plays every agent
-                first = next(iter(exported))
-                exported[name], entries[name] = exported[first], entries[first]
-                continue
-            folder = SHARED_FOLDER if one else name
-            exported[name], entries[name] = _export_agent(
-                folder, policy, agents[name], staging, merge
-            )
-        entries = {n: replace(e, sampling=team.sampling[n]) for n, e in entries.items()}
+        for slot in slots:  # a slot's policy is written once and plays each of its agents
+            first = slot.agents[0]
+            folder = SHARED_FOLDER if slot.shared else first
+            done = _export_agent(folder, policies[first], agents[first], staging, merge)
+            for name in slot.agents:
+                exported[name], entries[name] = done
+        exported = {n: exported[n] for n in policies}  # the team's order
+        entries = {n: replace(entries[n], sampling=team.sampling[n]) for n in policies}
         shared = bool(team.config.team and team.config.team.shared_base) and not merge
         dump_config(
             TeamConfig(agents=entries, shared_base=shared, shared_policy=one),

@@ -294,7 +294,7 @@ def _load_run(config: SwapConfig) -> _Loaded:
         errors.append(f"run_dir: {run_dir}/models/tiny (the run's model) is missing")
     if errors:
         raise ConfigError("swap", errors)
-    policies = build_policies(train, env, run_dir)
+    policies = dict(build_policies(train, env, run_dir))  # one agent is swapped below
     for agent, slot in slots.items():
         policies[agent].load_state_dict(slot["policy"])
     return _Loaded(train, found, env, policies)
