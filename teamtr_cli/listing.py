@@ -109,13 +109,13 @@ def cmd_learners(console: Console) -> int:
     table = Table(title="Registered learners")
     add_whole_column(table, "id", style="bold")  # copied into --learner: never cut
     add_whole_column(table, "short name")
-    add_prose_column(table, "description")
-    add_prose_column(table, "learner_options")
+    add_prose_column(table, "description (learner_options)")
     add_whole_column(table, "from")
     for trainer_id in learners:
         spec = learners[trainer_id]
-        row = (spec.description, _options(spec), _origin(spec))
-        table.add_row(trainer_id, short.get(trainer_id, ""), *row)
+        options = _options(spec)
+        what = spec.description + (f" (learner_options: {options})" if options else "")
+        table.add_row(trainer_id, short.get(trainer_id, ""), what, _origin(spec))
     print_whole(console, table)
     for err in learners.plugin_errors:
         console.print(f"[yellow]warning:[/] {err}")
@@ -123,7 +123,7 @@ def cmd_learners(console: Console) -> int:
 
 
 def _options(spec: LearnerSpec) -> str:
-    """A learner's own settings (``learner_options``) with their defaults, ``-`` for none."""
+    """A learner's own settings (``learner_options``) with their defaults, empty for none."""
     import dataclasses
 
     try:
@@ -131,7 +131,7 @@ def _options(spec: LearnerSpec) -> str:
     except Exception:  # a plugin that does not load: its error is printed below the table
         return "?"
     if options is None:
-        return "-"
+        return ""
     return ", ".join(f"{f.name}={f.default!r}" for f in dataclasses.fields(options))
 
 

@@ -145,7 +145,12 @@ def test_learner_is_the_word_and_the_old_names_are_refused(
         main(["train", "--trainer", "joint", *run])
     assert exited.value.code == 2
     assert "unrecognized arguments: --trainer joint" in capsys.readouterr().err
-    assert main(["learners"]) == 0 and "Registered learners" in capsys.readouterr().out
+    monkeypatch.setenv("COLUMNS", "200")  # a line per learner: its settings unbroken
+    assert main(["learners"]) == 0
+    listed = capsys.readouterr().out
+    assert "Registered learners" in listed
+    for setting in ("resample_every=1", "importance_weighting=False", "trust_region=False"):
+        assert setting in listed  # each learner's own (learner_options)
     with pytest.raises(SystemExit) as exited:
         main(["trainers"])
     assert exited.value.code == 2 and "invalid choice: 'trainers'" in capsys.readouterr().err
