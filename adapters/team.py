@@ -158,6 +158,14 @@ class TeamConfig:
         },
     )
 
+    def slots(self, agents: Sequence[str]) -> list[tuple[str, ...]]:
+        """Which of ``agents`` play one policy: the slots :func:`build_team` builds (every
+        agent one of its own, or with ``shared_policy`` one of them all). What reads a team
+        config without its policies (the memory plan, the run's checks) asks this."""
+        if self.shared_policy and agents:
+            return [tuple(agents)]
+        return [(agent,) for agent in agents]
+
     @staticmethod
     def _prepare_config(data: dict[str, Any]) -> None:
         """Each agent's ``sampling`` section inherits the keys it leaves out from the team's."""
@@ -431,13 +439,11 @@ def build_team(
                 rank = max(_adapter_rank(other) for k, other in engines if k == key)
                 bases[key] = _shared_base(agent, rank)
     slots: list[Slot] = []
-    for name, agent in chosen.items():
-        if config.shared_policy and slots:  # role-sharing: the first agent's plays them all
-            slots[0] = Slot(slots[0].policy, (*slots[0].agents, name))
-            continue
-        position = 0 if config.shared_policy else list(agents).index(name)
+    for group in config.slots([a for a in agents if a in chosen]):
+        first = group[0]  # the slot's policy is built from its first agent's config, once
+        position = 0 if config.shared_policy else list(agents).index(first)
         with _init_rng(init_seed, position):
-            slots.append(Slot(build_agent(config, name, agent, task, bases), (name,)))
+            slots.append(Slot(build_agent(config, first, chosen[first], task, bases), group))
     team = Team(slots, [a for a in agents if a in chosen])
     return team, team_sampling(config, agents, **sampling_overrides)
 

@@ -72,7 +72,7 @@ def check_before_writing(config: TrainConfig, env: Any) -> None:
             errors += [f"team: {e}" for e in exc.errors]
         else:
             errors += _gpu_placement_errors(config, chosen)
-            if config.team.shared_policy:
+            if any(len(slot) > 1 for slot in config.team.slots(env.possible_agents)):
                 errors += [f"team.shared_policy: {e}" for e in role_sharing_errors(config)]
             if not any(agent.backend in TRAINABLE_BACKENDS for agent in chosen.values()):
                 errors.append(

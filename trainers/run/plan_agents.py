@@ -101,9 +101,12 @@ def plan_agents(
                 agent.chat_template,
             )
         )
-    if config.team.shared_policy and out:  # role-sharing: one model and optimizer for them all
-        return [dataclasses.replace(out[0], name="+".join(a.name for a in out))], unplanned
-    return out, unplanned
+    planned = {a.name: a for a in out}
+    merged = []
+    for slot in config.team.slots([a.name for a in out]):  # one model and optimizer per slot
+        first = planned[slot[0]]
+        merged.append(first if len(slot) == 1 else dataclasses.replace(first, name="+".join(slot)))
+    return merged, unplanned
 
 
 def _tokenizer_folder(path: str | None) -> str | None:
