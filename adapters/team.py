@@ -443,7 +443,8 @@ def build_team(
         first = group[0]  # the slot's policy is built from its first agent's config, once
         position = 0 if config.shared_policy else list(agents).index(first)
         with _init_rng(init_seed, position):
-            slots.append(Slot(build_agent(config, first, chosen[first], task, bases), group))
+            policy = build_agent(config, first, chosen[first], task, bases)
+            slots.append(Slot(policy, group, chosen[first]))
     team = Team(slots, [a for a in agents if a in chosen])
     return team, team_sampling(config, agents, **sampling_overrides)
 

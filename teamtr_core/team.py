@@ -19,10 +19,14 @@ class Slot:
     Attributes:
         policy: the policy (a trainable one is trained once, on every agent's messages).
         agents: the agents that play it (several: a role-sharing team's shared policy).
+        config: the policy's config (a team config's ``AgentPolicyConfig``: what
+            :func:`adapters.team.build_team` built it from); ``None`` for a policy given as an
+            object.
     """
 
     policy: Any
     agents: tuple[str, ...]
+    config: Any = None
 
     @property
     def shared(self) -> bool:

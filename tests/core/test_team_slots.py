@@ -33,5 +33,6 @@ def test_build_team_gives_a_role_sharing_team_one_slot_and_separate_agents_one_e
     )
     (slot,) = shared.slots
     assert slot.agents == tuple(AGENTS) and list(shared) == AGENTS
+    assert slot.config is not None and slot.config.backend == "random"  # what it was built from
     separate, _ = build_team(team_config_from_dict({"default": {"backend": "random"}}), AGENTS)
     assert [s.agents for s in separate.slots] == [(a,) for a in AGENTS]

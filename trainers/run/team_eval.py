@@ -70,12 +70,14 @@ def with_rollout_engines(
     from adapters.rollout_engine import EngineRollouts
     from adapters.team import check_team, shared_base_key
 
-    chosen = check_team(config.team, list(team)) if config.team is not None else {}
+    # a slot built from a team config carries its agent config; a given mapping is checked here
+    given = any(slot.config is None for slot in team.slots) and config.team is not None
+    chosen = check_team(config.team, list(team)) if given and config.team else {}
     shared: dict[Any, _SharedLoraEngine] = {}
     slots: list[Slot] = []
     for slot in team.slots:  # a shared policy (one slot) gets one engine for its agents
         name, policy = slot.agents[0], slot.policy
-        agent = chosen.get(name)
+        agent = slot.config if slot.config is not None else chosen.get(name)
         if agent is not None and agent.backend != "hf":
             slots.append(slot)
             continue
@@ -90,7 +92,7 @@ def with_rollout_engines(
             factory: Callable[[], Any] = functools.partial(holder.agent, name)
         else:
             factory = functools.partial(_full_engine, str(path), options)
-        slots.append(Slot(EngineRollouts(policy, factory), slot.agents))
+        slots.append(Slot(EngineRollouts(policy, factory), slot.agents, slot.config))
     return Team(slots, list(team))
 
 
