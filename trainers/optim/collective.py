@@ -24,7 +24,6 @@ from typing import Protocol, overload
 
 import torch
 
-from teamtr_core.policy import TokenLogprobs
 from teamtr_env.rollout import MessageRecord
 
 __all__ = ["SOLO", "Group", "MicroBatch", "Share", "Solo", "TorchGroup", "as_share"]
@@ -197,22 +196,10 @@ class Share(Sequence[MessageRecord]):
             out.append(MicroBatch(rows, chunk, len(rows) / n))
         return out
 
-    def gathered(self, parts: Sequence[TokenLogprobs]) -> list[TokenLogprobs]:
-        """This process's log-probs (one per pass that holds messages, their rows only) as the
-        whole batch's, in message order: the parts themselves on one process, one ``[N, T]``
-        block gathered from every rank on a gang."""
-        if self.group.size == 1:
-            return list(parts)
-        if parts:
-            width = max(p.logprobs.shape[1] for p in parts)
-            lp = torch.cat([_padded(p.logprobs.detach(), width) for p in parts])
-            mask = torch.cat([_padded(p.mask, width) for p in parts])
-            ids = torch.cat([_padded(p.token_ids, width) for p in parts])
-        else:  # a rank with no message
-            lp, mask = torch.zeros(0, 1), torch.zeros(0, 1, dtype=torch.bool)
-            ids = torch.zeros(0, 1, dtype=torch.long)
-        rows = self.group.gather_rows
-        return [TokenLogprobs(rows(lp), rows(mask), rows(ids))]
+    @property
+    def alone(self) -> bool:
+        """One process runs the whole batch (every gather is the identity)."""
+        return self.group.size == 1
 
     def rows(self, values: torch.Tensor) -> torch.Tensor:
         """This process's ``[n_mine, ...]`` rows as the whole batch's (in message order)."""
@@ -231,7 +218,3 @@ def as_share(messages: Sequence[MessageRecord]) -> Share:
     """``messages`` as a :class:`Share`: itself if it is one, else the whole batch on one
     process."""
     return messages if isinstance(messages, Share) else Share(messages)
-
-
-def _padded(values: torch.Tensor, width: int) -> torch.Tensor:
-    return torch.nn.functional.pad(values, (0, width - values.shape[1]))

@@ -13,10 +13,11 @@ import torch
 
 from teamtr_core.policy import TokenLogprobs, TrainablePolicy
 from teamtr_env.rollout import MessageRecord
-from trainers.optim.collective import as_share
+from trainers.optim.collective import Share, as_share
 
 __all__ = [
     "concat_logprobs",
+    "gathered",
     "joined",
     "joined_logprobs",
     "score",
@@ -88,6 +89,23 @@ def _joined_ids(parts: Sequence[TokenLogprobs], width: int) -> torch.Tensor:
     return torch.cat([to_width(p.token_ids, width) for p in parts])
 
 
+def gathered(share: Share, parts: Sequence[TokenLogprobs]) -> list[TokenLogprobs]:
+    """This process's log-probs (one per pass of ``share`` that holds messages, their rows only)
+    as the whole batch's, in message order: the parts themselves on one process, one ``[N, T]``
+    block gathered from every rank on a gang."""
+    if share.alone:
+        return list(parts)
+    if parts:
+        block = joined(parts)
+    else:  # a rank with no message
+        block = TokenLogprobs(
+            torch.zeros(0, 1),
+            torch.zeros(0, 1, dtype=torch.bool),
+            torch.zeros(0, 1, dtype=torch.long),
+        )
+    return [TokenLogprobs(*(share.rows(t) for t in (block.logprobs, block.mask, block.token_ids)))]
+
+
 def scored(
     policy: TrainablePolicy,
     messages: Sequence[MessageRecord],
@@ -103,7 +121,7 @@ def scored(
         lp = score(policy, batch.messages, micro_batch_size, temperature, autocast=autocast)[0]
         if batch:
             parts.append(lp)
-    return share.gathered(parts)
+    return gathered(share, parts)
 
 
 def scored_rows(

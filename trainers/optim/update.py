@@ -48,6 +48,7 @@ from trainers.optim.kl import (
 from trainers.optim.result import PolicyStep, UpdateResult
 from trainers.optim.scoring import (
     concat_logprobs,
+    gathered,
     joined,
     score,
     scored,
@@ -184,7 +185,7 @@ class _FirstPass:
     def record(self, step: PolicyStep, batch: Share) -> None:
         """The whole batch's behaviour log-probs, token count and importance weights, into
         ``step``."""
-        step.behaviour = batch.gathered(self.own)
+        step.behaviour = gathered(batch, self.own)
         step.n_tokens = int(batch.sum([float(self.tokens)])[0])
         step.tis = batch.rows(torch.cat(self.tis)) if self.tis else None
 
