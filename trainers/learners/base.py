@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -63,21 +62,24 @@ class Learner(ABC):
         Raises:
             ConfigError: ``learner_options`` that this learner does not take (every problem).
         """
-        errors = self._options_errors(config)
+        built, errors = self._built(config)
         if errors:
             raise ConfigError("training config", errors)
-        return None if self.options is None else from_dict(self.options, config.learner_options)
+        return built
 
-    def _options_errors(self, config: TrainConfig) -> list[str]:
+    def _built(self, config: TrainConfig) -> tuple[Any, list[str]]:
+        """The learner's settings built from ``learner_options`` (``None`` when it takes none),
+        or the problems that keep them from building (one line each)."""
         given, name = dict(config.learner_options), config.schedule.learner
         if self.options is None:
             keys = ", ".join(sorted(given))
-            return [f"learner_options: {name} takes no settings, got {keys}"] if given else []
+            return None, [f"learner_options: {name} takes no settings, got {keys}"] if given else []
         try:
-            from_dict(self.options, given)
-        except ConfigError as exc:
-            return [f"learner_options ({name}): {_section_path(e)}" for e in exc.errors]
-        return []
+            return from_dict(self.options, given), []
+        except ConfigError as exc:  # keys named as in learner_options, not the dataclass's top
+            return None, [
+                f"learner_options ({name}): {e.replace(' at top level', '')}" for e in exc.errors
+            ]
 
     def role_sharing_errors(self, config: TrainConfig) -> list[str]:
         """What this learner cannot do when one model plays several agents (a role-sharing
@@ -89,7 +91,7 @@ class Learner(ABC):
         """Errors in ``config`` for this learner (one line each; empty: none): its
         ``learner_options`` first. Run before a run writes anything
         (:func:`trainers.learners.registry.learner_errors`) and by ``TeamTrainer``."""
-        errors = self._options_errors(config)
+        _, errors = self._built(config)
         if not errors and config.team is not None and config.team.shared_policy:
             errors += self.role_sharing_errors(config)
         return errors
@@ -105,8 +107,3 @@ class Learner(ABC):
     @abstractmethod
     def run_stage(self, stage: Stage) -> None:
         """Samples and updates every agent of ``stage.order`` once."""
-
-
-def _section_path(error: str) -> str:
-    """An options dataclass's error with its keys named in ``learner_options``."""
-    return re.sub(r" at top level", "", error)
