@@ -90,7 +90,7 @@ class TeamEnv(AECEnv):
         if problems_list is not None and not problems_list:
             errors.append("problems: expected a non-empty problem set or None, got an empty one")
         self._seated = isinstance(task, SupportsSeats)
-        if isinstance(task, SupportsSeats):
+        if self._seated:
             errors += _seat_errors(task, self.protocol, router)
         if isinstance(task, SupportsTeamCheck):  # e.g. an OpenEnv task's actor among the agents
             errors += task.team_errors(list(self.protocol.agents))
@@ -101,21 +101,7 @@ class TeamEnv(AECEnv):
         self.problems = problems_list
         self.possible_agents = list(self.protocol.agents)
         self._index = {a: i for i, a in enumerate(self.possible_agents)}
-        limit = self.protocol.turn_limit
-        obs_space = spaces.Dict(
-            {
-                "observation": spaces.Box(0, max(limit, len(self.possible_agents)), (3,), np.int64),
-                "text": UnicodeText(
-                    self.protocol.max_context_chars, min_length=0, charset=SAMPLE_CHARSET
-                ),
-            }
-        )
-        act_space = UnicodeText(
-            self.protocol.max_message_chars, min_length=0, charset=SAMPLE_CHARSET
-        )
-        # One cached object per agent: seeding a space must stick (PettingZoo api_test checks it).
-        self.observation_spaces = {a: obs_space for a in self.possible_agents}
-        self.action_spaces = {a: act_space for a in self.possible_agents}
+        self._spaces: tuple[dict[str, spaces.Space], dict[str, spaces.Space]] | None = None
         self._rng = np.random.default_rng()
         self.problem: Problem | None = None
         self.transcript: list[Message] = []
@@ -125,6 +111,40 @@ class TeamEnv(AECEnv):
         self.agents: list[str] = []
 
     # -- PettingZoo API -----------------------------------------------------------------------
+    @property
+    def observation_spaces(self) -> dict[str, spaces.Space]:  # type: ignore[override]
+        """Each agent's observation space (built on first use: a runner builds hundreds of
+        environments and never reads them)."""
+        return self._agent_spaces()[0]
+
+    @property
+    def action_spaces(self) -> dict[str, spaces.Space]:  # type: ignore[override]
+        """Each agent's action space: a message of at most ``max_message_chars`` characters."""
+        return self._agent_spaces()[1]
+
+    def _agent_spaces(self) -> tuple[dict[str, spaces.Space], dict[str, spaces.Space]]:
+        if self._spaces is None:
+            limit = self.protocol.turn_limit
+            obs_space = spaces.Dict(
+                {
+                    "observation": spaces.Box(
+                        0, max(limit, len(self.possible_agents)), (3,), np.int64
+                    ),
+                    "text": UnicodeText(
+                        self.protocol.max_context_chars, min_length=0, charset=SAMPLE_CHARSET
+                    ),
+                }
+            )
+            act_space = UnicodeText(
+                self.protocol.max_message_chars, min_length=0, charset=SAMPLE_CHARSET
+            )
+            # One cached object per agent: seeding a space must stick (PettingZoo api_test).
+            self._spaces = (
+                {a: obs_space for a in self.possible_agents},
+                {a: act_space for a in self.possible_agents},
+            )
+        return self._spaces
+
     def observation_space(self, agent: str) -> spaces.Space:
         return self.observation_spaces[agent]
 
