@@ -1,5 +1,6 @@
 """The docs' examples run verbatim: every ```python block of a page, in order, in a fresh process
-(the README's blocks, which the Quickstart page includes, are tests/test_readme.py's)."""
+(forked from one that has imported torch and the project: tests/fresh.py) (the README's blocks,
+which the Quickstart page includes, are tests/test_readme.py's)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fresh import run_fresh
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [
@@ -68,9 +70,7 @@ def test_page_examples_run(page: str, tmp_path: Path) -> None:
     assert blocks, f"{page} has no python example"
     script = tmp_path / "example.py"
     script.write_text("\n\n".join(blocks), encoding="utf-8")
-    proc = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path
-    )
+    proc = run_fresh([sys.executable, str(script)], timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, f"{page} example failed:\n{proc.stdout}\n{proc.stderr}"
 
 
@@ -94,9 +94,7 @@ def test_adding_a_trainer_cli_lines_run(tmp_path: Path) -> None:
         elif argv[0] == ".venv/bin/python":
             argv[:2] = [sys.executable, str(ROOT / argv[1])]
         env = {**os.environ, "COLUMNS": "200"}  # rich tables: ids unabridged
-        proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env
-        )
+        proc = run_fresh(argv, timeout=300, cwd=tmp_path, env=env)
         assert proc.returncode == 0, f"{line}\n{proc.stdout}\n{proc.stderr}"
         outputs.append(proc.stdout)
     assert "example/IndependentGRPO-v0" in outputs[0] and "teamtr/TeamTR-v0" in outputs[0]
@@ -142,9 +140,7 @@ def test_adding_a_task_cli_lines_run(tmp_path: Path) -> None:
     for line in block.strip().splitlines():
         argv = line.split()
         assert argv[0] == "teamtr", line
-        proc = subprocess.run(
-            [teamtr, *argv[1:]], capture_output=True, text=True, timeout=300, cwd=work, env=env
-        )
+        proc = run_fresh([teamtr, *argv[1:]], timeout=300, cwd=work, env=env)
         assert proc.returncode == 0, f"{line}\n{proc.stdout}\n{proc.stderr}"
         outputs.append(" ".join(proc.stdout.split()))
     assert "mylab/SortLetters-v0" in outputs[0] and "mylab" in outputs[0]
@@ -244,9 +240,7 @@ def test_export_cli_lines_run(tmp_path: Path) -> None:
     train += [arg for item in shrink for arg in ("--set", item)]
     outputs = []
     for argv in [train, *([teamtr, *line.split()[1:]] for line in block.strip().splitlines())]:
-        proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env
-        )
+        proc = run_fresh(argv, timeout=300, cwd=tmp_path, env=env)
         assert proc.returncode == 0, f"{argv}\n{proc.stdout}\n{proc.stderr}"
         outputs.append(proc.stdout)
     export = tmp_path / "runs/demo-export"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from fresh import run_fresh
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
@@ -65,10 +66,8 @@ def test_cpu_mode_runs_every_check_and_writes_json(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA machine runs the real check")
 def test_without_cuda_it_exits_2_at_once(tmp_path: Path) -> None:
-    proc = subprocess.run(
+    proc = run_fresh(
         [sys.executable, str(SCRIPT), "--out-dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
         timeout=120,
         cwd=ROOT,
     )

@@ -18,6 +18,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from fresh import run_fresh
 
 from trainers.learners.teamtr import TeamTR
 from trainers.run.config_file import load_train_config
@@ -41,10 +42,8 @@ def block(name: str) -> str:
 def run_teamtr(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     """``teamtr ARGS`` (the venv's command) in ``cwd``, with wide tables."""
     assert argv[0] == "teamtr", argv
-    return subprocess.run(
+    return run_fresh(
         [str(BIN / "teamtr"), *argv[1:]],
-        capture_output=True,
-        text=True,
         timeout=120,
         cwd=cwd,
         env={**os.environ, "COLUMNS": "200"},
@@ -139,9 +138,7 @@ def test_the_python_example_gives_the_summary_teamtr_train_gives(tmp_path: Path)
     on the command line: the same held-out numbers before and after."""
     script = tmp_path / "example.py"
     script.write_text(block("python"), encoding="utf-8")
-    proc = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=600, cwd=tmp_path
-    )
+    proc = run_fresh([sys.executable, str(script)], timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     before, after = (float(x) for x in re.findall(r"^([\d.]+) -> ([\d.]+)", proc.stdout, re.M)[0])
     assert after > before  # the example's claim: the team learns
@@ -162,9 +159,7 @@ def test_the_python_example_gives_the_summary_teamtr_train_gives(tmp_path: Path)
         "--set",
         "eval.train_distribution=false",
     ]
-    proc = subprocess.run(
-        [str(BIN / "teamtr"), *cli], capture_output=True, text=True, timeout=600, cwd=tmp_path
-    )
+    proc = run_fresh([str(BIN / "teamtr"), *cli], timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     python = json.loads((tmp_path / "runs/quickstart/summary.json").read_text())
     command = json.loads((tmp_path / "cli/summary.json").read_text())

@@ -13,6 +13,7 @@ from types import ModuleType, SimpleNamespace
 
 import pytest
 import torch
+from fresh import run_fresh
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -111,5 +112,5 @@ def test_another_batch_needs_the_comlrl_section_off(tmp_path: Path) -> None:
     """--prompts/--generations change every row's batch; CoMLRL's section runs at its own, so the
     two together are refused (exit 2) before anything runs."""
     cmd = [sys.executable, str(ROOT / "benchmarks/update_speed.py"), "--prompts", "8"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    proc = run_fresh(cmd, timeout=120, cwd=tmp_path)
     assert proc.returncode == 2 and "need --comlrl-steps 0" in proc.stderr

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fresh import run_fresh
 
 from teamtr_cli import main
 
@@ -28,7 +29,7 @@ def test_play_prints_transcript(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_play_human_reads_stdin() -> None:
-    proc = subprocess.run(
+    proc = run_fresh(
         [
             sys.executable,
             "-m",
@@ -41,8 +42,6 @@ def test_play_human_reads_stdin() -> None:
             'agents=["me"]',
         ],
         input="Answer: 123456\n",
-        capture_output=True,
-        text=True,
         timeout=60,
     )
     assert proc.returncode == 0, proc.stderr

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from fresh import run_fresh
 from helpers_trainers import CrashAfter, SimulatedCrash, TrainedRun, small
 from rich.console import Console
 
@@ -335,9 +336,8 @@ except ConfigError as exc:
 
 
 def _other_process_tries(folder: Path) -> str:
-    done = subprocess.run(
-        [sys.executable, "-c", TRY_LOCK, str(folder)], capture_output=True, text=True, check=True
-    )
+    done = run_fresh([sys.executable, "-c", TRY_LOCK, str(folder)])
+    assert done.returncode == 0, done.stderr
     return done.stdout
 
 
