@@ -36,14 +36,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench import markdown_table, write_outputs
+from _served import served
 
 import teamtr_env
 from teamtr_cli.common import parse_option
-from teamtr_cli.serve import served
 
 
 def serve(task: str, options: list[str], max_sessions: int) -> AbstractContextManager[str]:
-    """``teamtr serve`` in its own process (:func:`teamtr_cli.serve.served`); yields its URL."""
+    """``teamtr serve`` in its own process (``_served.served``); yields its URL."""
     args = [task, "--max-sessions", str(max_sessions)]
     for option in options:
         args += ["-o", option]

@@ -4,12 +4,7 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import socket
-import subprocess
-import sys
-import time
-from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -106,50 +101,3 @@ def _check_port(host: str, port: int) -> None:
             raise ConfigError(
                 "teamtr serve", [f"--port {port}: cannot listen on {host}:{port} ({exc.strerror})"]
             ) from None
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port of ``host`` that nothing listens on now (the system's pick)."""
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
-
-
-@contextlib.contextmanager
-def served(
-    args: Sequence[str],
-    *,
-    timeout: float = 120.0,
-    cwd: str | Path | None = None,
-    env: Mapping[str, str] | None = None,
-) -> Iterator[str]:
-    """``teamtr serve ARGS`` in a process of its own on a free port of 127.0.0.1: yields its base
-    URL once ``/health`` reports it healthy, and stops the process on exit (for scripts and
-    tests that play a served team).
-
-    Raises:
-        RuntimeError: the server exited, or was not healthy within ``timeout`` seconds.
-    """
-    import httpx
-
-    port = free_port()
-    argv = [str(Path(sys.executable).parent / "teamtr"), "serve", *args, "--port", str(port)]
-    proc = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"teamtr serve exited: {proc.communicate()}")
-            with contextlib.suppress(httpx.HTTPError, ValueError):
-                if httpx.get(f"{url}/health", timeout=1).json().get("status") == "healthy":
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"teamtr serve was not healthy within {timeout:g} s")
-            time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)

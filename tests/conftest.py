@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
+
+# The benchmarks' shared helpers (``_bench``, ``_served``) import by name, as in the scripts.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 
 @pytest.fixture(scope="session")
@@ -31,9 +35,11 @@ def local_ray():  # type: ignore[no-untyped-def]
     """A local Ray with two CPUs for the Ray tests, started once per session."""
     ray = pytest.importorskip("ray")
     if not ray.is_initialized():
-        # Workers import test helpers by name, as the test process does.
+        # Workers import test helpers (and the benchmarks' helpers) by name, as the test process
+        # does.
         tests = Path(__file__).resolve().parent
         paths = [str(tests / d) for d in ("", "trainers", "teamtr_env")]
+        paths.append(str(tests.parent / "benchmarks"))
         paths += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         ray.init(
             num_cpus=2,

@@ -12,7 +12,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from teamtr_cli.serve import free_port
+from _served import free_port
+
 from teamtr_core.policy import Generation, SamplingParams
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "openenv_guess"

@@ -28,11 +28,11 @@ from importlib import metadata
 from typing import Any
 
 import pytest
+from _served import free_port
 from helpers_openenv import FIXTURES, IN_PROCESS, TEAM, Bisect, guess_server
 
 import teamtr_env
 from teamtr_cli import main
-from teamtr_cli.serve import free_port
 from teamtr_core.errors import ConfigError
 from teamtr_env.registration import Registry
 from teamtr_env.runners import Runner

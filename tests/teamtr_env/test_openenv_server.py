@@ -16,10 +16,10 @@ from typing import Any
 
 import httpx
 import pytest
+from _served import served
 
 import teamtr_env
 from adapters.scripted import ScriptedExpert
-from teamtr_cli.serve import served
 from teamtr_core.policy import SamplingParams
 
 TEAMTR = str(Path(sys.executable).parent / "teamtr")
@@ -77,37 +77,52 @@ def play_local(seed: int, moves: list[str] | None = None) -> float:
     return float(env.score.reward)
 
 
-def test_a_served_team_is_played_by_openenvs_client_as_in_process() -> None:
+@pytest.fixture(scope="module")
+def arith_server() -> Iterator[str]:
+    """One ``teamtr serve teamtr/Arith-v0`` for the module's tests (each uses sessions of its
+    own); its URL."""
+    with serving("teamtr/Arith-v0") as url:
+        yield url
+
+
+@pytest.fixture
+def arith(arith_server: str) -> Iterator[str]:
+    """The shared Arith server's URL, checked healthy after the test's requests."""
+    yield arith_server
+    assert httpx.get(f"{arith_server}/health", timeout=5).json()["status"] == "healthy"
+
+
+def test_a_served_team_is_played_by_openenvs_client_as_in_process(arith: str) -> None:
     wrong = ["Answer: 1", "Answer: 2", "Answer: 3"]
-    with serving("teamtr/Arith-v0") as url:
-        reward, asked = play_remote(url, seed=3)
-        assert asked == ["solver", "critic", "aggregator"] and reward == 1.0 == play_local(3)
-        assert play_remote(url, seed=3, moves=wrong)[0] == play_local(3, wrong) == 0.0
-        schema = httpx.get(f"{url}/schema", timeout=5).json()
-        assert schema["action"]["required"] == ["text"]
+    reward, asked = play_remote(arith, seed=3)
+    assert asked == ["solver", "critic", "aggregator"] and reward == 1.0 == play_local(3)
+    assert play_remote(arith, seed=3, moves=wrong)[0] == play_local(3, wrong) == 0.0
+    schema = httpx.get(f"{arith}/schema", timeout=5).json()
+    assert schema["action"]["required"] == ["text"]
 
-        # Concurrent sessions are isolated: each ends as the same episode does in process.
-        seeds = list(range(10, 18))
-        with ThreadPoolExecutor(8) as pool:
-            remote = list(pool.map(lambda s: play_remote(url, s, wrong[:1] * 3)[0], seeds))
-        assert remote == [play_local(s, wrong[:1] * 3) for s in seeds]
+    # Concurrent sessions are isolated: each ends as the same episode does in process.
+    seeds = list(range(10, 18))
+    with ThreadPoolExecutor(8) as pool:
+        remote = list(pool.map(lambda s: play_remote(arith, s, wrong[:1] * 3)[0], seeds))
+    assert remote == [play_local(s, wrong[:1] * 3) for s in seeds]
 
 
-def test_malformed_and_oversized_requests_get_clear_errors_and_the_server_lives_on() -> None:
-    with serving("teamtr/Arith-v0") as url:
-        with _client(url).sync() as client:
-            result = client.reset(seed=1)
-            for bad in ({"text": 5}, {"message": "x"}, {"text": "x" * 100_001}):
-                with pytest.raises(RuntimeError, match="VALIDATION_ERROR"):
-                    client.step(bad)
-            result = client.step({"text": answer(result.observation["text"])})
-            assert result.observation["agent"] == "critic"  # the session went on
-        big = httpx.post(f"{url}/step", content=b"{" + b" " * 2_000_000 + b"}", timeout=10)
-        assert big.status_code == 413 and "request body over" in big.text
-        bad_json = httpx.post(
-            f"{url}/step", content=b"{not json", headers={"content-type": "application/json"}
-        )
-        assert bad_json.status_code == 422
+def test_malformed_and_oversized_requests_get_clear_errors_and_the_server_lives_on(
+    arith: str,
+) -> None:
+    with _client(arith).sync() as client:
+        result = client.reset(seed=1)
+        for bad in ({"text": 5}, {"message": "x"}, {"text": "x" * 100_001}):
+            with pytest.raises(RuntimeError, match="VALIDATION_ERROR"):
+                client.step(bad)
+        result = client.step({"text": answer(result.observation["text"])})
+        assert result.observation["agent"] == "critic"  # the session went on
+    big = httpx.post(f"{arith}/step", content=b"{" + b" " * 2_000_000 + b"}", timeout=10)
+    assert big.status_code == 413 and "request body over" in big.text
+    bad_json = httpx.post(
+        f"{arith}/step", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert bad_json.status_code == 422
 
 
 @pytest.mark.slow  # a second served team; serving in test_a_served_team_is_played_by_openenvs_client_as_in_process

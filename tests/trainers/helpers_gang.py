@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
 import sys
 from pathlib import Path
 from typing import Any
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from _served import free_port
 
 from adapters.hf import HFPolicy
 from teamtr_env.rollout import MessageRecord
@@ -101,12 +103,6 @@ def _rank(rank: int, world: int, model_dir: str, case: str, port: int, out: str)
         torch.save(outcome, Path(out) / f"gang{rank}.pt")
     finally:
         dist.destroy_process_group()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def main() -> None:
