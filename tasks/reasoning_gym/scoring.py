@@ -13,9 +13,11 @@ run with ``PYTHONHASHSEED=0``, so an item is the same in every process and every
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,6 +89,8 @@ class GymPool:
     def __init__(self, max_workers: int = 2, command: Sequence[str] | None = None) -> None:
         self.workers = WorkerPool(command or _command(), "reasoning-gym", max_workers, _env())
         self.pid = os.getpid()
+        self._built: dict[str, dict[str, Any]] = {}  # spec (JSON) -> its config's fields
+        self._lock = threading.Lock()
 
     def build(self, spec: Mapping[str, Any]) -> dict[str, Any]:
         """Builds the dataset ``spec`` names (dataset, options, level, size) in a worker and
@@ -95,6 +99,10 @@ class GymPool:
         Raises:
             BuildError: the options do not build it (every problem listed), or no worker could.
         """
+        key = json.dumps(spec, sort_keys=True, default=repr)
+        with self._lock:
+            if key in self._built:  # a runner builds one task per environment: ask once
+                return dict(self._built[key])
         reply = self._call({**spec, "op": "build"}, "build")
         if reply.get("status") == "invalid":
             raise BuildError(
@@ -102,7 +110,12 @@ class GymPool:
                 [str(k) for k in reply.get("unknown", [])],
                 [str(f) for f in reply.get("fields", [])],
             )
-        return dict(reply.get("config", {}))
+        config = dict(reply.get("config", {}))
+        with self._lock:
+            if len(self._built) >= 256:
+                self._built.clear()
+            self._built[key] = config
+        return dict(config)
 
     def item(self, spec: Mapping[str, Any], index: int) -> tuple[str, str | None]:
         """Item ``index`` of the dataset ``spec`` names: its question and reference answer.
