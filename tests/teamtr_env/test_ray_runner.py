@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from helpers_skip import skip_module_without
 
-ray = pytest.importorskip("ray")
+skip_module_without("ray")
 
 import teamtr_env  # noqa: E402
 from adapters.scripted import RandomPolicy  # noqa: E402
@@ -19,16 +20,17 @@ from teamtr_core.errors import ConfigError  # noqa: E402
 from teamtr_core.policy import Generation, SamplingParams  # noqa: E402
 from teamtr_env.runners import RayRunner, RolloutFailed, Runner  # noqa: E402
 
-ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests/
-
-
 # One worker of a parallel run (pytest -n, make test) holds the session's local Ray.
 pytestmark = pytest.mark.xdist_group("ray")
 
 
 @pytest.fixture(autouse=True)
 def _ray(local_ray: None) -> None:
-    """Every test here runs on the session's local two-CPU Ray (tests/conftest.py)."""
+    """Every test here runs on the session's local two-CPU Ray (tests/conftest.py); its workers
+    get this module's classes by value (they cannot import tests/)."""
+    import ray
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def env_fn():  # type: ignore[no-untyped-def]

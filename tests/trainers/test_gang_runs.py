@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers_skip import skip_module_without
 
-ray = pytest.importorskip("ray")
+skip_module_without("ray")
 
 import torch  # noqa: E402
 from helpers_trainers import BuiltTrainers, CrashAfter, SimulatedCrash, small  # noqa: E402
@@ -145,6 +146,8 @@ class _KillRank(Callback):
         if record.stage == self.stage and not self.killed:
             updater = self.built.trainers[-1].slots[self.agent].updater
             assert isinstance(updater, GangUpdater)
+            import ray
+
             ray.kill(updater.ranks[1], no_restart=True)
             self.killed = True
 

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers_skip import skip_module_without
 
-ray = pytest.importorskip("ray")
+skip_module_without("ray")
 
 from helpers_trainers import BuiltTrainers, small  # noqa: E402
 from rich.console import Console  # noqa: E402
@@ -191,6 +192,8 @@ class _KillOnce(Callback):
         if record.stage == self.stage and not self.killed:
             updater = self.built.trainers[-1].slots[self.agent].updater
             assert isinstance(updater, RayUpdater)
+            import ray
+
             ray.kill(updater.actor, no_restart=True)
             self.killed = True
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers_skip import skip_module_without
 
-pytest.importorskip("ray")
+skip_module_without("ray")
 
 from helpers_trainers import config, env_fn, tabular_team
 

@@ -17,11 +17,14 @@ optimizer state (:class:`SavedShard`). The update's maths never does.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from torch.distributed.tensor import DTensor, distribute_tensor
+
+if TYPE_CHECKING:
+    from torch.distributed.tensor import DTensor
 
 from teamtr_core.errors import ConfigError
 
@@ -30,6 +33,7 @@ __all__ = [
     "decoder_layers",
     "full_optimizer_state",
     "full_state",
+    "is_sharded",
     "load_full_optimizer_state",
     "load_full_state",
     "local_part",
@@ -40,14 +44,22 @@ __all__ = [
 ]
 
 
+def is_sharded(value: Any) -> bool:
+    """Whether ``value`` is a sharded (DTensor) tensor. Nothing is before
+    ``torch.distributed.tensor`` has been imported (``fully_shard`` imports it), so this module
+    does not import it (1 s of every process's start)."""
+    module = sys.modules.get("torch.distributed.tensor")
+    return module is not None and isinstance(value, module.DTensor)
+
+
 def local_part(tensor: torch.Tensor) -> torch.Tensor:
     """A tensor's own elements: a sharded (DTensor) tensor's local shard, else itself."""
-    return tensor.to_local() if isinstance(tensor, DTensor) else tensor
+    return tensor.to_local() if is_sharded(tensor) else tensor
 
 
 def whole(value: Any) -> Any:
     """A sharded (DTensor) value gathered whole (every rank takes part), else the value."""
-    return value.full_tensor() if isinstance(value, DTensor) else value
+    return value.full_tensor() if is_sharded(value) else value
 
 
 class SavedShard:
@@ -59,6 +71,8 @@ class SavedShard:
         self.shape, self.stride, self.device = like.shape, like.stride(), local_part(like).device
 
     def tensor(self) -> DTensor:
+        from torch.distributed.tensor import DTensor
+
         return DTensor.from_local(
             self.local.to(self.device),  # the copy's own memory: dropped after the restore
             self.mesh,
@@ -71,7 +85,7 @@ class SavedShard:
 def saved_copy(copy: torch.Tensor, value: torch.Tensor) -> torch.Tensor | SavedShard:
     """``copy`` (of ``value``'s local part) as a snapshot keeps it: a sharded value's with how
     to make it whole again (:meth:`SavedShard.tensor`)."""
-    return SavedShard(copy, value) if isinstance(value, DTensor) else copy
+    return SavedShard(copy, value) if is_sharded(value) else copy
 
 
 def restored(value: Any) -> Any:
@@ -139,7 +153,9 @@ def load_full_state(module_state: Mapping[str, Any], full: Mapping[str, Any]) ->
     with torch.no_grad():
         for name, target in module_state.items():
             source = full[name]
-            if isinstance(target, DTensor):
+            if is_sharded(target):
+                from torch.distributed.tensor import distribute_tensor
+
                 shard = distribute_tensor(
                     source.to(target.dtype), target.device_mesh, target.placements
                 )
@@ -173,14 +189,12 @@ def load_full_optimizer_state(optimizer: torch.optim.Optimizer, full: Mapping[st
 
 
 def _sharded_state(value: Any, param: Any) -> bool:
-    return (
-        torch.is_tensor(value)
-        and isinstance(param, DTensor)
-        and tuple(value.shape) == tuple(param.shape)
-    )
+    return torch.is_tensor(value) and is_sharded(param) and tuple(value.shape) == tuple(param.shape)
 
 
 def _shard_like(value: torch.Tensor, param: DTensor) -> DTensor:
+    from torch.distributed.tensor import distribute_tensor
+
     return distribute_tensor(
         value.to(local_part(param).device, param.dtype), param.device_mesh, param.placements
     )

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers_skip import skip_module_without
 
 import teamtr_env
 from adapters.scripted import ScriptedExpert
@@ -25,7 +26,7 @@ from teamtr_env.evaluation import evaluate
 from teamtr_env.runners import Runner
 from teamtr_env.splits import count_split_problems
 
-reasoning_gym = pytest.importorskip("reasoning_gym")
+skip_module_without("reasoning_gym")
 STUCK_WORKER = (
     Path(__file__).resolve().parents[2] / "fixtures" / "reasoning_gym" / "stuck_worker.py"
 )
