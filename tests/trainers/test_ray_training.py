@@ -7,13 +7,12 @@ from pathlib import Path
 
 import pytest
 from helpers_skip import skip_module_without
-
-skip_module_without("ray")
-
 from helpers_trainers import config, env_fn, tabular_team
 
 from teamtr_env.runners import RayRunner
 from trainers.learners.team_trainer import TeamTrainer
+
+skip_module_without("ray")
 
 # One worker of a parallel run (pytest -n, make test) holds the session's local Ray.
 pytestmark = pytest.mark.xdist_group("ray")
