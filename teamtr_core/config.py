@@ -48,6 +48,7 @@ from teamtr_core.config_schema import (
     jsonable,
     schema_errors,
     show_value,
+    type_hints,
     type_schema,
 )
 from teamtr_core.errors import ConfigError
@@ -139,7 +140,7 @@ def _build(
     if is_dataclass_type(tp):
         if not isinstance(value, Mapping):
             return _FAILED
-        hints = typing.get_type_hints(tp)
+        hints = type_hints(tp)
         kwargs = {
             f.name: _build(hints[f.name], value[f.name], (*path, f.name), errors, bad)
             for f in init_fields(tp)
@@ -215,7 +216,7 @@ def _sections(
 ) -> list[tuple[Any, dict[str, Any], tuple[Any, ...]]]:
     """The nested dataclass sections of ``data`` (a mapping for ``cls``) that are mappings: a
     ``Section`` or ``Section | None`` field, or each value of a ``dict[str, Section]`` field."""
-    hints = typing.get_type_hints(cls)
+    hints = type_hints(cls)
     found: list[tuple[Any, dict[str, Any], tuple[Any, ...]]] = []
     for f in init_fields(cls):
         value = data.get(f.name)

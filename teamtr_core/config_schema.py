@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import difflib
 import enum
+import functools
 import json
 import types
 import typing
@@ -76,10 +77,23 @@ def json_schema(cls: type) -> dict[str, Any]:
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **_object_schema(cls, ())}
 
 
+@functools.lru_cache(maxsize=512)
+def type_hints(cls: type) -> dict[str, Any]:
+    """``typing.get_type_hints(cls)``, evaluated once per class (a config is checked and built
+    field by field, section by section: thousands of lookups a run)."""
+    return typing.get_type_hints(cls)
+
+
+@functools.lru_cache(maxsize=128)
+def _validator(cls: type) -> Draft202012Validator:
+    """The schema validator of a dataclass, built once per class."""
+    return Draft202012Validator(json_schema(cls))
+
+
 def _object_schema(cls: type, seen: tuple[type, ...]) -> dict[str, Any]:
     if cls in seen:
         raise TypeError(f"{cls.__qualname__}: recursive dataclasses are not supported")
-    hints = typing.get_type_hints(cls)
+    hints = type_hints(cls)
     props: dict[str, Any] = {}
     required: list[str] = []
     for f in init_fields(cls):
@@ -203,9 +217,7 @@ def _path_key(path: Sequence[Any]) -> list[tuple[int, int, str]]:
 
 def schema_errors(cls: type, data: Any) -> list[tuple[list[Any], str]]:
     """Every schema problem as ``(path, text)``, sorted by path, texts without repeats."""
-    found = [
-        p for e in Draft202012Validator(json_schema(cls)).iter_errors(data) for p in _format(e)
-    ]
+    found = [p for e in _validator(cls).iter_errors(data) for p in _format(e)]
     seen: set[str] = set()
     unique = []
     for path, text in sorted(found, key=lambda p: _path_key(p[0])):
