@@ -19,7 +19,7 @@ from trainers.run import entry
 
 TINY = """\
 task: teamtr/Pipeline-v0
-sft: {steps: 10}
+sft: {steps: 10, problems: 64, batch_size: 16}
 schedule: {stages: 1, problems_per_batch: 2, group_size: 2}
 eval: {problems: 4, k: 2, train_distribution: false}
 loggers: []

@@ -28,13 +28,13 @@ import os
 import re
 import shlex
 import shutil
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from teamtr_core.config import flat_items, read_config
 from teamtr_core.errors import ConfigError
@@ -286,10 +286,18 @@ def check_resume(
 # -- checkpoints --------------------------------------------------------------------------------
 
 
+def _is_tensor(value: Any) -> bool:
+    """Whether ``value`` is a torch tensor. This module imports torch only to save or load a file
+    (its lock, used by every command on a run directory, must not cost torch's 2 s): before
+    torch is imported, nothing is a tensor."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
 def plain(value: Any) -> Any:
     """``value`` as tensors and plain data (what a weights-only load accepts): NumPy scalars and
     arrays become Python numbers and lists, tuples stay tuples."""
-    if isinstance(value, torch.Tensor):
+    if _is_tensor(value):
         return value
     if isinstance(value, Mapping):
         return {k: plain(v) for k, v in value.items()}
@@ -337,6 +345,8 @@ def write_file(path: Path, state: Any) -> None:
     the two leaves a digest that the old file (or none) does not match, and the reader refuses it.
     The temporary names are the process's own: processes that write the same file at once (a
     comparison's seeds on Ray, sharing one behaviour clone) do not write into each other's."""
+    import torch
+
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     torch.save(plain(state), tmp)
     record, record_tmp = digest_path(path), digest_path(tmp)
@@ -377,8 +387,8 @@ def read_file(path: Path) -> Any:
 
 def _non_finite(value: Any, where: str = "") -> str | None:
     """The dotted key of the first floating-point tensor in ``value`` with a NaN or an inf."""
-    if isinstance(value, torch.Tensor):
-        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+    if _is_tensor(value):
+        if value.is_floating_point() and not bool(value.isfinite().all()):
             return where or "the file"
         return None
     if isinstance(value, Mapping):
@@ -486,4 +496,6 @@ def _first_line(exc: BaseException) -> str:
 
 def torch_load_plain(path: Path) -> Any:
     """``torch.load`` of a file this package wrote, weights-only (tensors and plain data)."""
+    import torch
+
     return torch.load(path, weights_only=True, map_location="cpu")
