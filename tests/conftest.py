@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,15 +31,18 @@ def pytest_configure(config: pytest.Config) -> None:
     torch.set_num_threads(1)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def local_ray():  # type: ignore[no-untyped-def]
-    """A local Ray with two CPUs for the Ray tests, started once per session."""
+    """A local Ray with two CPUs for the Ray tests: started by the first of them, and kept
+    while they follow one another (``--dist loadgroup`` runs the ``ray`` group in one go)."""
     ray = pytest.importorskip("ray")
     if not ray.is_initialized():
         # Workers import test helpers (and the benchmarks' helpers) by name, as the test process
-        # does.
+        # does. The project's root comes first: tests/ holds folders named like its packages
+        # (teamtr_env/, trainers/, ...), which would otherwise be imported as empty namespace
+        # packages in a worker (which one wins depends on the directory Ray was started from).
         tests = Path(__file__).resolve().parent
-        paths = [str(tests / d) for d in ("", "trainers", "teamtr_env")]
+        paths = [str(tests.parent), *(str(tests / d) for d in ("", "trainers", "teamtr_env"))]
         paths.append(str(tests.parent / "benchmarks"))
         paths += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         ray.init(
@@ -47,5 +51,19 @@ def local_ray():  # type: ignore[no-untyped-def]
             log_to_driver=False,
             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(paths)}},
         )
+    return None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Ray stops after the last of a run of Ray tests, once its fixtures are torn down: its
+    daemons take about a tenth of a core while idle, which the rest of the suite would otherwise
+    pay (a later Ray test starts it again)."""
     yield
-    ray.shutdown()
+    if "local_ray" not in item.fixturenames:
+        return
+    if nextitem is not None and "local_ray" in nextitem.fixturenames:
+        return
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
