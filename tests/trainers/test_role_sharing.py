@@ -317,3 +317,33 @@ def test_the_memory_plan_counts_a_shared_policy_once(tmp_path: Path, tiny_model_
     assert [p.agent for p in shared.placed] == ["solver+critic+aggregator"]
     assert len(separate.placed) == 3
     assert shared.placed[0].bytes == separate.placed[0].bytes
+
+
+def test_warm_start_clones_each_slot_once_on_its_agents_messages(tmp_path: Path) -> None:
+    """A team whose solver and critic share one model (a slot of two) and whose aggregator has
+    its own: behaviour cloning trains two models, the shared one once on both agents' expert
+    messages, and the separate one as a team without sharing would."""
+    import teamtr_env
+    from adapters.hf import HFPolicy
+    from adapters.tiny import build_tiny_model
+    from teamtr_core.team import Slot, Team
+    from trainers.run.warm_start import warm_start
+
+    cfg = from_dict_small(tmp_path)
+    path = build_tiny_model(tmp_path / "tiny", cfg.tiny_model)
+    shared, alone = HFPolicy.from_pretrained(path), HFPolicy.from_pretrained(path)
+    team = Team([Slot(shared, ("solver", "critic")), Slot(alone, ("aggregator",))])
+    env_fn = lambda: teamtr_env.make(cfg.task, **cfg.task_options)  # noqa: E731
+    out = io.StringIO()
+    info = warm_start(cfg, env_fn, env_fn(), team, Console(file=out))
+    assert set(info["final_loss"]) == {"solver", "aggregator"} and info["shared"] is False
+    assert "behaviour cloning: 2 models for 3 agents" in out.getvalue()
+    assert team["critic"] is team["solver"] is not team["aggregator"]
+
+
+def from_dict_small(run_dir: Path) -> Any:
+    """:data:`SMALL` as a config (2 cloning steps on 8 expert episodes), each model cloned on
+    its own (``sft_shared`` off)."""
+    from helpers_trainers import small
+
+    return small(run_dir, sft_shared=False)

@@ -62,19 +62,26 @@ def warm_start(
         seed=sft.seed,
     )
     first = next(iter(trainable))
-    # one model per slot: a role-sharing team (one slot) clones its one model on every agent's
+    # One model per slot learns its agents' expert messages (a role-sharing slot: every agent's);
+    # with sft_shared (same-shaped models), one model learns them all and the others copy it.
     slots = [s for s in Team.of(policies).slots if isinstance(s.policy, TrainablePolicy)]
     shared = len(slots) == 1 or (config.sft_shared and _same_shapes([s.policy for s in slots]))
+    groups = (
+        {first: list(trainable)} if shared else {s.agents[0]: list(s.agents) for s in slots}
+    )
+    curves = _clone(
+        {name: trainable[name] for name in groups},
+        {name: [pair for a in agents for pair in data[a]] for name, agents in groups.items()},
+        config,
+    )
     if shared:
-        merged = [pair for agent in trainable for pair in data[agent]]
-        curves = _clone({first: trainable[first]}, {first: merged}, config)
         for slot in slots:
             if first not in slot.agents:
                 _copy_weights(trainable[first], slot.policy)
-    else:
-        curves = _clone(trainable, data, config)
     seconds = time.perf_counter() - t0
     what = "one shared model" if shared else f"{len(trainable)} agents"
+    if not shared and len(groups) < len(trainable):
+        what = f"{len(groups)} models for {len(trainable)} agents"
     steps = max((len(c) for c in curves.values()), default=0)
     stopped = (
         f" (stopped early at the target accuracy; limit {sft.steps})" if steps < sft.steps else ""
