@@ -90,7 +90,7 @@ class TeamEnv(AECEnv):
         if problems_list is not None and not problems_list:
             errors.append("problems: expected a non-empty problem set or None, got an empty one")
         self._seated = isinstance(task, SupportsSeats)
-        if self._seated:
+        if isinstance(task, SupportsSeats):
             errors += _seat_errors(task, self.protocol, router)
         if isinstance(task, SupportsTeamCheck):  # e.g. an OpenEnv task's actor among the agents
             errors += task.team_errors(list(self.protocol.agents))
@@ -112,13 +112,13 @@ class TeamEnv(AECEnv):
 
     # -- PettingZoo API -----------------------------------------------------------------------
     @property
-    def observation_spaces(self) -> dict[str, spaces.Space]:  # type: ignore[override]
+    def observation_spaces(self) -> dict[str, spaces.Space]:
         """Each agent's observation space (built on first use: a runner builds hundreds of
         environments and never reads them)."""
         return self._agent_spaces()[0]
 
     @property
-    def action_spaces(self) -> dict[str, spaces.Space]:  # type: ignore[override]
+    def action_spaces(self) -> dict[str, spaces.Space]:
         """Each agent's action space: a message of at most ``max_message_chars`` characters."""
         return self._agent_spaces()[1]
 

@@ -295,9 +295,7 @@ def _signature_params(factory: Callable[..., Any]) -> frozenset[str] | None:
     )
 
 
-def _unknown_kwargs(
-    given: Mapping[str, Any], accepted: Set[str] | None, task_id: str
-) -> list[str]:
+def _unknown_kwargs(given: Mapping[str, Any], accepted: Set[str] | None, task_id: str) -> list[str]:
     if accepted is None:
         return []
     valid = sorted(accepted | set(ENV_KWARGS))

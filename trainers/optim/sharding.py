@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import torch
 
@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 
-def is_sharded(value: Any) -> bool:
+def is_sharded(value: Any) -> TypeGuard[DTensor]:
     """Whether ``value`` is a sharded (DTensor) tensor. Nothing is before
     ``torch.distributed.tensor`` has been imported (``fully_shard`` imports it), so this module
     does not import it (1 s of every process's start)."""

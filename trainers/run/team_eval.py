@@ -48,10 +48,16 @@ def build_policies(
             policies, _ = build_team(config.team, agents, env.task, only=only, init_seed=init_seed)
             return with_rollout_engines(config, policies)
         from adapters.hf import HFPolicy
+        from adapters.team import AgentPolicyConfig
 
         path = tiny_path or tiny_model_dir(config, run_dir)
-        built = {a: HFPolicy.from_pretrained(path) for a in agents if only is None or a in only}
-        return with_rollout_engines(config, built, default_path=path)
+        tiny = AgentPolicyConfig(backend="hf", path=str(Path(path).resolve()))
+        slots = [
+            Slot(HFPolicy.from_pretrained(path), (a,), tiny)
+            for a in agents
+            if only is None or a in only
+        ]
+        return with_rollout_engines(config, Team(slots), default_path=path)
 
 
 def with_rollout_engines(
@@ -84,7 +90,8 @@ def with_rollout_engines(
         path = Path(agent.path) if agent is not None and agent.path else default_path
         assert path is not None, "an hf agent has a model path (check_team)"
         options = _engine_options(config, policy, agent)
-        key = shared_base_key(agent) if agent is not None and config.team.shared_base else None  # type: ignore[union-attr]
+        on_base = config.team is not None and config.team.shared_base
+        key = shared_base_key(agent) if agent is not None and on_base else None
         if key is not None:
             assert agent is not None
             holder = shared.setdefault(key, _SharedLoraEngine(str(path), options))

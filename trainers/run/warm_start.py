@@ -66,9 +66,7 @@ def warm_start(
     # with sft_shared (same-shaped models), one model learns them all and the others copy it.
     slots = [s for s in Team.of(policies).slots if isinstance(s.policy, TrainablePolicy)]
     shared = len(slots) == 1 or (config.sft_shared and _same_shapes([s.policy for s in slots]))
-    groups = (
-        {first: list(trainable)} if shared else {s.agents[0]: list(s.agents) for s in slots}
-    )
+    groups = {first: list(trainable)} if shared else {s.agents[0]: list(s.agents) for s in slots}
     curves = _clone(
         {name: trainable[name] for name in groups},
         {name: [pair for a in agents for pair in data[a]] for name, agents in groups.items()},

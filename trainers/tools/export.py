@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import teamtr_env
-from adapters.team import AgentPolicyConfig, TeamConfig, check_team
+from adapters.team import AgentPolicyConfig, TeamConfig
 from teamtr_core.config import dump_config, to_dict
 from teamtr_core.errors import ConfigError
 from teamtr_core.paths import unwritable_folder
@@ -330,9 +330,9 @@ def export_run(
     run_dir, out = Path(run_dir), Path(out)
     _check_out(run_dir, out, overwrite)
     team = load_run_team(run_dir, checkpoint)
-    agents = _agent_configs(team.config, run_dir, list(team.policies))
+    slots = Team.of(team.policies).slots  # each with the agent config it was built from
     policies = {name: getattr(p, "trainable", p) for name, p in team.policies.items()}
-    tabular = sorted(n for n, agent in agents.items() if agent.backend == "tabular")
+    tabular = sorted(n for slot in slots if slot.config.backend == "tabular" for n in slot.agents)
     if tabular:
         raise ConfigError(
             "teamtr export",
@@ -345,7 +345,6 @@ def export_run(
     staging = out.parent / f".{out.name}.partial-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    slots = Team.of(team.policies).slots
     one = any(slot.shared for slot in slots)  # a role-sharing team: one slot, one folder
     try:
         exported: dict[str, ExportedAgent] = {}
@@ -353,7 +352,7 @@ def export_run(
         for slot in slots:  # a slot's policy is written once and plays each of its agents
             first = slot.agents[0]
             folder = SHARED_FOLDER if slot.shared else first
-            done = _export_agent(folder, policies[first], agents[first], staging, merge)
+            done = _export_agent(folder, policies[first], slot.config, staging, merge)
             for name in slot.agents:
                 exported[name], entries[name] = done
         exported = {n: exported[n] for n in policies}  # the team's order
@@ -430,15 +429,6 @@ def _move_into_place(staging: Path, out: Path) -> None:
     staging.rename(out)
     if old is not None:
         shutil.rmtree(old)
-
-
-def _agent_configs(config: TrainConfig, run_dir: Path, agents: list[str]) -> dict[str, Any]:
-    """Each agent's policy config in the run: its team config's (paths absolute), else the
-    run's tiny model (``models/tiny``)."""
-    if config.team is not None:
-        return check_team(config.team, agents)
-    tiny = str((run_dir / "models" / "tiny").resolve())  # a full-weight agent: only named
-    return dict.fromkeys(agents, AgentPolicyConfig(backend="hf", path=tiny))
 
 
 def _export_agent(
