@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,10 +40,10 @@ PRELOAD = [
     "teamtr_cli",
 ]
 
-_server: subprocess.Popen[str] | None = None
+_server: subprocess.Popen[bytes] | None = None
 
 
-def _started() -> subprocess.Popen[str]:
+def _started() -> subprocess.Popen[bytes]:
     """This test process's fork server (started on first use, stopped at exit)."""
     global _server
     if _server is None or _server.poll() is not None:
@@ -50,14 +51,16 @@ def _started() -> subprocess.Popen[str]:
         # run from an empty folder: the server's sys.path[0] must hide no package (tests/ has a
         # tasks/ folder that would shadow the project's)
         serve = f"import runpy; runpy.run_path({__file__!r}, run_name='__fresh_server__')"
+        empty = tempfile.mkdtemp(prefix="fresh-server-")
         _server = subprocess.Popen(
             [sys.executable, "-c", serve],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            text=True,
+            bufsize=0,  # its answers are read line by line with a deadline (_answer)
             env=clean,
-            cwd=tempfile.mkdtemp(prefix="fresh-server-"),
+            cwd=empty,
         )
+        atexit.register(shutil.rmtree, empty, ignore_errors=True)
         atexit.register(_server.kill)
     return _server
 
@@ -121,9 +124,8 @@ def _child(
     extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     # sys.path[0] as Python sets it: the script's folder (a console script's is its bin/), or
     # the working directory for -c and -m
-    first = {"path": Path(what).resolve().parent, "console": Path(argv[0]).parent}.get(kind)
-    first = str(first) if first is not None else os.getcwd()
-    sys.path[:] = [first, *extra, *base_path]
+    folder = {"path": Path(what).resolve().parent, "console": Path(argv[0]).parent}.get(kind)
+    sys.path[:] = [str(folder) if folder is not None else os.getcwd(), *extra, *base_path]
     sys.argv = args
     code: Any = 0
     try:
@@ -145,9 +147,7 @@ def _child(
         traceback.print_exc()
         code = 1
     finally:
-        atexit._run_exitfuncs()  # as an interpreter's exit does (multiprocessing skips them)
-        sys.stdout.flush()
-        sys.stderr.flush()
+        atexit._run_exitfuncs()  # as an interpreter's exit does (os._exit skips them)
     if code is None:
         code = 0
     elif not isinstance(code, int):
@@ -156,6 +156,23 @@ def _child(
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _answer(server: subprocess.Popen[bytes], timeout: float) -> str:
+    """The server's next line, read byte by byte from the unbuffered pipe (nothing is left in a
+    buffer that ``select`` cannot see); ``subprocess.TimeoutExpired`` after ``timeout`` seconds,
+    ``RuntimeError`` if the server has gone."""
+    assert server.stdout is not None
+    fd, line, deadline = server.stdout.fileno(), b"", time.monotonic() + timeout
+    while not line.endswith(b"\n"):
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            raise subprocess.TimeoutExpired("run_fresh", timeout)
+        byte = os.read(fd, 1)
+        if not byte:
+            raise RuntimeError("run_fresh: the fork server exited")
+        line += byte
+    return line.decode()
 
 
 def run_fresh(
@@ -183,15 +200,14 @@ def run_fresh(
             "env": dict(os.environ if env is None else env),
             "streams": streams,
         }
-        server.stdin.write(json.dumps(request) + "\n")
-        server.stdin.flush()
-        pid = int(server.stdout.readline())
-        ready, _, _ = select.select([server.stdout], [], [], timeout)
-        if not ready:
+        server.stdin.write((json.dumps(request) + "\n").encode())
+        pid = int(_answer(server, 120.0))  # the first waits for the server's imports
+        try:
+            code = int(_answer(server, timeout))
+        except subprocess.TimeoutExpired:
             os.kill(pid, signal.SIGKILL)
-            server.stdout.readline()
-            raise subprocess.TimeoutExpired(args, timeout)
-        code = int(server.stdout.readline())
+            _answer(server, 60.0)  # the killed child's code
+            raise subprocess.TimeoutExpired(args, timeout) from None
         out, err = (Path(s).read_text(encoding="utf-8", errors="replace") for s in streams[1:])
         return subprocess.CompletedProcess(args, code, out, err)
     finally:
