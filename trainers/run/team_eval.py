@@ -57,49 +57,42 @@ def build_policies(
             for a in agents
             if only is None or a in only
         ]
-        return with_rollout_engines(config, Team(slots), default_path=path)
+        return with_rollout_engines(config, Team(slots))
 
 
-def with_rollout_engines(
-    config: TrainConfig, policies: Mapping[str, Any], default_path: Path | None = None
-) -> Team:
+def with_rollout_engines(config: TrainConfig, team: Team) -> Team:
     """With ``rollout.engine: vllm``, every trainable ``hf`` agent samples through a vLLM engine
     (:class:`~adapters.rollout_engine.EngineRollouts`): a full-weight or separate LoRA agent
     through an engine of its own on its model directory (LoRA merged at each sync), a
     ``shared_base`` LoRA agent through the one multi-LoRA engine of its base (its adapter
     alone is synced), a shared policy (a slot of several agents) through one engine for all its
-    agents. Engines start at their first sampling. Other agents are unchanged. Returns the team
-    (:class:`~teamtr_core.team.Team`, slot by slot)."""
-    team = Team.of(policies)
+    agents. Each slot's agent config (``Slot.config``) says which model it serves. Engines
+    start at their first sampling. Other agents, and a slot without an agent config (a policy
+    given as an object: no model folder to serve), are unchanged. Returns the team slot by
+    slot."""
     if config.rollout.engine != "vllm":
         return team
     from adapters.rollout_engine import EngineRollouts
-    from adapters.team import check_team, shared_base_key
+    from adapters.team import shared_base_key
 
-    # a slot built from a team config carries its agent config; a given mapping is checked here
-    given = any(slot.config is None for slot in team.slots) and config.team is not None
-    chosen = check_team(config.team, list(team)) if given and config.team else {}
+    on_base = config.team is not None and config.team.shared_base
     shared: dict[Any, _SharedLoraEngine] = {}
     slots: list[Slot] = []
     for slot in team.slots:  # a shared policy (one slot) gets one engine for its agents
-        name, policy = slot.agents[0], slot.policy
-        agent = slot.config if slot.config is not None else chosen.get(name)
-        if agent is not None and agent.backend != "hf":
+        name, policy, agent = slot.agents[0], slot.policy, slot.config
+        if agent is None or agent.backend != "hf":
             slots.append(slot)
             continue
-        path = Path(agent.path) if agent is not None and agent.path else default_path
-        assert path is not None, "an hf agent has a model path (check_team)"
+        path = str(agent.path)  # an hf agent has a model path (check_team)
         options = _engine_options(config, policy, agent)
-        on_base = config.team is not None and config.team.shared_base
-        key = shared_base_key(agent) if agent is not None and on_base else None
+        key = shared_base_key(agent) if on_base else None
         if key is not None:
-            assert agent is not None
-            holder = shared.setdefault(key, _SharedLoraEngine(str(path), options))
+            holder = shared.setdefault(key, _SharedLoraEngine(path, options))
             holder.rank = max(holder.rank, agent.lora.r if agent.lora else _saved_rank(agent))
             factory: Callable[[], Any] = functools.partial(holder.agent, name)
         else:
-            factory = functools.partial(_full_engine, str(path), options)
-        slots.append(Slot(EngineRollouts(policy, factory), slot.agents, slot.config))
+            factory = functools.partial(_full_engine, path, options)
+        slots.append(Slot(EngineRollouts(policy, factory), slot.agents, agent))
     return Team(slots, list(team))
 
 
@@ -107,14 +100,13 @@ def _engine_options(config: TrainConfig, policy: Any, agent: Any) -> dict[str, A
     """The engine settings of one agent: the run's ``rollout`` section, and the prompt budget,
     chat template and dtype of the policy it serves (so both condition on the same tokens)."""
     roll = config.rollout
-    dtype = agent.dtype if agent is not None else "float32"
     # in-process: the engine core and its one worker both run in this process
     placement = {"distributed_executor_backend": "uni"} if roll.in_process else {}
     return {
         **placement,
         "max_prompt_tokens": getattr(policy, "max_prompt_tokens", None),
-        "chat_template": agent.chat_template if agent is not None else None,
-        "dtype": dtype,
+        "chat_template": agent.chat_template,
+        "dtype": agent.dtype,
         "seed": config.seed,
         "gpu_memory_utilization": roll.gpu_memory_utilization,
         "max_model_len": roll.max_model_len,
