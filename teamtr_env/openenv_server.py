@@ -29,9 +29,9 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from openenv.core import Action, Environment, Observation, State
 from pydantic import Field
 
+from tasks.openenv.importing import import_openenv_core
 from teamtr_core.errors import ConfigError, EpisodeOverError
 from teamtr_core.policy import Policy, SamplingParams
 from teamtr_env.env import TeamEnv
@@ -43,6 +43,9 @@ from teamtr_env.openenv_guard import (
     without_inputs,
 )
 from teamtr_env.runners.lockstep import Seats, play_lockstep
+
+import_openenv_core()  # `openenv.core` without Gradio's 6 s, before the import below
+from openenv.core import Action, Environment, Observation, State  # noqa: E402
 
 MAX_ACTION_CHARS = 100_000
 """The longest action text a request may carry (the environment then cuts it to the protocol's

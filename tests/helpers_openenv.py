@@ -54,8 +54,10 @@ def guess_server(max_sessions: int, env_class: str = "GuessEnv") -> Iterator[str
     """The guess environment (``env_class`` of ``guess_env``) served by OpenEnv's
     ``create_app`` with ``max_sessions`` concurrent sessions; ``guess_env`` must be importable
     (:data:`FIXTURES` on ``sys.path``)."""
+    from tasks.openenv.importing import import_openenv_core
+
+    create_app = import_openenv_core().create_app  # before guess_env imports it: no Gradio
     import guess_env
-    from openenv.core import create_app
 
     app = create_app(
         getattr(guess_env, env_class),

@@ -16,6 +16,7 @@ from typing import Any
 
 from tasks.base import EpisodeLimitError, TaskConfigError
 from tasks.openenv.actions import schema_errors
+from tasks.openenv.importing import import_openenv_core
 
 TIMEOUT_S = 10.0
 """How long a request to the server (``/schema``, ``/metadata``) may take."""
@@ -109,7 +110,7 @@ def open_session(
         EpisodeLimitError: the server holds no more sessions (its ``max_concurrent_envs``).
         TaskConfigError: it cannot be reached, or its answer is not OpenEnv's.
     """
-    from openenv.core import GenericEnvClient
+    GenericEnvClient = import_openenv_core().GenericEnvClient
 
     client = None
     try:

@@ -29,6 +29,7 @@ from tasks.base import InteractiveTask, Problem, Score, TaskConfigError, is_int
 from tasks.capabilities import EpisodeLimit
 from tasks.openenv import remote
 from tasks.openenv.actions import action_fields, parse_action, render_observation, schema_errors
+from tasks.openenv.importing import import_openenv_core
 from tasks.openenv.remote import ActionRefused
 
 DEFAULT_ACTOR = "aggregator"
@@ -66,6 +67,7 @@ def _load(path: object, what: str, needs: tuple[str, ...]) -> tuple[Any, list[st
     if not isinstance(path, str) or not module or not name:
         return None, [f"{what}: expected 'module:Class', got {path!r}"]
     try:
+        import_openenv_core()  # before the class's module imports it: without Gradio
         found = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as exc:
         return None, [
@@ -84,7 +86,7 @@ def _load(path: object, what: str, needs: tuple[str, ...]) -> tuple[Any, list[st
 def _env_name(env_class: type) -> str:
     """The name OpenEnv's server publishes in ``/metadata`` for ``env_class``: its
     ``get_metadata().name``, by default the class's name (then no environment is made)."""
-    from openenv.core import Environment
+    Environment = import_openenv_core().Environment
 
     if getattr(env_class, "get_metadata", None) is Environment.get_metadata:
         return env_class.__name__

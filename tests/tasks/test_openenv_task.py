@@ -125,3 +125,46 @@ def test_the_command_line_evaluates_it(tmp_path: Path) -> None:
     assert report["n_problems"] == 5 and 0.0 <= report["metrics"]["avg@2"]["mean"] <= 1.0
     proc = run("--k", "2")
     assert proc.returncode == 2 and "has no scripted expert" in proc.stderr
+
+
+def test_openenv_is_imported_without_its_gradio_web_interface() -> None:
+    """``import_openenv_core`` (what teamtr's OpenEnv code imports through): OpenEnv without
+    Gradio, 6 s of its 8 s import; Gradio stays importable afterwards, and an OpenEnv that is
+    missing for another reason is reported, not hidden (below). In a new interpreter: this one
+    may have imported OpenEnv already."""
+    import subprocess
+    import sys
+
+    script = (
+        "import importlib.util, sys\n"
+        "from tasks.openenv.importing import import_openenv_core\n"
+        "core = import_openenv_core()\n"
+        "assert core is sys.modules['openenv.core'] and callable(core.create_app)\n"
+        "assert core.create_web_interface_app is None and 'gradio' not in sys.modules\n"
+        "assert importlib.util.find_spec('gradio') is not None\n"
+        "assert import_openenv_core() is core\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_an_openenv_import_error_that_is_not_gradio_is_raised(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+    from types import SimpleNamespace
+
+    from tasks.openenv import importing
+
+    def missing(name: str) -> object:
+        raise ModuleNotFoundError("No module named 'fastapi'", name="fastapi")
+
+    monkeypatch.delitem(sys.modules, "openenv.core", raising=False)
+    monkeypatch.delitem(sys.modules, "gradio", raising=False)
+    monkeypatch.setattr(importing, "importlib", SimpleNamespace(import_module=missing))
+    with pytest.raises(ModuleNotFoundError, match="fastapi"):
+        importing.import_openenv_core()
+    assert "gradio" not in sys.modules  # the stand-in is gone

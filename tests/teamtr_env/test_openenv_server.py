@@ -29,9 +29,9 @@ pytestmark = pytest.mark.xdist_group("openenv")
 def _client(url: str) -> Any:
     """OpenEnv's own client of ``url`` (imported when a test first needs it: see
     ``pytestmark``)."""
-    from openenv.core import GenericEnvClient
+    from tasks.openenv.importing import import_openenv_core
 
-    return GenericEnvClient(base_url=url)
+    return import_openenv_core().GenericEnvClient(base_url=url)
 
 
 @contextlib.contextmanager
