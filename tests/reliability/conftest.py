@@ -22,6 +22,16 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder / "RUN"
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The fault tests that read :func:`run` run on one worker of a parallel run, which trains it
+    once (a session fixture is built once per worker that needs it)."""
+    here = Path(__file__).parent
+    for item in items:
+        if "run" in getattr(item, "fixturenames", ()) and here in item.path.parents:
+            item.add_marker(pytest.mark.xdist_group("reliability-run"))
+
+
 @pytest.fixture
 def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A scratch folder as the working directory."""

@@ -26,6 +26,10 @@ from trainers.tools.swap import PROTOCOL_FILE, SwapConfig, protocol_errors, swap
 
 quiet = Console(file=io.StringIO())
 
+# One worker of a parallel run trains the module's run (a module fixture is built once per
+# worker that runs one of its tests).
+pytestmark = pytest.mark.xdist_group("swap")
+
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
