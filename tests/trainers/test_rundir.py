@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 from fresh import run_fresh
-from helpers_trainers import CrashAfter, SimulatedCrash, TrainedRun, small
+from helpers_trainers import SMALL, CrashAfter, SimulatedCrash, TrainedRun, small
 from rich.console import Console
 
 from teamtr_cli import main
@@ -31,12 +32,32 @@ def _crashed(run_dir: Path, stages: int = 1, **extra):  # type: ignore[no-untype
     return cfg
 
 
+@pytest.fixture(scope="module")
+def crashed_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A :data:`SMALL` run killed after stage 1, with TensorBoard on; built once."""
+    run = tmp_path_factory.mktemp("crashed") / "run"
+    _crashed(run, loggers=["tensorboard"])
+    return run
+
+
+@pytest.fixture
+def crashed(crashed_once: Path, tmp_path: Path) -> Path:
+    """A copy of :func:`crashed_once` in ``tmp_path / "run"`` for a test to change (a run
+    directory may move: ``run_dir`` is one of the keys a resume may change)."""
+    return Path(shutil.copytree(crashed_once, tmp_path / "run"))
+
+
+# One worker of a parallel run crashes the module's run once.
+pytestmark = pytest.mark.xdist_group("rundir")
+
+
 def _snapshot(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
-def test_a_resume_that_changes_the_results_is_refused_with_every_difference(tmp_path: Path) -> None:
-    cfg = _crashed(tmp_path / "run")
+def test_a_resume_that_changes_the_results_is_refused_with_every_difference(
+    crashed: Path, tmp_path: Path
+) -> None:
     before = _snapshot(tmp_path / "run")
     changed = small(
         tmp_path / "run",
@@ -53,13 +74,14 @@ def test_a_resume_that_changes_the_results_is_refused_with_every_difference(tmp_
     assert _snapshot(tmp_path / "run") == before  # nothing written, config.yaml kept
     # Safe keys may change: the resume goes through.
     safe = small(tmp_path / "run", progress=True)
-    assert run_training(safe, resume=True, console=QUIET)["stages"] == cfg.schedule.stages
+    assert run_training(safe, resume=True, console=QUIET)["stages"] == SMALL["schedule"]["stages"]
 
 
-def test_a_used_run_directory_is_refused_and_overwrite_replaces_it(tmp_path: Path) -> None:
+def test_a_used_run_directory_is_refused_and_overwrite_replaces_it(
+    crashed: Path, tmp_path: Path
+) -> None:
     # The old seed-0 run was killed after stage 1; a new seed-1 run must not pick it up.
-    run = tmp_path / "run"
-    _crashed(run, loggers=["tensorboard"])
+    run = crashed
     before = _snapshot(run)
     seed1 = small(run, seed=1, loggers=["tensorboard"])
     with pytest.raises(ConfigError, match="already holds a run .*--resume.*--overwrite"):
@@ -89,14 +111,13 @@ def test_a_used_run_directory_is_refused_and_overwrite_replaces_it(tmp_path: Pat
         run_training(small(tmp_path / "other"), console=QUIET)
 
 
-def test_a_rejected_config_writes_nothing(tmp_path: Path) -> None:
+def test_a_rejected_config_writes_nothing(crashed: Path, tmp_path: Path) -> None:
     team = {"agents": {"solver": {"backend": "random"}}}  # critic and aggregator have no policy
     cfg = small(tmp_path / "new", team=team)
     with pytest.raises(ConfigError, match="agent 'critic' has no policy"):
         run_training(cfg, console=QUIET)
     assert not (tmp_path / "new").exists()
     # A rejected resume leaves the run as it was.
-    _crashed(tmp_path / "run")
     before = _snapshot(tmp_path / "run")
     with pytest.raises(ConfigError):
         run_training(small(tmp_path / "run", team=team), resume=True, console=QUIET)
@@ -240,9 +261,8 @@ def test_plain_turns_numpy_into_data_a_weights_only_load_accepts(tmp_path: Path)
     assert torch.equal(loaded["t"], torch.ones(2))
 
 
-def test_cli_resume_reads_the_runs_own_config_and_refuses_changes(tmp_path: Path, capsys) -> None:
-    run = tmp_path / "run"
-    _crashed(run, sft__steps=3)  # not the CLI's default config
+def test_cli_resume_reads_the_runs_own_config_and_refuses_changes(crashed: Path, capsys) -> None:
+    run = crashed  # SMALL: not the CLI's default config
     assert main(["train", "--run-dir", str(run)]) == 2
     assert "already holds a run" in capsys.readouterr().err
     assert main(["train", "--resume", "--run-dir", str(run), "--set", "optim.lr=0.5"]) == 2
@@ -288,8 +308,9 @@ def test_a_run_directory_in_use_is_refused_with_the_writers_pid(tmp_path: Path) 
     finally:
         holder.kill()
         holder.wait()
-    summary = run_training(small(run), console=QUIET)  # the dead writer's lock is gone
-    assert summary["stages"] == 2
+    # the dead writer's lock is gone
+    summary = run_training(small(run, schedule__stages=1, sft=None), console=QUIET)
+    assert summary["stages"] == 1
     assert not (run / rundir.LOCK_FILE).exists()  # released at the end of the run
 
 
