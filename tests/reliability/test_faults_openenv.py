@@ -45,6 +45,11 @@ pytestmark = [
 
 @pytest.fixture(autouse=True)
 def _guess_env_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``guess_env`` on the path, and OpenEnv imported as teamtr imports it (without Gradio)
+    before ``guess_env`` imports it."""
+    from tasks.openenv.importing import import_openenv_core
+
+    import_openenv_core()
     monkeypatch.syspath_prepend(str(FIXTURES))
 
 
@@ -64,7 +69,8 @@ def garbage_server(pages: dict[str, str]) -> Iterator[str]:
             pass
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Pages)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    # shutdown() waits for the loop's next poll: 10 ms, not the default half second.
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}"

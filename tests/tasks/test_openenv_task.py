@@ -24,6 +24,11 @@ pytestmark = [
 
 @pytest.fixture(autouse=True)
 def _guess_env_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``guess_env`` on the path, and OpenEnv imported as teamtr imports it (without Gradio)
+    before ``guess_env`` imports it."""
+    from tasks.openenv.importing import import_openenv_core
+
+    import_openenv_core()
     monkeypatch.syspath_prepend(str(FIXTURES))
 
 

@@ -147,11 +147,12 @@ def test_a_problem_that_keeps_failing_is_named_and_does_not_hang() -> None:
     local = Runner(env_fn, RandomPolicy(seed=0), progress=False)
     problems = local.sample_problems(4, seed=2)
     bad = problems[3]
-    runner = RayRunner(env_fn, FailsOn(bad.data["expression"]), workers=2, max_retries=1)
+    # One worker (one actor start) playing two blocks: the failing block is named.
+    runner = RayRunner(env_fn, FailsOn(bad.data["expression"]), workers=1, max_retries=1)
     with pytest.raises(
         RolloutFailed, match=re.escape(bad.id) + r".*failed 2 times.*RuntimeError: cannot play"
     ):
-        runner.rollout(problems, group_size=1, seed=0)
+        runner.rollout(problems, group_size=1, seed=0, shards=2)
     runner.shutdown()
 
 

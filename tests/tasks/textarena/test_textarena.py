@@ -255,11 +255,9 @@ def test_codenames_red_is_the_team_and_blue_a_scripted_opponent() -> None:
         runner = Runner(
             env_fn, ScriptedExpert(env_fn().task, error_rate=error, seed=0), progress=False
         )
-        mean = evaluate(runner, runner.sample_problems(40, seed=0), k=2).metrics["avg@2"].mean
+        mean = evaluate(runner, runner.sample_problems(20, seed=0), k=2).metrics["avg@2"].mean
         if error == 0.0:
             strong = mean
         else:
             assert mean < strong  # the noisier side loses more often
-    make = lambda: teamtr_env.make("textarena/Codenames-v0", max_message_chars=300)  # noqa: E731
-    api_test(make(), num_cycles=30)
-    seed_test(make, num_cycles=20)
+    # PettingZoo's api_test and seed_test: test_conformance.py, as for every registered id.
