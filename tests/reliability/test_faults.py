@@ -21,8 +21,8 @@ BASE = """\
 task: teamtr/Arith-v0
 task_options: {digits: 1, system_prompts: {solver: "", critic: "", aggregator: ""}}
 sampling: {max_new_tokens: 6}
-sft: {problems: 8, steps: 2, batch_size: 8}
-schedule: {stages: 2, problems_per_batch: 2, group_size: 2}
+sft: null
+schedule: {stages: 1, problems_per_batch: 2, group_size: 2}
 eval: {problems: 4, k: 2, train_distribution: false}
 progress: false
 loggers: []
@@ -32,7 +32,8 @@ plot: false
 
 @pytest.fixture
 def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A scratch folder with the 2-stage ``base.yaml``, as the working directory."""
+    """A scratch folder with ``base.yaml`` (one stage, no behaviour cloning: the tests need a run,
+    not a trained team), as the working directory."""
     (tmp_path / "base.yaml").write_text(BASE, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     return tmp_path

@@ -3,6 +3,7 @@ comparison end to end (resumed after an interruption, read back on a rerun)."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -89,6 +90,23 @@ def test_every_run_shares_the_settings_and_the_clone_but_not_the_directory(tmp_p
     assert {(c.schedule.problems_per_batch, c.optim.epochs, c.task) for c in runs} == {
         (4, configs["teamtr/Joint-v0"][0].optim.epochs, "teamtr/Relay-v0")
     }
+
+
+def test_a_config_without_behaviour_cloning_keeps_it_off_quick_or_not(tmp_path: Path) -> None:
+    """``sft: null`` in the config file: the comparison's own ``sft.`` settings (the shared
+    clone's folder, ``--quick``'s smaller cloning) turned cloning back on with the default
+    settings; they now apply only where the runs clone, and the user's ``sft.`` wins."""
+    base = tmp_path / "base.yaml"
+    base.write_text("task: teamtr/Arith-v0\nsft: null\n", encoding="utf-8")
+    for quick in (False, True):
+        spec = CompareSpec("teamtr/Arith-v0", ("teamtr", "joint"), (0,), tmp_path, quick=quick)
+        config = run_configs(dataclasses.replace(spec, config_file=base))["teamtr/TeamTR-v0"][0]
+        assert config.sft is None
+    spec = CompareSpec("teamtr/Arith-v0", ("teamtr", "joint"), (0,), tmp_path, quick=True)
+    on = dataclasses.replace(spec, config_file=base, overrides=("sft.problems=16",))
+    (config,) = run_configs(on)["teamtr/TeamTR-v0"].values()
+    assert config.sft is not None and config.sft.problems == 16 and config.sft.steps == 200
+    assert config.sft.cache_dir == str(tmp_path / "bc-cache")
 
 
 def test_the_budget_check_compares_messages_per_update() -> None:

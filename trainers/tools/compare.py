@@ -70,7 +70,8 @@ from trainers.tools.compare_stats import (
     sum_finite,
 )
 
-#: What ``quick`` adds before the user's overrides: a minutes-long smoke comparison.
+#: What ``quick`` adds before the user's overrides: a minutes-long smoke comparison (its
+#: ``sft.*`` settings only where the runs behaviour-clone: a config's ``sft: null`` stays off).
 QUICK_OVERRIDES = (
     "schedule.stages=2",
     "schedule.problems_per_batch=8",
@@ -144,24 +145,24 @@ def run_configs(spec: CompareSpec) -> dict[str, dict[int, TrainConfig]]:
     if errors:
         raise ConfigError("compare", errors)
     out = Path(spec.out)
-    base = [*(QUICK_OVERRIDES if spec.quick else ()), *spec.overrides, f"task={spec.task}"]
+    quick = QUICK_OVERRIDES if spec.quick else ()
+    user = [*spec.overrides, f"task={spec.task}"]
     configs: dict[str, dict[int, TrainConfig]] = {}
     for label, (learner, sets) in entries.items():
         configs[label] = {}
         for seed in spec.seeds:
             run = out / "runs" / f"{_folder_name(label)}-seed{seed}"
-            configs[label][seed] = load_train_config(
-                spec.config_file,
-                [
-                    *base,
-                    *sets,
-                    f"schedule.learner={learner}",
-                    f"seed={seed}",
-                    f"run_dir={run}",
-                    f"sft.cache_dir={out / 'bc-cache'}",
-                    "progress=false",
-                ],
-            )
+            own = [*sets, f"schedule.learner={learner}", f"seed={seed}", f"run_dir={run}"]
+            own.append("progress=false")
+            # Whether the runs behaviour-clone is the config's (or the user's) to say: quick's
+            # `sft.` settings, and the shared clone's folder, are added only where they do
+            # (any `sft.` key would turn a config's `sft: null` on).
+            no_sft = [o for o in quick if not o.startswith("sft.")]
+            config = load_train_config(spec.config_file, [*no_sft, *user, *own])
+            if config.sft is not None:
+                cache = f"sft.cache_dir={out / 'bc-cache'}"
+                config = load_train_config(spec.config_file, [*quick, *user, *own, cache])
+            configs[label][seed] = config
     return configs
 
 
