@@ -30,7 +30,7 @@ def test_callbacks_see_every_update_stage_and_evaluation(trained: TrainedRun) ->
 
 
 def test_a_callback_can_stop_the_run_and_the_summary_says_so(tmp_path: Path) -> None:
-    cfg = small(tmp_path / "run", schedule__stages=3)
+    cfg = small(tmp_path / "run", schedule__stages=3, sft=None, eval__train_distribution=False)
     out = io.StringIO()
     summary = run_training(cfg, console=Console(file=out, width=200), callbacks=[Recorder(1)])
     assert summary["stages"] == 1 and summary["stopped_early"] == {"stage": 1, "by": "Recorder"}
@@ -53,6 +53,8 @@ def test_early_stopping_from_the_config_stops_a_flat_run(tmp_path: Path) -> None
     # A fresh tiny model scores the same on validation stage after stage: patience 1 stops it.
     cfg = small(
         tmp_path / "run",
+        sft=None,
+        eval__train_distribution=False,
         schedule__stages=4,
         eval__every=1,
         eval__early_stop_patience=1,
@@ -107,6 +109,9 @@ def test_wandb_and_mlflow_loggers_when_installed_and_a_clear_error_when_not(
     cfg = small(
         tmp_path / "run",
         loggers=["wandb", "mlflow"],
+        schedule__stages=1,
+        sft=None,
+        eval__train_distribution=False,
         logger_options={
             "wandb": {"project": "p", "mode": "offline"},
             "mlflow": {"experiment": "e"},
@@ -116,7 +121,8 @@ def test_wandb_and_mlflow_loggers_when_installed_and_a_clear_error_when_not(
     names = [name for name, _ in calls]
     init = dict(calls)["wandb.init"]
     assert init["project"] == "p" and init["config"]["seed"] == 0 and init["name"] == "run"
-    assert names.count("wandb.log") == 4 and names.count("mlflow.log") == 4
+    # the evaluation before training (step 0), the stage, the final evaluation
+    assert names.count("wandb.log") == 3 and names.count("mlflow.log") == 3
     assert ("mlflow.experiment", "e") in calls and names[-2:] == ["wandb.finish", "mlflow.end"]
     assert not (tmp_path / "run" / "tb").exists()  # tensorboard was not asked for
     monkeypatch.setitem(sys.modules, "wandb", None)  # not installed

@@ -164,11 +164,12 @@ def test_run_training_closes_the_engines_of_its_run(tmp_path, monkeypatch) -> No
 
     monkeypatch.setattr(recipe_module, "close_engines", record)
     quiet = Console(file=io.StringIO())
-    recipe_module.run_training(small(tmp_path / "run"), console=quiet)
+    short = {"schedule__stages": 1, "sft": None, "eval__train_distribution": False}
+    recipe_module.run_training(small(tmp_path / "run", **short), console=quiet)
     assert len(closed) == 1 and closed[0]  # the run's team, once
     with pytest.raises(SimulatedCrash):
         recipe_module.run_training(
-            small(tmp_path / "crash"), console=quiet, callbacks=[CrashAfter(1)]
+            small(tmp_path / "crash", **short), console=quiet, callbacks=[CrashAfter(1)]
         )
     assert len(closed) == 2
 

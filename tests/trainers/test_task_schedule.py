@@ -29,7 +29,13 @@ def test_scheduled_options_merge_in_stage_order() -> None:
 def test_a_schedule_switches_the_training_problems_at_its_stage(tmp_path: Path) -> None:
     out = io.StringIO()
     recipe = TrainingRecipe(
-        small(tmp_path / "run", schedule__stages=2, task_schedule=SCHEDULE),
+        small(
+            tmp_path / "run",
+            schedule__stages=2,
+            task_schedule=SCHEDULE,
+            sft=None,
+            eval__train_distribution=False,
+        ),
         console=Console(file=out, width=200),
     )
     seen: list[int] = []
@@ -51,7 +57,13 @@ def test_a_schedule_switches_the_training_problems_at_its_stage(tmp_path: Path) 
 
 
 def test_a_resumed_run_draws_with_its_stage_s_options(tmp_path: Path) -> None:
-    config = small(tmp_path / "run", schedule__stages=3, task_schedule=SCHEDULE)
+    config = small(
+        tmp_path / "run",
+        schedule__stages=3,
+        task_schedule=SCHEDULE,
+        sft=None,
+        eval__train_distribution=False,
+    )
     first = TrainingRecipe(config, console=Console(file=io.StringIO()), callbacks=[CrashAfter(2)])
     with pytest.raises(SimulatedCrash):
         first.run()
