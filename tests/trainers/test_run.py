@@ -64,26 +64,27 @@ def test_every_schedule_runs_end_to_end(method: str, tmp_path: Path) -> None:
     _check_finished_run(Path(cfg.run_dir), summary)
 
 
-def test_without_loggers_and_plot_a_run_writes_neither(tmp_path: Path) -> None:
-    cfg = small(tmp_path / "bare", schedule__stages=1, sft=None, eval__train_distribution=False)
-    out = io.StringIO()
-    summary = run_training(cfg, console=Console(file=out, width=200))
-    assert not (tmp_path / "bare" / "tb").exists()
-    assert not (tmp_path / "bare" / "curves.png").exists()
-    assert summary["paths"]["plot"] is None and summary["paths"]["tensorboard"] is None
-    assert "curves.png" not in out.getvalue() and "metrics.jsonl" in out.getvalue()
-
-
 def test_resume_after_a_crash_equals_the_uninterrupted_run(
     trained: TrainedRun, tmp_path: Path
 ) -> None:
+    """Killed after stage 2 with that stage's checkpoint cut short (a write the kill tore): the
+    resume skips it, says so, goes back to stage 1's and trains stage 2 again, to the
+    uninterrupted run's numbers."""
     quiet = Console(file=io.StringIO())
     full = trained.summary
     crashed_cfg = trained.same_config(tmp_path / "crashed")
     with pytest.raises(SimulatedCrash):
-        run_training(crashed_cfg, console=quiet, callbacks=[CrashAfter(1)])
+        run_training(crashed_cfg, console=quiet, callbacks=[CrashAfter(2)])
+    folder = Path(crashed_cfg.run_dir) / "checkpoints"
+    assert load_checkpoint(Path(crashed_cfg.run_dir))["trainer"]["stage"] == 2
+    newest = folder / "stage_0002.pt"
+    newest.write_bytes(newest.read_bytes()[:1000])
     assert load_checkpoint(Path(crashed_cfg.run_dir))["trainer"]["stage"] == 1
-    resumed = run_training(crashed_cfg, resume=True, console=quiet)
+    out = io.StringIO()
+    resumed = run_training(crashed_cfg, resume=True, console=Console(file=out, width=200))
+    text = out.getvalue()
+    assert "skipped a checkpoint: stage_0002.pt does not match the SHA-256 recorded" in text
+    assert "resumed" in text and "after stage 1 (stage_0001.pt)" in text
     # Bit for bit on purpose: both runs are in this process on this CPU, with the same kernels in
     # the same order, and resuming promises the uninterrupted run's exact numbers.
     assert resumed["after"] == full["after"] and resumed["before"] == full["before"]
@@ -95,7 +96,7 @@ def test_resume_after_a_crash_equals_the_uninterrupted_run(
         for name, tensor in a[agent]["policy"].items():
             assert torch.equal(tensor, b[agent]["policy"][name]), (agent, name)
     steps = [r["step"] for r in read_jsonl(Path(crashed_cfg.run_dir) / "metrics.jsonl")]
-    assert steps == [0, 1, 2, 2]  # no duplicated stage after the resume
+    assert steps == [0, 1, 2, 2]  # the torn stage's records dropped, no stage twice
 
 
 def test_cli_reports_every_config_problem(tmp_path: Path, capsys) -> None:
@@ -133,9 +134,16 @@ def test_model_selection_uses_validation_and_final_eval_uses_test(tmp_path: Path
         tmp_path / "select",
         eval__every=1,
         eval__select="best_validation",
+        eval__train_distribution=False,
     )
-    summary = run_training(cfg, console=Console(file=io.StringIO()))
+    out = io.StringIO()
+    summary = run_training(cfg, console=Console(file=out, width=200))
     run_dir = Path(cfg.run_dir)
+    # SMALL has no loggers and no plot: the run writes neither, and does not say it did.
+    assert cfg.loggers == [] and not cfg.plot
+    assert not (run_dir / "tb").exists() and not (run_dir / "curves.png").exists()
+    assert summary["paths"]["plot"] is None and summary["paths"]["tensorboard"] is None
+    assert "curves.png" not in out.getvalue() and "metrics.jsonl" in out.getvalue()
     records = read_jsonl(run_dir / "metrics.jsonl")
     val = {r["step"]: r["val/avg@2"] for r in records if "val/avg@2" in r}
     assert set(val) == {1, 2}

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 from fresh import run_fresh
-from helpers_trainers import SMALL, CrashAfter, SimulatedCrash, TrainedRun, small
+from helpers_trainers import SMALL, CrashAfter, SimulatedCrash, small
 from rich.console import Console
 
 from teamtr_cli import main
@@ -122,25 +122,6 @@ def test_a_rejected_config_writes_nothing(crashed: Path, tmp_path: Path) -> None
     with pytest.raises(ConfigError):
         run_training(small(tmp_path / "run", team=team), resume=True, console=QUIET)
     assert _snapshot(tmp_path / "run") == before
-
-
-def test_a_truncated_latest_checkpoint_falls_back_to_the_previous_one(
-    trained: TrainedRun, tmp_path: Path
-) -> None:
-    full = trained.summary
-    cfg = trained.same_config(tmp_path / "crashed")
-    with pytest.raises(SimulatedCrash):
-        run_training(cfg, console=QUIET, callbacks=[CrashAfter(2)])
-    folder = tmp_path / "crashed" / "checkpoints"
-    newest = folder / "stage_0002.pt"
-    newest.write_bytes(newest.read_bytes()[:1000])
-    out = io.StringIO()
-    resumed = run_training(cfg, resume=True, console=Console(file=out, width=200))
-    text = out.getvalue()
-    assert "skipped a checkpoint: stage_0002.pt does not match the SHA-256 recorded" in text
-    assert "resumed" in text and "after stage 1 (stage_0001.pt)" in text
-    # Stage 2 was trained again, identically: bit for bit, as both runs are in this process.
-    assert resumed["after"] == full["after"]
 
 
 def test_checkpoint_folder_faults_are_named(tmp_path: Path) -> None:
