@@ -24,6 +24,16 @@ TINY = [
 ]
 
 
+# The smallest comparison: what the command writes and prints, not what the learners learn.
+SMALLEST = [
+    *TINY,
+    "schedule.problems_per_batch=2",
+    "sft.steps=2",
+    "sft.problems=8",
+    "eval.problems=4",
+]
+
+
 def _sets(values: list[str]) -> list[str]:
     return [arg for v in values for arg in ("--set", v)]
 
@@ -33,7 +43,7 @@ def test_compare_writes_the_paired_differences(
 ) -> None:
     out = tmp_path / "cmp"
     argv = ["compare", "teamtr/Relay-v0", "--learners", "teamtr", "joint", "--seeds", "3"]
-    assert main([*argv, *_sets(TINY), "--out", str(out)]) == 0
+    assert main([*argv, *_sets(SMALLEST), "--out", str(out)]) == 0
     data = json.loads((out / "compare.json").read_text())
     assert data["learners"] == ["teamtr/TeamTR-v0", "teamtr/Joint-v0"]
     assert [p["learner"] for p in data["paired"]] == ["teamtr/Joint-v0"]
