@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import doctest
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -17,8 +18,8 @@ from teamtr_core.config import keyword_overrides
 from teamtr_core.errors import ConfigError
 from trainers.run import entry
 
+# No task: the default run's (teamtr/Pipeline-v0), which this run checks too.
 TINY = """\
-task: teamtr/Pipeline-v0
 sft: {steps: 10, problems: 64, batch_size: 16}
 schedule: {stages: 1, problems_per_batch: 2, group_size: 2}
 eval: {problems: 4, k: 2, train_distribution: false}
@@ -63,9 +64,16 @@ def test_train_is_the_path_teamtr_train_takes(
     # the fields users read, typed (issue #58 N6)
     assert result.stages == 1 and result.wall_s == pytest.approx(cli["wall_s"], rel=10)
     assert [u.agent for u in result.updates] == ["step1", "step2", "step3"]
-    low, high = result.after_ci["eval/avg@2"]
+    low, high = result.after_ci["eval/avg@2"]  # bootstrap CI over the distinct problems
     assert low <= result.after["eval/avg@2"] <= high
     assert set(result.before_ci) == set(result.after_ci)
+    # The default run: the pipeline relay, its distinct held-out problems, cheap diagnostics (no
+    # batches outside the training budget, so no stale gaps).
+    assert result.config.task == "teamtr/Pipeline-v0"
+    assert result.summary["eval_problems_distinct"] == 4
+    assert not any(k.startswith("ci/") for k in result.after)
+    assert result.summary["totals"].get("diagnostic_rollouts", 0) == 0
+    assert all(math.isnan(u["stale_gap"]) for u in result.summary["updates"])
     # rerunning names the Python keywords that resume or replace the run (N5)
     with pytest.raises(ConfigError) as err:
         train("tiny.yaml", run_dir="py", console=Console(quiet=True))
