@@ -241,7 +241,8 @@ def test_a_swap_in_a_shared_base_lora_team_carries_adapters_only(
     lora = {"backend": "hf", "path": str(tiny_model_dir), "lora": {"r": 4}}
     team = {"shared_base": True, "default": lora}
     run = tmp_path / "run"
-    run_training(small(run, team=team, schedule__stages=1), console=quiet)
+    quick = {"sft": None, "eval__train_distribution": False}  # the swap is what is checked
+    run_training(small(run, team=team, schedule__stages=1, **quick), console=quiet)
     out = tmp_path / "swapped"
     swap_agent(
         SwapConfig(str(run), "critic", str(new_model), out=str(out), stages=1), console=quiet

@@ -330,6 +330,7 @@ def _expert_round_trip(dataset: str, problems: int, errors: bool = True) -> None
             assert not task.grade(problem, wrong).correct, (dataset, problem.answer, wrong)
 
 
+@pytest.mark.slow  # docs/tasks/reasoning_gym.md's example checks the same on 100 problems
 def test_scripted_team_scores_its_error_rate() -> None:
     make = lambda: teamtr_env.make("reasoning_gym/basic_arithmetic", split="test")  # noqa: E731
     runner = Runner(make, ScriptedExpert(make().task, error_rate=0.2, seed=0), progress=False)
