@@ -49,12 +49,12 @@ def local_ray():  # type: ignore[no-untyped-def]
         paths = [str(tests.parent), *(str(tests / d) for d in ("", "trainers", "teamtr_env"))]
         paths.append(str(tests.parent / "benchmarks"))
         paths += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-        ray.init(
-            num_cpus=2,
-            include_dashboard=False,
-            log_to_driver=False,
-            runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(paths)}},
-        )
+        # The local cluster's processes inherit this process's environment: through it rather
+        # than a runtime_env, the workers Ray starts ahead are the ones the tests use (a
+        # runtime_env makes Ray start others, 1-2 s each, on the two cores the tests share).
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("PYTHONPATH", os.pathsep.join(paths))
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     return None
 
 
