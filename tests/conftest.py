@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,13 @@ import pytest
 
 # The benchmarks' shared helpers (``_bench``, ``_served``) import by name, as in the scripts.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+
+MAKE_TEST_BUDGET_S = 200.0
+"""What ``make test`` (every test not marked slow) may take on 2 cores; the run prints its own
+wall time against it (docs/testing.md)."""
+
+_STARTED = pytest.StashKey[float]()
 
 
 @pytest.fixture(scope="session")
@@ -71,3 +79,26 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
         ray.shutdown()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_STARTED] = time.monotonic()
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
+) -> None:
+    """``make test``'s wall time against :data:`MAKE_TEST_BUDGET_S`, after a whole run of the
+    fast tests (the project's test paths, ``-m "not slow ..."``)."""
+    whole = config.args_source == pytest.Config.ArgsSource.TESTPATHS
+    fast = "not slow" in config.option.markexpr and not config.option.keyword
+    if hasattr(config, "workerinput") or not whole or not fast:
+        return
+    wall = time.monotonic() - config.stash[_STARTED]
+    cores = os.cpu_count()
+    terminalreporter.write_sep(
+        "=",
+        f"make test: {wall:.0f} s on {cores} cores; its budget is {MAKE_TEST_BUDGET_S:.0f} s on 2",
+        green=wall <= MAKE_TEST_BUDGET_S,
+        yellow=wall > MAKE_TEST_BUDGET_S,
+    )
