@@ -1,23 +1,18 @@
-"""A task from a dataset trains like any other: run_training and ``teamtr train`` on a DatasetTask
-registered from a JSONL fixture (one tiny stage of a tiny model)."""
+"""A task from a dataset trains like any other: ``teamtr train`` (run_training's recipe) on a
+DatasetTask registered from a JSONL fixture (one tiny stage of a tiny model)."""
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from rich.console import Console
 
 import teamtr_env
 from tasks.dataset import DatasetTask
 from teamtr_cli import main
-from teamtr_core.config import from_dict
-from trainers.config import TrainConfig
-from trainers.run.recipe import run_training
 
 CAPITALS = Path(__file__).resolve().parents[1] / "fixtures" / "dataset" / "capitals.jsonl"
 TASK_ID = "test/CapitalsTraining-v0"
@@ -59,33 +54,27 @@ def registered() -> Iterator[str]:
         teamtr_env.registry.unregister(TASK_ID)
 
 
-def test_run_training_on_a_dataset_task(registered: str, tmp_path: Path) -> None:
-    data = {**TINY, "task": registered, "task_options": {}, "run_dir": str(tmp_path / "run")}
-    data["eval"] = {"problems": 8, "k": 2}
-    config = from_dict(TrainConfig, data)
-    summary = run_training(config, console=Console(file=io.StringIO()))
-    saved = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert saved["stages"] == summary["stages"] == 1
-    assert {"eval/avg@2", "eval/pass@2"} <= set(saved["before"]) & set(saved["after"])
-    # The held-out evaluation draws the test rows of the file's split column: 4 capitals.
-    assert saved["eval_split"] == "test" and saved["eval_problems_distinct"] == 4
-    assert saved["train_eval_problems_distinct"] == 8  # of the 10 train rows
-
-
 def test_teamtr_train_config_names_reward_functions_by_import_string(
     registered: str, tmp_path: Path
 ) -> None:
+    """``teamtr train`` on the dataset task, its reward named in YAML: it trains and evaluates
+    on the file's own splits."""
     config = {
         **TINY,
         "task": registered,
         # A YAML config cannot hold a Python function: it names one ("module:function").
         "task_options": {"reward_funcs": ["tasks.dataset.rewards:exact_match"]},
+        "eval": {"problems": 8, "k": 2},
     }
     path = tmp_path / "train.yaml"
     path.write_text(yaml.safe_dump(config))
     assert main(["train", "--config", str(path), "--run-dir", str(tmp_path / "run")]) == 0
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["stages"] == 1
+    assert {"eval/avg@2", "eval/pass@2"} <= set(summary["before"]) & set(summary["after"])
+    # The held-out evaluation draws the test rows of the file's split column: 4 capitals.
+    assert summary["eval_split"] == "test" and summary["eval_problems_distinct"] == 4
+    assert summary["train_eval_problems_distinct"] == 8  # of the 10 train rows
     saved = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
     assert saved["task_options"]["reward_funcs"] == ["tasks.dataset.rewards:exact_match"]
 

@@ -280,11 +280,15 @@ def _shared_run(root: Path, tiny_model_dir: Path, learner: str = "at_grpo") -> P
 def test_a_shared_policy_run_trains_exports_one_folder_and_evaluates(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
-    config_file = _shared_run(tmp_path, tiny_model_dir)
+    config_file = _shared_run(tmp_path, tiny_model_dir)  # train.yaml names team.yaml
     cfg = load_train_config(config_file)
+    assert cfg.team is not None and cfg.team.default is not None
+    assert cfg.team.default.path == str((tmp_path / "models" / "tiny").resolve())
     console = io.StringIO()
     summary = run_training(cfg, console=Console(file=console, width=200))
     assert summary["stages"] == 1
+    written = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
+    assert written["team"]["default"]["path"] == cfg.team.default.path  # resumable as is
     assert "one shared model" in console.getvalue()  # behaviour cloning: once, on every seat
     team = load_run_team(cfg.run_dir)
     assert len({id(p) for p in team.policies.values()}) == 1
