@@ -124,21 +124,23 @@ def test_workers_build_their_team_and_play_another_split_on_request() -> None:
     ``for_env``: the same workers play another environment's problems, as a local runner of
     that environment would, and the first runner still plays its own."""
     stand_ins = dict.fromkeys(env_fn().possible_agents, "built on the workers")
-    runner = RayRunner(env_fn, stand_ins, workers=2, num_cpus=0.25, team=random_team)
+    # One worker (one actor start) playing two blocks, as two workers would.
+    runner = RayRunner(env_fn, stand_ins, workers=1, num_cpus=0.25, team=random_team)
     other = runner.for_env(two_digit_env)
     local = Runner(two_digit_env, RandomPolicy(seed=0), progress=False)
     problems = local.sample_problems(4, seed=2)
     assert other.sample_problems(4, seed=2) == problems  # drawn from the new environment
-    batch = other.rollout(problems, group_size=2, seed=5)
+    batch = other.rollout(problems, group_size=2, seed=5, shards=2)
     expected = local.rollout(problems, group_size=2, seed=5, shards=2)
     assert batch.episodes == expected.episodes and batch.messages == expected.messages
     assert all("OTHER SPLIT" in m.context for m in batch.messages)  # that environment's
     again_other = runner.for_env(two_digit_env)  # the same split: the workers' environments
     assert again_other._env == other._env
-    assert again_other.rollout(problems, group_size=2, seed=5).episodes == expected.episodes
+    again_batch = again_other.rollout(problems, group_size=2, seed=5, shards=2)
+    assert again_batch.episodes == expected.episodes
     own = Runner(env_fn, RandomPolicy(seed=0), progress=False)
     first = own.sample_problems(3, seed=1)
-    again = runner.rollout(first, group_size=1, seed=4)
+    again = runner.rollout(first, group_size=1, seed=4, shards=2)
     assert again.episodes == own.rollout(first, group_size=1, seed=4, shards=2).episodes
     runner.shutdown()
 
