@@ -7,9 +7,11 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import helpers_relay as relay
 import numpy as np
 import pytest
 import torch
+from helpers_relay import full_relay_run
 
 from teamtr_core.policy import SamplingParams
 from teamtr_env.runners import Runner
@@ -26,9 +28,7 @@ from trainers.exact.games import (
     random_logits,
     tables,
 )
-from trainers.exact.run import agent_names, relay_env_fn, relay_policies, sampled_config
-from trainers.learners.callbacks import Callback
-from trainers.learners.team_trainer import TeamTrainer
+from trainers.exact.run import agent_names, relay_env_fn, relay_policies
 from trainers.optim.scoring import concat_logprobs, scored
 
 GAME = RelayGame(n=3, symbols=3)
@@ -108,45 +108,20 @@ def test_the_ratio_estimate_matches_the_exact_history_tv_of_the_relay(changed: l
     assert exact >= occupancy_tv(GAME, tables(moved), tables(start)) - 1e-12
 
 
-class _Snapshots(Callback):
-    """The team after every update (the intermediate teams pi_hat^1, ...)."""
-
-    def __init__(self, policies: dict[str, Any]) -> None:
-        self.policies = policies
-        self.teams: list[list[np.ndarray]] = []
-
-    def on_update(self, record: Any) -> None:
-        self.teams.append(
-            [
-                self.policies[a].log_probs_table().detach().exp().double().numpy().copy()
-                for a in agent_names(GAME)
-            ]
-        )
-
-
 # naive sequential's run: the same logging path as TeamTR's (the exact drift of both learners'
 # histories is checked without a run in this file)
 @pytest.mark.parametrize(
     "learner", [pytest.param("naive_sequential", marks=pytest.mark.slow), "teamtr"]
 )
+@pytest.mark.xdist_group("relay-full")  # full_relay_run("teamtr"), made once on one worker
 def test_a_run_logs_the_ratio_drift_and_it_matches_the_exact_one(learner: str) -> None:
-    start = random_logits(GAME, np.random.default_rng(2), scale=1.0)
-    policies = relay_policies(GAME, start)
-    config = sampled_config(
-        learner,
-        # The J batches, which this test does not read, are one prompt (their own seeds: the
-        # drift terms are the same to the bit).
-        diagnostics={"level": "full", "eval_problems": 1},
-        schedule={"problems_per_batch": 256, "group_size": 4},
-        optim={"lr": 2.0},
-        trust_region={"delta_mode": "none"},
-    )
-    snapshots = _Snapshots(policies)
-    trainer = TeamTrainer(config, relay_env_fn(GAME), policies, callbacks=[snapshots])
-    report = trainer.run_stage()
+    """The relay stage that test_stage_diagnostics.py's measured-improvement test reads too
+    (3 agents, K = 3, full diagnostics)."""
+    _, report, snaps = full_relay_run(learner)
     terms = [u.d_occ_lr_term for u in report.updates]
     assert np.isnan(terms[0]) and all(np.isfinite(terms[1:]))
-    exact = [history_occupancy_tv(GAME, team, tables(start)) for team in snapshots.teams[:-1]]
+    # the drift of the history before each update after the first, from the stage's start
+    exact = [history_occupancy_tv(relay.GAME, snaps[i], snaps[0]) for i in (1, 2)]
     se = report.metrics["diag/d_occ_lr_se"]
     assert report.metrics["diag/d_occ_lr"] == pytest.approx(sum(terms[1:]))
     assert abs(report.metrics["diag/d_occ_lr"] - sum(exact)) < 4 * se + 1e-9

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers_relay import GAME, full_relay_run, run_relay
 from helpers_trainers import config, env_fn, tabular_team
 from rich.console import Console
 
@@ -25,39 +26,15 @@ from trainers.exact.games import (
     expected_return,
     importance_second_moment,
     occupancy_tv,
-    random_logits,
     surrogate,
     tables,
     token_kl,
 )
-from trainers.exact.run import relay_env_fn, relay_policies, sampled_config, team_tables
-from trainers.learners.callbacks import OnUpdate
 from trainers.learners.team_trainer import TeamTrainer
 from trainers.optim.records import UPDATE_KEYS
 from trainers.run.config_file import load_train_config
 
 AGENTS = ("a", "b", "c")
-GAME = RelayGame(3, 3, 1)
-
-
-def run_relay(method: str, diagnostics: dict, seed: int = 1, **options):
-    """One stage of the 3-agent relay (K = 3) with big batches; the team's exact tables before
-    the stage and after every update."""
-    logits = random_logits(GAME, np.random.default_rng(seed))
-    cfg = sampled_config(
-        method,
-        diagnostics=diagnostics,
-        schedule={"problems_per_batch": 256, "group_size": 4},
-        learner_options=options,
-        optim={"lr": 0.5},
-        trust_region={"delta": 0.3},
-    )
-    policies = relay_policies(GAME, logits, seed=0)
-    snaps = [team_tables(GAME, policies)]
-    watch = OnUpdate(lambda record: snaps.append(team_tables(GAME, policies)))
-    trainer = TeamTrainer(cfg, relay_env_fn(GAME), policies, callbacks=[watch])
-    report = trainer.run_stage()
-    return trainer, report, snaps
 
 
 # -- the option ---------------------------------------------------------------------------------
@@ -200,11 +177,12 @@ def test_helpers() -> None:
 
 # -- against the exact game --------------------------------------------------------------------
 @pytest.mark.slow
+@pytest.mark.xdist_group("relay-full")  # full_relay_run, made once on one worker
 def test_d_occ_estimates_the_exact_drift_within_its_noise_floor() -> None:
     """The run's D_occ over (turn, observed symbol) against the exact drift of the same teams;
     an estimated TV is biased upward by sampling noise, by about its measured noise floor."""
     for method in ("teamtr", "naive_sequential"):
-        _, report, snaps = run_relay(method, {"level": "full", "occupancy": "task"})
+        _, report, snaps = full_relay_run(method)
         exact = sum(context_occupancy_tv(GAME, snaps[i], snaps[0]) for i in (1, 2))
         m = report.metrics
         assert exact > 0.05  # the updates moved the occupancy well beyond noise
@@ -227,8 +205,9 @@ def test_importance_weight_ess_matches_the_exact_second_moment() -> None:
     assert report.updates[-1].iw_ess_over_b < 0.95  # the weights are far from uniform
 
 
+@pytest.mark.xdist_group("relay-full")  # full_relay_run("teamtr"), made once on one worker
 def test_measured_improvement_and_certificate_against_the_exact_values() -> None:
-    trainer, report, snaps = run_relay("teamtr", {"level": "full", "occupancy": "task"})
+    trainer, report, snaps = full_relay_run("teamtr")
     m = report.metrics
     exact_gain = expected_return(GAME, snaps[-1]) - expected_return(GAME, snaps[0])
     # two independent batches of 1024 episodes: the difference has a std of about 0.02
