@@ -38,6 +38,7 @@ def _sets(values: list[str]) -> list[str]:
     return [arg for v in values for arg in ("--set", v)]
 
 
+@pytest.mark.slow  # the command's JSON and printed table: test_faults.py's test_a_comparison_with_a_typo_writes_nothing_and_the_corrected_one_runs
 def test_compare_writes_the_paired_differences(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

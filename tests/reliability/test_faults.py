@@ -100,7 +100,8 @@ def test_a_comparison_with_a_typo_writes_nothing_and_the_corrected_one_runs(
     work: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Row 4: a misspelt task (and, separately, a bad task option) is refused before ``--out``
-    is made, so the corrected command is not refused as 'other settings'."""
+    is made, so the corrected command is not refused as 'other settings'; it writes and prints
+    the paired differences."""
     argv = ["compare", "teamtr/Arith-v0", "--learners", "teamtr", "naive_sequential"]
     argv += ["--config", "base.yaml", "--seeds", "0", "--out", "c9"]
     typo = [a if a != "teamtr/Arith-v0" else "teamtr/Arth-v0" for a in argv]
@@ -108,8 +109,14 @@ def test_a_comparison_with_a_typo_writes_nothing_and_the_corrected_one_runs(
     bad_option = [*argv, "--set", "task_options.digits=abc"]
     assert "digits must be an integer in 1..9, got 'abc'" in _refused(bad_option, capsys)
     assert _files(work) == ["base.yaml"]
+    capsys.readouterr()
     assert main(argv) == 0
-    assert (work / "c9" / "compare.json").is_file()
+    data = json.loads((work / "c9" / "compare.json").read_text())
+    assert data["learners"] == ["teamtr/TeamTR-v0", "teamtr/NaiveSequential-v0"]
+    assert [p["learner"] for p in data["paired"]] == ["teamtr/NaiveSequential-v0"]
+    printed = capsys.readouterr().out
+    assert "every learner gets the same budget per update" in printed
+    assert "| teamtr/NaiveSequential-v0 |" in printed and "messages per update: equal" in printed
 
 
 @pytest.mark.xdist_group("ray")

@@ -20,7 +20,7 @@ from trainers.run import entry
 
 # No task: the default run's (teamtr/Pipeline-v0), which this run checks too.
 TINY = """\
-sft: {steps: 10, problems: 64, batch_size: 16}
+sft: {steps: 2, problems: 8, batch_size: 8}
 schedule: {stages: 1, problems_per_batch: 2, group_size: 2}
 eval: {problems: 4, k: 2, train_distribution: false}
 loggers: []
