@@ -41,7 +41,11 @@ demo: $(VENV)/.installed
 # time against it: `make test` stays under 200 s on 2 cores. PYTEST_WORKERS=0 runs them in this
 # process.
 PYTEST_WORKERS ?= 2
-PYTEST := $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
+# The plugins are named, not found by entry point: pytest rewrites the asserts of every module of
+# an entry point's distribution (all of hypothesis, anyio: 2 s a worker), and the suite needs
+# these three.
+PYTEST := PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 $(BIN)/python -m pytest -p xdist.plugin \
+	-p pytest_timeout -p _hypothesis_pytestplugin -n $(PYTEST_WORKERS) --dist loadgroup
 
 test: $(VENV)/.installed-dev
 	$(PYTEST) -m "not slow and not vllm" --durations=15
