@@ -273,12 +273,18 @@ def test_teamtr_train_with_agent_actors_from_the_cli(tmp_path: Path) -> None:
 def test_rollout_workers_get_the_agent_actors_weights_through_the_object_store() -> None:
     """Learner actors and Ray rollout workers together: the workers play each update's weights
     (sent from the actor, never through the driver), and the team ends where local training
-    ends."""
+    ends. One trainable agent beside a fixed one: one agent actor and one worker (each a
+    process start; several agents' actors in test_agent_actors_train_like_local_training)."""
     import torch
     from helpers_trainers import config, env_fn, tabular_team
 
+    from adapters.scripted import ConstantPolicy
+
+    def team() -> dict[str, Any]:
+        return {"a": tabular_team()["a"], "b": ConstantPolicy("Answer: 1")}
+
     settings = {"schedule__stages": 2, "schedule__learner": "teamtr", "diagnostics": False}
-    local = TeamTrainer(config(**settings), env_fn, tabular_team())
+    local = TeamTrainer(config(**settings), env_fn, team())
     remote_config = config(
         **settings,
         runner__backend="ray",
@@ -287,13 +293,13 @@ def test_rollout_workers_get_the_agent_actors_weights_through_the_object_store()
         runner__agents="ray",
         runner__agent_cpus=0.25,
     )
-    remote = TeamTrainer(remote_config, env_fn, tabular_team())
+    remote = TeamTrainer(remote_config, env_fn, team())
     reports = []
     for _ in range(2):
         local.run_stage()
         reports.append(remote.run_stage())
     train = [e for r in reports for e in r.samples if e.purpose == "train"]
-    assert len(train) == 4
+    assert list(remote.slots) == ["a"] and len(train) == 2
     for event in train:  # the workers played the team of that moment
         assert event.worker_versions == event.versions
     for agent, slot in remote.slots.items():

@@ -32,11 +32,16 @@ def _crashed(run_dir: Path, stages: int = 1, **extra):  # type: ignore[no-untype
     return cfg
 
 
+CRASHED = {"loggers": ["tensorboard"], "sft": None, "eval__train_distribution": False}
+""":func:`crashed_once`'s settings beside :data:`SMALL`'s."""
+
+
 @pytest.fixture(scope="module")
 def crashed_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A :data:`SMALL` run killed after stage 1, with TensorBoard on; built once."""
+    """A :data:`SMALL` run killed after stage 1, with TensorBoard on (no behaviour cloning or
+    train-split evaluation: the tests read its files and config); built once."""
     run = tmp_path_factory.mktemp("crashed") / "run"
-    _crashed(run, loggers=["tensorboard"])
+    _crashed(run, **CRASHED)
     return run
 
 
@@ -73,7 +78,7 @@ def test_a_resume_that_changes_the_results_is_refused_with_every_difference(
     assert "config.yaml" in text and "stage_0001.pt" in text  # both records are checked
     assert _snapshot(tmp_path / "run") == before  # nothing written, config.yaml kept
     # Safe keys may change: the resume goes through.
-    safe = small(tmp_path / "run", progress=True)
+    safe = small(tmp_path / "run", progress=True, **CRASHED)
     assert run_training(safe, resume=True, console=QUIET)["stages"] == SMALL["schedule"]["stages"]
 
 
@@ -83,7 +88,7 @@ def test_a_used_run_directory_is_refused_and_overwrite_replaces_it(
     # The old seed-0 run was killed after stage 1; a new seed-1 run must not pick it up.
     run = crashed
     before = _snapshot(run)
-    seed1 = small(run, seed=1, loggers=["tensorboard"])
+    seed1 = small(run, seed=1, **CRASHED)
     with pytest.raises(ConfigError, match="already holds a run .*--resume.*--overwrite"):
         run_training(seed1, console=QUIET)
     assert _snapshot(run) == before
