@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 from fresh import run_fresh
 
+# The commands run from tests/fresh.py's fork server: one worker of a parallel run starts it.
+pytestmark = pytest.mark.xdist_group("fresh")
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [
     "docs/adding-a-task.md",

@@ -64,6 +64,7 @@ def test_cpu_mode_runs_every_check_and_writes_json(tmp_path: Path) -> None:
     assert "TeamTR stage with vLLM rollouts: not run" in proc.stdout
 
 
+@pytest.mark.xdist_group("fresh")  # tests/fresh.py's fork server: one worker starts it
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA machine runs the real check")
 def test_without_cuda_it_exits_2_at_once(tmp_path: Path) -> None:
     proc = run_fresh(

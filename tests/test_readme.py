@@ -23,6 +23,9 @@ from fresh import run_fresh
 from trainers.learners.teamtr import TeamTR
 from trainers.run.config_file import load_train_config
 
+# The commands run from tests/fresh.py's fork server: one worker of a parallel run starts it.
+pytestmark = pytest.mark.xdist_group("fresh")
+
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 BIN = Path(sys.executable).parent

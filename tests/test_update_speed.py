@@ -108,6 +108,7 @@ def test_trl_gets_the_chat_template_teamtr_renders(bench: ModuleType, tiny_model
     assert bench.trl_text([{"role": "assistant", "content": "Answer: 3"}]) == "Answer: 3"
 
 
+@pytest.mark.xdist_group("fresh")  # tests/fresh.py's fork server: one worker starts it
 def test_another_batch_needs_the_comlrl_section_off(tmp_path: Path) -> None:
     """--prompts/--generations change every row's batch; CoMLRL's section runs at its own, so the
     two together are refused (exit 2) before anything runs."""

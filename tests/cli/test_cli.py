@@ -28,6 +28,7 @@ def test_play_prints_transcript(capsys: pytest.CaptureFixture[str]) -> None:
     assert "[score] reward=1.0 correct=True" in out
 
 
+@pytest.mark.xdist_group("fresh")  # tests/fresh.py's fork server: one worker starts it
 def test_play_human_reads_stdin() -> None:
     proc = run_fresh(
         [

@@ -300,7 +300,11 @@ def test_piped_run_prints_a_line_per_stage_and_counts_distinct_eval_problems(
 
 def test_a_terminal_keeps_the_progress_bars_instead_of_stage_lines(tmp_path: Path) -> None:
     cfg = small(
-        tmp_path / "tty", progress=True, sft=None, eval__train_distribution=False, schedule__stages=1
+        tmp_path / "tty",
+        progress=True,
+        sft=None,
+        eval__train_distribution=False,
+        schedule__stages=1,
     )
     out = io.StringIO()
     run_training(cfg, console=Console(file=out, width=200, force_terminal=True))
