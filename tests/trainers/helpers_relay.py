@@ -10,14 +10,14 @@ from typing import Any
 import numpy as np
 
 from trainers.exact.games import RelayGame, random_logits
-from trainers.exact.run import relay_env_fn, relay_policies, sampled_config, team_tables
+from trainers.exact.run import Method, relay_env_fn, relay_policies, sampled_config, team_tables
 from trainers.learners.callbacks import OnUpdate
 from trainers.learners.team_trainer import TeamTrainer
 
 GAME = RelayGame(3, 3, 1)
 
 
-def run_relay(method: str, diagnostics: dict, seed: int = 1, **options: Any) -> Any:
+def run_relay(method: Method, diagnostics: dict, seed: int = 1, **options: Any) -> Any:
     """One stage of the 3-agent relay (K = 3) with big batches: ``(trainer, report, snaps)``,
     the team's exact tables before the stage and after every update in ``snaps``."""
     logits = random_logits(GAME, np.random.default_rng(seed))
@@ -38,7 +38,7 @@ def run_relay(method: str, diagnostics: dict, seed: int = 1, **options: Any) -> 
 
 
 @functools.cache
-def full_relay_run(method: str) -> Any:
+def full_relay_run(method: Method) -> Any:
     """``run_relay(method, full diagnostics, task occupancy)``, made once per process (read it,
     never change it)."""
     return run_relay(method, {"level": "full", "occupancy": "task"})
