@@ -214,7 +214,7 @@ def _config(run_dir: Path, task: str, model: Path, shared: bool) -> TrainConfig:
         # a KL penalty to each agent's reference: a shared team's references are frozen adapters
         "trust_region": {"beta": 0.05},
         "optim": {"lr": 0.01},
-        "eval": {"problems": 4, "k": 2},
+        "eval": {"problems": 4, "k": 2, "train_distribution": False},  # held-out numbers only
         "progress": False,
         "loggers": [],
         "plot": False,
