@@ -2,7 +2,7 @@
 (6 s of the 8 s ``import openenv.core`` takes here, most of it Gradio writing its components'
 stub files), and teamtr plays environments over WebSocket or in process, never through that web
 page. OpenEnv imports the web interface only if it can (``except ModuleNotFoundError``), so the
-first import here hides Gradio for its duration: ``teamtr serve`` is healthy in about 2 s
+first import here hides Gradio for its duration: ``teamtr serve`` is healthy in about 3 s
 instead of 6, and so is every process that makes an ``openenv/Env-v0`` environment.
 
 Gradio stays importable afterwards (OpenEnv's ``create_app`` imports the web interface itself when

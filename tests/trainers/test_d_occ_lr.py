@@ -7,11 +7,10 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import helpers_relay as relay
 import numpy as np
 import pytest
 import torch
-from helpers_relay import full_relay_run
+from helpers_relay import GAME, full_relay_run
 
 from teamtr_core.policy import SamplingParams
 from teamtr_env.runners import Runner
@@ -22,7 +21,6 @@ from trainers.diagnostics.estimators import (
     total_variation,
 )
 from trainers.exact.games import (
-    RelayGame,
     history_occupancy_tv,
     occupancy_tv,
     random_logits,
@@ -30,8 +28,6 @@ from trainers.exact.games import (
 )
 from trainers.exact.run import agent_names, relay_env_fn, relay_policies
 from trainers.optim.scoring import concat_logprobs, scored
-
-GAME = RelayGame(n=3, symbols=3)
 
 
 def _score(policies: dict[str, Any]) -> Any:
@@ -121,7 +117,7 @@ def test_a_run_logs_the_ratio_drift_and_it_matches_the_exact_one(learner: str) -
     terms = [u.d_occ_lr_term for u in report.updates]
     assert np.isnan(terms[0]) and all(np.isfinite(terms[1:]))
     # the drift of the history before each update after the first, from the stage's start
-    exact = [history_occupancy_tv(relay.GAME, snaps[i], snaps[0]) for i in (1, 2)]
+    exact = [history_occupancy_tv(GAME, snaps[i], snaps[0]) for i in (1, 2)]
     se = report.metrics["diag/d_occ_lr_se"]
     assert report.metrics["diag/d_occ_lr"] == pytest.approx(sum(terms[1:]))
     assert abs(report.metrics["diag/d_occ_lr"] - sum(exact)) < 4 * se + 1e-9

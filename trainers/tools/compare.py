@@ -146,7 +146,12 @@ def run_configs(spec: CompareSpec) -> dict[str, dict[int, TrainConfig]]:
         raise ConfigError("compare", errors)
     out = Path(spec.out)
     quick = QUICK_OVERRIDES if spec.quick else ()
+    # Whether the runs behaviour-clone is the config's (or the user's) to say: quick's `sft.`
+    # settings, and the shared clone's folder, are added only where they do (any `sft.` key
+    # would turn a config's `sft: null` on).
+    quick_no_sft = [o for o in quick if not o.startswith("sft.")]
     user = [*spec.overrides, f"task={spec.task}"]
+    cache = f"sft.cache_dir={out / 'bc-cache'}"
     configs: dict[str, dict[int, TrainConfig]] = {}
     for label, (learner, sets) in entries.items():
         configs[label] = {}
@@ -154,13 +159,8 @@ def run_configs(spec: CompareSpec) -> dict[str, dict[int, TrainConfig]]:
             run = out / "runs" / f"{_folder_name(label)}-seed{seed}"
             own = [*sets, f"schedule.learner={learner}", f"seed={seed}", f"run_dir={run}"]
             own.append("progress=false")
-            # Whether the runs behaviour-clone is the config's (or the user's) to say: quick's
-            # `sft.` settings, and the shared clone's folder, are added only where they do
-            # (any `sft.` key would turn a config's `sft: null` on).
-            no_sft = [o for o in quick if not o.startswith("sft.")]
-            config = load_train_config(spec.config_file, [*no_sft, *user, *own])
+            config = load_train_config(spec.config_file, [*quick_no_sft, *user, *own])
             if config.sft is not None:
-                cache = f"sft.cache_dir={out / 'bc-cache'}"
                 config = load_train_config(spec.config_file, [*quick, *user, *own, cache])
             configs[label][seed] = config
     return configs
